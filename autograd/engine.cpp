@@ -1,0 +1,187 @@
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/node.h"
+
+namespace hg::autograd {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_next_seq{1};
+std::atomic<int64_t> g_live_nodes{0};
+
+// Iterative destruction: a node's edges and captured tensors would otherwise free the previous node
+// inside this node's destructor, recursing once per op (a 100,000-op chain overflows the stack).
+thread_local bool t_draining = false;
+thread_local std::vector<std::shared_ptr<Node>> t_pending_nodes;
+thread_local std::vector<BackwardFn> t_pending_fns;
+
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+int64_t live_nodes() { return g_live_nodes.load(); }
+
+bool should_record(std::initializer_list<const Tensor*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!should_record(inputs)) return;
+  auto node = std::make_shared<Node>();
+  g_live_nodes.fetch_add(1);
+  node->seq = g_next_seq.fetch_add(1);
+  node->name = name;
+  node->out_shape = out.shape();
+  node->out_dtype = out.dtype();
+  node->out_device = out.device();
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      auto& meta = t.unsafe_impl()->autograd;
+      if (meta->grad_fn) e.node = meta->grad_fn;
+      else e.leaf = meta;
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  node->backward = std::move(fn);
+  auto& meta = out.unsafe_impl()->autograd;
+  if (!meta) meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = std::move(node);
+}
+
+}  // namespace hg::autograd
+
+namespace hg {
+
+Node::~Node() {
+  autograd::g_live_nodes.fetch_sub(1);
+  using namespace autograd;
+  for (Edge& e : inputs)
+    if (e.node) t_pending_nodes.push_back(std::move(e.node));
+  if (backward) t_pending_fns.push_back(std::move(backward));
+  if (t_draining) return;
+  t_draining = true;
+  while (!t_pending_nodes.empty() || !t_pending_fns.empty()) {
+    if (!t_pending_fns.empty()) {
+      BackwardFn f = std::move(t_pending_fns.back());
+      t_pending_fns.pop_back();
+    } else {
+      std::shared_ptr<Node> n = std::move(t_pending_nodes.back());
+      t_pending_nodes.pop_back();
+    }
+  }
+  t_draining = false;
+}
+
+}  // namespace hg
+
+namespace hg::autograd {
+namespace {
+
+struct BySeq {
+  bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }
+};
+
+Tensor run_hooks(const std::vector<GradHook>& hooks, Tensor g) {
+  for (const GradHook& h : hooks) {
+    Tensor r = h(g);
+    if (r.defined()) g = std::move(r);
+  }
+  return g;
+}
+
+void check_grad(const char* op, const Tensor& g, const Shape& shape, DType dtype) {
+  HG_CHECK(g.shape() == shape && g.dtype() == dtype, "backward: the gradient for an input of '", op,
+           "' has shape ", g.shape(), " dtype ", g.dtype(), " but the input has shape ", shape, " dtype ", dtype,
+           " (a bug in that op's backward or in a hook)");
+}
+
+Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? grad_accumulate(acc, g) : g; }
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opts) {
+  HG_CHECK(root.requires_grad(), "backward: this tensor does not require grad and has no grad_fn; call "
+                                 "requires_grad_() on the inputs before computing it");
+  Tensor seed = seed_in;
+  if (!seed.defined()) {
+    HG_CHECK(root.numel() == 1, "backward: a seed gradient can be created implicitly only for one-element "
+                                "outputs, but the output has shape ", root.shape(), "; pass a seed of that shape");
+    seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+  }
+  HG_CHECK(seed.shape() == root.shape(), "backward: seed shape ", seed.shape(), " does not match output shape ",
+           root.shape());
+  if (seed.dtype() != root.dtype()) seed = seed.detach().to(root.dtype());
+  NoGradGuard no_grad;
+
+  std::unordered_map<AutogradMeta*, std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads;
+  auto add_leaf = [&](const std::shared_ptr<AutogradMeta>& m, const Tensor& g) {
+    auto& slot = leaf_grads[m.get()];
+    slot.first = m;
+    slot.second = accumulate(slot.second, g);
+  };
+  const auto& root_meta = root.unsafe_impl()->autograd;
+  if (!root_meta->grad_fn) {
+    add_leaf(root_meta, seed);
+  } else {
+    std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
+    std::unordered_map<Node*, Tensor> buffers;
+    std::vector<std::shared_ptr<Node>> keep{root_meta->grad_fn};
+    buffers[root_meta->grad_fn.get()] = seed;
+    ready.push(root_meta->grad_fn.get());
+    while (!ready.empty()) {
+      Node* n = ready.top();
+      ready.pop();
+      Tensor g = run_hooks(n->hooks, std::move(buffers[n]));
+      buffers.erase(n);
+      HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
+               "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
+      GradMask needs(n->inputs.size());
+      for (size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].defined();
+      std::vector<Tensor> grads = n->backward(g, needs);
+      HG_CHECK(grads.size() == n->inputs.size(), "backward: op '", n->name, "' returned ", grads.size(),
+               " gradients for ", n->inputs.size(), " inputs");
+      for (size_t i = 0; i < grads.size(); ++i) {
+        const Edge& e = n->inputs[i];
+        if (!e.defined() || !grads[i].defined()) continue;
+        if (e.node) {
+          check_grad(n->name, grads[i], e.node->out_shape, e.node->out_dtype);
+          Tensor& buf = buffers[e.node.get()];
+          if (!buf.defined()) {
+            ready.push(e.node.get());
+            keep.push_back(e.node);
+          }
+          buf = accumulate(buf, grads[i]);
+        } else {
+          add_leaf(e.leaf, grads[i]);
+        }
+      }
+      if (!opts.retain_graph) {
+        n->released = true;
+        BackwardFn dead = std::move(n->backward);  // frees the saved tensors now
+      }
+    }
+  }
+  for (auto& [key, slot] : leaf_grads) {
+    AutogradMeta& m = *slot.first;
+    Tensor g = run_hooks(m.hooks, std::move(slot.second));
+    if (m.grad.defined()) m.grad = grad_accumulate(m.grad, g);
+    else m.grad = g.impl_ptr().use_count() == 1 ? std::move(g) : g.clone();  // never alias a tensor the user
+                                                                             // or another leaf holds
+  }
+}
+
+}  // namespace hg::autograd

@@ -1,0 +1,85 @@
+#pragma once
+// The tape: every recorded op makes a Node with a global sequence number; backward() runs nodes in
+// descending sequence order (a node is always created after the nodes of its inputs, so each node
+// runs only once all of its consumers have contributed to its gradient). No recursion anywhere:
+// neither in backward nor when a long graph is freed.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg {
+
+// needs[i] tells the backward function whether input i wants a gradient; it may return an
+// undefined tensor for the others.
+using GradMask = std::vector<char>;
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const GradMask& needs)>;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;                    // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;  // null for a leaf
+  std::vector<GradHook> hooks;    // hooks of a leaf (a non-leaf's hooks live on its grad_fn)
+};
+
+struct Edge {
+  std::shared_ptr<Node> node;          // the input was produced by a recorded op
+  std::shared_ptr<AutogradMeta> leaf;  // or the input is a leaf that requires grad
+  bool defined() const { return node || leaf; }
+};
+
+struct Node {
+  uint64_t seq = 0;
+  const char* name = "";
+  std::vector<Edge> inputs;
+  BackwardFn backward;
+  std::vector<GradHook> hooks;  // run on the gradient of this node's output
+  Shape out_shape;
+  DType out_dtype = DType::F32;
+  Device out_device;
+  bool released = false;  // backward already ran without retain_graph
+  ~Node();
+};
+
+namespace autograd {
+
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+// Turns off recording on this thread for its lifetime (thread-local, nestable).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when grad mode is on and some input requires grad: the op must record.
+bool should_record(std::initializer_list<const Tensor*> inputs);
+bool should_record(const std::vector<Tensor>& inputs);
+
+// Attaches a node to `out` (which must be freshly made by the op). fn returns one gradient per
+// input, with the input's shape and dtype, or undefined where none is needed. Does nothing when
+// no input requires grad or grad mode is off.
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn);
+
+// Runs backward from `root` (autograd/engine.cpp).
+void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts);
+
+// Number of live nodes (for leak tests).
+int64_t live_nodes();
+
+}  // namespace autograd
+
+// Defined in ops/: acc + g, with acc's dtype. The engine's only arithmetic.
+Tensor grad_accumulate(const Tensor& acc, const Tensor& g);
+
+using autograd::NoGradGuard;
+
+}  // namespace hg

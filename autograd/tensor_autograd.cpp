@@ -1,0 +1,62 @@
+// The autograd members of Tensor.
+#include "autograd/node.h"
+
+namespace hg {
+
+bool Tensor::requires_grad() const {
+  const auto& m = impl().autograd;
+  return m && m->requires_grad;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  auto& m = impl().autograd;
+  HG_CHECK(!(m && m->grad_fn), "requires_grad_: only leaf tensors can change requires_grad (this one was made "
+                               "by '", m ? m->grad_fn->name : "", "'); use detach() to get a leaf");
+  HG_CHECK(!on || is_floating(dtype()), "requires_grad_: dtype ", dtype(),
+           " cannot require gradients; only floating dtypes can");
+  if (!m) m = std::make_shared<AutogradMeta>();
+  m->requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const auto& m = impl().autograd;
+  return !(m && m->grad_fn);
+}
+
+Tensor Tensor::grad() const {
+  const auto& m = impl().autograd;
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  auto& m = impl().autograd;
+  HG_CHECK(!g.defined() || (g.shape() == shape() && g.dtype() == dtype() && g.device() == device()),
+           "set_grad: gradient shape ", g.defined() ? g.shape().str() : "", " dtype ",
+           g.defined() ? dtype_name(g.dtype()) : "", " must match the tensor's shape ", shape(), " dtype ", dtype());
+  if (!m) m = std::make_shared<AutogradMeta>();
+  m->grad = g;
+}
+
+void Tensor::zero_grad() {
+  if (auto& m = impl().autograd) m->grad = Tensor();
+}
+
+std::shared_ptr<Node> Tensor::grad_fn() const {
+  const auto& m = impl().autograd;
+  return m ? m->grad_fn : nullptr;
+}
+
+void Tensor::backward(const Tensor& seed, BackwardOptions opts) const { autograd::run_backward(*this, seed, opts); }
+
+Tensor Tensor::detach() const { return alias_with_shape(*this, shape()); }
+
+void Tensor::register_hook(GradHook hook) const {
+  HG_CHECK(requires_grad(), "register_hook: the tensor does not require grad, so no gradient will reach a hook; "
+                            "call requires_grad_() first");
+  const auto& m = impl().autograd;
+  if (m->grad_fn) m->grad_fn->hooks.push_back(std::move(hook));
+  else m->hooks.push_back(std::move(hook));
+}
+
+}  // namespace hg

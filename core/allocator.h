@@ -1,0 +1,37 @@
+#pragma once
+// Per-device allocators with current/peak byte statistics ("max memory used by tensors").
+// The CPU allocator is 64-byte aligned malloc; the CUDA backend registers a stream-ordered pool.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace hg {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* raw_alloc(size_t nbytes, Device dev) = 0;
+  virtual void raw_free(void* p, size_t nbytes, Device dev) = 0;
+  // Copies bytes where at least one side is this allocator's device (the other may be the CPU).
+  virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+};
+
+// Registers the allocator for a device type (the CUDA backend does this on first use).
+void set_allocator(DeviceType t, Allocator* a);
+Allocator* get_allocator(DeviceType t);
+
+// Allocates through the device's allocator and records the bytes; nbytes == 0 gives nullptr.
+void* device_alloc(size_t nbytes, Device dev);
+void device_free(void* p, size_t nbytes, Device dev);
+
+// Copies nbytes between any two devices (host<->device through the device's allocator).
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+
+namespace memory {
+int64_t allocated(Device dev);       // bytes held by live tensors now
+int64_t peak_allocated(Device dev);  // most bytes held at once since start or reset_peak
+void reset_peak(Device dev);
+}  // namespace memory
+
+}  // namespace hg

@@ -1,0 +1,260 @@
+// Bulk dtype conversions (see core/convert.h). The library is not built with -march=native, so the
+// vector code is compiled per function with target attributes and picked once at run time from
+// CPUID; every path is bit-identical to the scalar functions in core/half.h (tests/core/test_half.cpp
+// checks this against the hardware on all halves and 10^8 random floats).
+#include "core/convert.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HG_CONVERT_X86 1
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a self-initialised variable that
+// trips -Wmaybe-uninitialized once inlined (GCC bug 105593, fixed in 13); silence it for the header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace hg {
+namespace {
+
+enum class Isa { Scalar, F16C, AVX512 };
+
+// Constant-initialised, so it is valid even if another static initialiser converts before main.
+std::atomic<bool> g_force_scalar{false};
+
+Isa detect_isa() {
+#if HG_CONVERT_X86
+  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c")) return Isa::AVX512;
+  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) return Isa::F16C;
+#endif
+  return Isa::Scalar;
+}
+
+Isa detected_isa() {
+  static const Isa isa = detect_isa();  // CPUID once, thread-safe initialisation
+  return isa;
+}
+
+Isa active_isa() {
+  return g_force_scalar.load(std::memory_order_relaxed) ? Isa::Scalar : detected_isa();
+}
+
+// ---- scalar fallbacks: the core/half.h functions in a loop (the reference for every other path) --
+void f16_to_f32_scalar(const f16* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = f16_bits_to_float(s[i].bits);
+}
+void f32_to_f16_scalar(const float* s, f16* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i].bits = float_to_f16_bits(s[i]);
+}
+// The bf16 loops are branch-free enough for the compiler to vectorise them at -O3 with SSE2; they
+// are also the path on CPUs without AVX-512.
+void bf16_to_f32_scalar(const bf16* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = bf16_bits_to_float(s[i].bits);
+}
+void f32_to_bf16_scalar(const float* s, bf16* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i].bits = float_to_bf16_bits(s[i]);
+}
+
+#if HG_CONVERT_X86
+// imm8 of vcvtps2ph: round to nearest even regardless of MXCSR, no precision exception.
+constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+// ---- AVX-512F (+F16C): 16 elements per instruction. AVX-512F has masked 32-bit loads/stores but no
+// 16-bit ones (that is AVX512BW), so tails stage the 2-byte side in a small stack buffer.
+__attribute__((target("avx512f,f16c"))) void f16_to_f32_avx512(const f16* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {  // two vectors per iteration keep both load ports busy
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 16));
+    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(a));
+    _mm512_storeu_ps(d + i + 16, _mm512_cvtph_ps(b));
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+  if (i < n) {
+    uint16_t buf[16] = {};
+    std::memcpy(buf, s + i, static_cast<size_t>(n - i) * 2);
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(buf))));
+  }
+}
+
+__attribute__((target("avx512f,f16c"))) void f32_to_f16_avx512(const float* s, f16* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = _mm512_cvtps_ph(_mm512_loadu_ps(s + i), kRne);
+    const __m256i b = _mm512_cvtps_ph(_mm512_loadu_ps(s + i + 16), kRne);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 16), b);
+  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtps_ph(_mm512_loadu_ps(s + i), kRne));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    uint16_t buf[16];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf), _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), kRne));
+    std::memcpy(d + i, buf, static_cast<size_t>(n - i) * 2);
+  }
+}
+
+// bf16 -> f32 is a zero-extend and shift; f32 -> bf16 is the integer RNE of float_to_bf16_bits
+// (x + 0x7fff + lsb) >> 16 with NaNs made quiet instead, then a 32->16 narrowing store (vpmovdw).
+// vcvtneps2bf16 would be one instruction but flushes subnormal inputs to zero.
+__attribute__((target("avx512f"))) void bf16_to_f32_avx512(const bf16* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    _mm512_storeu_si512(d + i, _mm512_slli_epi32(w, 16));
+  }
+  bf16_to_f32_scalar(s + i, d + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void f32_to_bf16_avx512(const float* s, bf16* d, int64_t n) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i x = _mm512_loadu_si512(s + i);
+    const __m512i hi = _mm512_srli_epi32(x, 16);
+    // cannot overflow: the largest non-NaN pattern is -inf, 0xff800000, and NaNs are replaced below
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_and_si512(hi, one)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs_mask), inf);
+    r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+  }
+  f32_to_bf16_scalar(s + i, d + i, n - i);
+}
+
+// ---- F16C with 256-bit AVX: 8 elements per instruction, tails through a stack buffer.
+__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const f16* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  if (i < n) {
+    uint16_t in[8] = {};
+    float out[8];
+    std::memcpy(in, s + i, static_cast<size_t>(n - i) * 2);
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+    std::memcpy(d + i, out, static_cast<size_t>(n - i) * 4);
+  }
+}
+
+__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const float* s, f16* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), kRne));
+  if (i < n) {
+    float in[8] = {};
+    uint16_t out[8];
+    std::memcpy(in, s + i, static_cast<size_t>(n - i) * 4);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_loadu_ps(in), kRne));
+    std::memcpy(d + i, out, static_cast<size_t>(n - i) * 2);
+  }
+}
+#endif  // HG_CONVERT_X86
+
+// ---- convert_any helpers: C casts among F32, F64 and I64.
+template <class S, class D> void cast_loop(const void* src, void* dst, int64_t n) {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(s[i]);
+}
+
+template <class S> void cast_from(const void* src, void* dst, DType dt, int64_t n) {
+  switch (dt) {
+    case DType::F32: return cast_loop<S, float>(src, dst, n);
+    case DType::F64: return cast_loop<S, double>(src, dst, n);
+    case DType::I64: return cast_loop<S, int64_t>(src, dst, n);
+    default: HG_FAIL("convert_any: internal error, cast_from got ", dt);
+  }
+}
+
+}  // namespace
+
+void convert_f16_to_f32(const f16* src, float* dst, int64_t n) {
+  switch (active_isa()) {
+#if HG_CONVERT_X86
+    case Isa::AVX512: return f16_to_f32_avx512(src, dst, n);
+    case Isa::F16C: return f16_to_f32_f16c(src, dst, n);
+#endif
+    default: return f16_to_f32_scalar(src, dst, n);
+  }
+}
+
+void convert_f32_to_f16(const float* src, f16* dst, int64_t n) {
+  switch (active_isa()) {
+#if HG_CONVERT_X86
+    case Isa::AVX512: return f32_to_f16_avx512(src, dst, n);
+    case Isa::F16C: return f32_to_f16_f16c(src, dst, n);
+#endif
+    default: return f32_to_f16_scalar(src, dst, n);
+  }
+}
+
+void convert_bf16_to_f32(const bf16* src, float* dst, int64_t n) {
+#if HG_CONVERT_X86
+  if (active_isa() == Isa::AVX512) return bf16_to_f32_avx512(src, dst, n);
+#endif
+  bf16_to_f32_scalar(src, dst, n);
+}
+
+void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n) {
+#if HG_CONVERT_X86
+  if (active_isa() == Isa::AVX512) return f32_to_bf16_avx512(src, dst, n);
+#endif
+  f32_to_bf16_scalar(src, dst, n);
+}
+
+void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
+  if (n <= 0) return;
+  const DType st = src_dtype, dt = dst_dtype;
+  if (st == dt) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(st));
+    return;
+  }
+  if (st == DType::F32 && dt == DType::F16) return convert_f32_to_f16(static_cast<const float*>(src), static_cast<f16*>(dst), n);
+  if (st == DType::F32 && dt == DType::BF16) return convert_f32_to_bf16(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
+  if (st == DType::F16 && dt == DType::F32) return convert_f16_to_f32(static_cast<const f16*>(src), static_cast<float*>(dst), n);
+  if (st == DType::BF16 && dt == DType::F32) return convert_bf16_to_f32(static_cast<const bf16*>(src), static_cast<float*>(dst), n);
+  if (is_low_precision(st) || is_low_precision(dt)) {
+    // The other side is F16/BF16, F64 or I64: go through f32 in cache-sized blocks. Widening to f32
+    // is exact; narrowing F64/I64 to a 2-byte type rounds twice (to float, then to 16 bits), as
+    // PyTorch's CPU cast does (c10::Half/BFloat16 are constructed from float).
+    constexpr int64_t kBlock = 1024;
+    float buf[kBlock];
+    const auto* s = static_cast<const char*>(src);
+    auto* d = static_cast<char*>(dst);
+    for (int64_t off = 0; off < n; off += kBlock) {
+      const int64_t len = std::min(kBlock, n - off);
+      convert_any(s + off * static_cast<int64_t>(dtype_size(st)), st, buf, DType::F32, len);
+      convert_any(buf, DType::F32, d + off * static_cast<int64_t>(dtype_size(dt)), dt, len);
+    }
+    return;
+  }
+  switch (st) {  // F32, F64, I64 among themselves: C casts (float -> I64 truncates toward zero)
+    case DType::F32: return cast_from<float>(src, dst, dt, n);
+    case DType::F64: return cast_from<double>(src, dst, dt, n);
+    case DType::I64: return cast_from<int64_t>(src, dst, dt, n);
+    default: HG_FAIL("convert_any: unknown source dtype ", static_cast<int>(st));
+  }
+}
+
+const char* convert_isa() {  // the path in use now: "scalar" while convert_force_scalar(true)
+  switch (active_isa()) {
+    case Isa::AVX512: return "avx512";
+    case Isa::F16C: return "f16c";
+    default: return "scalar";
+  }
+}
+
+bool convert_force_scalar(bool on) { return g_force_scalar.exchange(on, std::memory_order_relaxed); }
+
+}  // namespace hg

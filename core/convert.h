@@ -1,0 +1,29 @@
+#pragma once
+// Bulk dtype conversion on the CPU. f16<->f32 uses F16C/AVX-512 vector code and f32->bf16 an
+// integer round-to-nearest-even that the compiler vectorises (the AVX512_BF16 instruction flushes
+// subnormals, so it is not used); the vector path is chosen at run time from CPUID, with a scalar
+// fallback. All paths are bit-identical to the scalar functions in core/half.h.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/half.h"
+
+namespace hg {
+
+void convert_f16_to_f32(const f16* src, float* dst, int64_t n);
+void convert_f32_to_f16(const float* src, f16* dst, int64_t n);
+void convert_bf16_to_f32(const bf16* src, float* dst, int64_t n);
+void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n);
+
+// Any dtype to any dtype (single-threaded; callers split the range across threads).
+// Float to I64 truncates toward zero like a C cast; NaN or out-of-range values to I64 are an error
+// the caller must have excluded.
+void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
+
+// Which vector path the bulk conversions use on this CPU ("avx512", "f16c" or "scalar").
+const char* convert_isa();
+
+// Force the scalar fallback (for tests comparing the two paths); returns the previous setting.
+bool convert_force_scalar(bool on);
+
+}  // namespace hg

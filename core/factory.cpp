@@ -1,0 +1,142 @@
+// Tensor factories. Values are made on the CPU (in parallel, thread-count independent) and copied
+// when the requested device is a GPU; empty() allocates on the device directly.
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "core/convert.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace hg {
+namespace {
+
+void check_shape(const char* op, const Shape& s) {
+  for (int64_t d : s)
+    HG_CHECK(d >= 0, op, ": negative size ", d, " in shape ", s, "; sizes must be >= 0");
+}
+
+// Fills a new CPU tensor of o.dtype from double values produced by gen(i), then moves it to o.device.
+template <class Gen>
+Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
+  check_shape(op, s);
+  Tensor t = empty(s, {.dtype = o.dtype});
+  const int64_t n = t.numel();
+  visit_dtype(o.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.data_ptr());
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = gen(i);
+      if constexpr (sizeof(T) == 2) p[i] = from_float<T>(static_cast<float>(v));
+      else p[i] = static_cast<T>(v);
+    }
+  });
+  if (!o.device.is_cpu()) t = t.to(o.device);
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Generator& default_generator() {
+  static Generator g;
+  return g;
+}
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+Tensor empty(Shape s, TensorOptions o) {
+  check_shape("empty", s);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(s.numel()) * dtype_size(o.dtype), o.device);
+  impl->shape = std::move(s);
+  impl->dtype = o.dtype;
+  Tensor t(std::move(impl));
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+Tensor full(Shape s, double value, TensorOptions o) {
+  return make_filled("full", std::move(s), o, [value](int64_t) { return value; });
+}
+Tensor zeros(Shape s, TensorOptions o) {
+  if (o.device.is_cpu()) {
+    Tensor t = empty(std::move(s), {.dtype = o.dtype});
+    if (t.numel()) std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
+    if (o.requires_grad) t.requires_grad_(true);
+    return t;
+  }
+  return full(std::move(s), 0.0, o);
+}
+Tensor ones(Shape s, TensorOptions o) { return full(std::move(s), 1.0, o); }
+
+Tensor arange(double start, double end, double step, TensorOptions o) {
+  HG_CHECK(step != 0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end), "arange: step=", step,
+           " start=", start, " end=", end, "; need finite values and a nonzero step");
+  const double len = std::ceil((end - start) / step);
+  const int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
+  return make_filled("arange", Shape{n}, o, [=](int64_t i) { return start + step * static_cast<double>(i); });
+}
+Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, static_cast<double>(end), 1.0, o); }
+
+Tensor rand(Shape s, TensorOptions o, Generator* gen) {
+  HG_CHECK(is_floating(o.dtype), "rand: dtype ", o.dtype, " is not a floating dtype; use F32, F16, BF16 or F64");
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed();
+  if (o.dtype == DType::F64) {  // 53-bit doubles: two words each, two per Philox block
+    const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 1) / 2));
+    return make_filled("rand", std::move(s), o, [=](int64_t i) {
+      uint32_t w[4];
+      Philox4x32::words(seed, off, static_cast<uint64_t>(i / 2), w);
+      const int l = static_cast<int>(i % 2) * 2;
+      return Philox4x32::uniform_double(w[l], w[l + 1]);
+    });
+  }
+  const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 3) / 4));
+  return make_filled("rand", std::move(s), o, [=](int64_t i) {
+    uint32_t w[4];
+    Philox4x32::words(seed, off, static_cast<uint64_t>(i / 4), w);
+    return static_cast<double>(Philox4x32::uniform(w[i % 4]));
+  });
+}
+
+Tensor randn(Shape s, TensorOptions o, Generator* gen) {
+  HG_CHECK(is_floating(o.dtype), "randn: dtype ", o.dtype, " is not a floating dtype; use F32, F16, BF16 or F64");
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed();
+  const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 1) / 2));
+  // Box-Muller on two 53-bit uniforms per block: elements 2j and 2j+1 take the cos and sin halves.
+  return make_filled("randn", std::move(s), o, [=](int64_t i) {
+    uint32_t w[4];
+    Philox4x32::words(seed, off, static_cast<uint64_t>(i / 2), w);
+    const double u1 = Philox4x32::uniform_double(w[0], w[1]);
+    const double u2 = Philox4x32::uniform_double(w[2], w[3]);
+    const double r = std::sqrt(-2.0 * std::log1p(-u1));
+    const double a = 6.283185307179586 * u2;
+    return i % 2 == 0 ? r * std::cos(a) : r * std::sin(a);
+  });
+}
+
+namespace {
+template <class T>
+Tensor from_vector_impl(const std::vector<T>& v, Shape s, TensorOptions o) {
+  check_shape("from_vector", s);
+  HG_CHECK(static_cast<int64_t>(v.size()) == s.numel(), "from_vector: ", v.size(), " values do not fill shape ", s,
+           " (", s.numel(), " elements); pass a shape whose product is ", v.size());
+  Tensor t = empty(std::move(s), {.dtype = o.dtype});
+  convert_any(v.data(), dtype_v<T>, t.data_ptr(), o.dtype, t.numel());
+  if (!o.device.is_cpu()) t = t.to(o.device);
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
+Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
+Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+
+}  // namespace hg

@@ -1,0 +1,110 @@
+#pragma once
+// f16 (IEEE binary16) and bf16 (bfloat16): 2-byte PODs, layout-identical to CUDA's __half and
+// __nv_bfloat16, with no arithmetic operators. Conversions are exact integer code usable on host and
+// device: round to nearest even, subnormals kept, overflow to inf, NaN kept and made quiet (as F16C
+// and the CUDA intrinsics do). Bulk conversions live in core/convert.h.
+#include <cstdint>
+#include <cstring>
+
+#include "core/macros.h"
+
+namespace hg {
+
+struct alignas(2) f16 {
+  uint16_t bits;
+};
+struct alignas(2) bf16 {
+  uint16_t bits;
+};
+static_assert(sizeof(f16) == 2 && sizeof(bf16) == 2);
+
+namespace detail {
+HG_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+HG_HD float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace detail
+
+HG_HD uint16_t float_to_f16_bits(float f) {
+  const uint32_t x = detail::float_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) {  // inf stays inf; NaN keeps its top payload bits and becomes quiet
+    if (ax == 0x7f800000u) return sign | 0x7c00u;
+    return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  }
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds past 65504: inf
+  if (ax >= 0x38800000u) {                       // normal half (>= 2^-14)
+    // rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even; a mantissa
+    // carry correctly bumps the exponent.
+    const uint32_t r = ax + 0xc8000fffu + ((ax >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (r >> 13));
+  }
+  const uint32_t e = ax >> 23;
+  if (e < 102) return sign;  // below 2^-25: rounds to zero
+  // subnormal half: value = m * 2^-24 with m = mant * 2^(e-126)
+  const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - e;  // 14..24
+  uint32_t m = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (m & 1u))) ++m;  // m may become 0x400: the smallest normal
+  return static_cast<uint16_t>(sign | m);
+}
+
+HG_HD float f16_bits_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) {  // inf or NaN (NaN made quiet)
+    return detail::bits_float(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u));
+  }
+  if (exp != 0) return detail::bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+  if (mant == 0) return detail::bits_float(sign);
+  // subnormal: normalise so the leading one becomes the implicit bit
+  uint32_t e = 113;  // exponent of 2^-14 is 127-14 = 113
+  while ((mant & 0x400u) == 0) {
+    mant <<= 1;
+    --e;
+  }
+  return detail::bits_float(sign | (e << 23) | ((mant & 0x3ffu) << 13));
+}
+
+HG_HD uint16_t float_to_bf16_bits(float f) {
+  const uint32_t x = detail::float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);  // RNE; overflow reaches inf
+}
+
+HG_HD float bf16_bits_to_float(uint16_t b) { return detail::bits_float(static_cast<uint32_t>(b) << 16); }
+
+// The names kernels use: widen on load, round on store.
+HG_HD float to_float(f16 h) { return f16_bits_to_float(h.bits); }
+HG_HD float to_float(bf16 b) { return bf16_bits_to_float(b.bits); }
+HG_HD float to_float(float f) { return f; }
+HG_HD double to_float(double d) { return d; }
+
+template <class T> HG_HD T from_float(float f);
+template <> HG_HD float from_float<float>(float f) { return f; }
+template <> HG_HD f16 from_float<f16>(float f) { return f16{float_to_f16_bits(f)}; }
+template <> HG_HD bf16 from_float<bf16>(float f) { return bf16{float_to_bf16_bits(f)}; }
+
+// The type a kernel computes in for storage type T: double for double, float otherwise.
+template <class T> struct compute_type { using type = float; };
+template <> struct compute_type<double> { using type = double; };
+template <class T> using compute_t = typename compute_type<T>::type;
+
+// Widen any storage type to its compute type, and round back.
+template <class T> HG_HD compute_t<T> load(T v) { return static_cast<compute_t<T>>(to_float(v)); }
+template <class T> HG_HD T store(compute_t<T> v) {
+  if constexpr (sizeof(T) == 2) return from_float<T>(v);
+  else return static_cast<T>(v);
+}
+
+}  // namespace hg

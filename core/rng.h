@@ -1,0 +1,75 @@
+#pragma once
+// Counter-based Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
+// Element i of a draw uses counter (offset + i/4, ...) and lane i%4, so the numbers depend only on
+// (seed, offset, i): the same on any thread count and, later, on the GPU.
+#include <cstdint>
+
+#include "core/macros.h"
+
+namespace hg {
+
+struct Philox4x32 {
+  static constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  static constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+
+  // Returns the 4 random words for counter (c0, c1, c2, c3) under key (k0, k1).
+  HG_HD static void block(uint32_t c[4], uint32_t k0, uint32_t k1) {
+    for (int r = 0; r < 10; ++r) {
+      const uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
+      const uint64_t p1 = static_cast<uint64_t>(kM1) * c[2];
+      const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+      const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+      const uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+      c[0] = n0;
+      c[1] = lo1;
+      c[2] = n2;
+      c[3] = lo0;
+      k0 += kW0;
+      k1 += kW1;
+    }
+  }
+  // The 4 words of block `idx` for a stream (seed, offset): counter = offset + idx (64-bit).
+  HG_HD static void words(uint64_t seed, uint64_t offset, uint64_t idx, uint32_t out[4]) {
+    const uint64_t ctr = offset + idx;
+    out[0] = static_cast<uint32_t>(ctr);
+    out[1] = static_cast<uint32_t>(ctr >> 32);
+    out[2] = 0;
+    out[3] = 0;
+    block(out, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  }
+  // 24 random bits to a float in [0, 1).
+  HG_HD static float uniform(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+  // 53 random bits (two words) to a double in [0, 1).
+  HG_HD static double uniform_double(uint32_t a, uint32_t b) {
+    const uint64_t v = (static_cast<uint64_t>(a) << 21) ^ (b >> 11);
+    return static_cast<double>(v & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+  }
+};
+
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // Philox blocks consumed so far
+};
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x853c49e6748fea9bull) : state_{seed, 0} {}
+  void manual_seed(uint64_t seed) { state_ = {seed, 0}; }
+  uint64_t seed() const { return state_.seed; }
+  GeneratorState state() const { return state_; }
+  void set_state(GeneratorState s) { state_ = s; }
+  // Reserves `blocks` Philox blocks and returns the offset of the first one.
+  uint64_t advance(uint64_t blocks) {
+    const uint64_t o = state_.offset;
+    state_.offset += blocks;
+    return o;
+  }
+
+ private:
+  GeneratorState state_;
+};
+
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace hg

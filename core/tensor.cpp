@@ -1,0 +1,134 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/convert.h"
+
+namespace hg {
+
+Storage::Storage(size_t n, Device dev) : data(device_alloc(n, dev)), nbytes(n), device(dev) {}
+Storage::~Storage() { device_free(data, nbytes, device); }
+
+int64_t Tensor::size(int64_t dim) const {
+  const int64_t nd = ndim();
+  HG_CHECK(dim >= -nd && dim < nd, "size: dim ", dim, " is out of range for a ", nd, "-d tensor of shape ",
+           shape(), "; use a dim in [", -nd, ", ", nd, ")");
+  return shape()[dim < 0 ? dim + nd : dim];
+}
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& t = impl();
+  if (t.storage->data == nullptr) return nullptr;
+  return static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+namespace {
+// A host copy of the tensor's bytes (the tensor itself when it is already on the CPU).
+Tensor host_view(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(Device::cpu()); }
+}  // namespace
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor h = host_view(*this);
+  std::vector<T> out(static_cast<size_t>(numel()));
+  convert_any(h.data_ptr(), dtype(), out.data(), dtype_v<T>, numel());
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<f16> Tensor::to_vector<f16>() const;
+template std::vector<bf16> Tensor::to_vector<bf16>() const;
+
+template <class T>
+T Tensor::item() const {
+  HG_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ", shape(),
+           "); item() needs exactly one, reduce it first (e.g. sum or mean)");
+  return to_vector<T>()[0];
+}
+template double Tensor::item<double>() const;
+template float Tensor::item<float>() const;
+template int64_t Tensor::item<int64_t>() const;
+
+Tensor alias_with_shape(const Tensor& t, Shape s) {
+  HG_CHECK(s.numel() == t.numel(), "view: cannot view ", t.numel(), " elements of shape ", t.shape(),
+           " as shape ", s, " with ", s.numel(), " elements");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.unsafe_impl()->storage;
+  impl->offset = t.unsafe_impl()->offset;
+  impl->shape = std::move(s);
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.device() == b.device(), op, ": tensors are on different devices (", a.device(), " and ",
+           b.device(), "); move one with .to(Device)");
+}
+
+void check_floating(const char* op, const Tensor& a) {
+  HG_CHECK(is_floating(a.dtype()), op, ": dtype ", a.dtype(),
+           " is not supported (floating dtypes only); convert with .to(DType::F32)");
+}
+
+// --- printing, in PyTorch's style -----------------------------------------------------------
+namespace {
+
+void print_value(std::ostream& os, double v, bool integer, bool sci) {
+  char buf[64];
+  if (integer) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else if (std::isnan(v)) std::snprintf(buf, sizeof buf, "nan");
+  else if (std::isinf(v)) std::snprintf(buf, sizeof buf, v > 0 ? "inf" : "-inf");
+  else std::snprintf(buf, sizeof buf, sci ? "%.4e" : "%.4f", v);
+  os << buf;
+}
+
+struct Printer {
+  const std::vector<double>& v;
+  const Shape& s;
+  bool integer, sci, summarize;
+  void rec(std::ostream& os, int64_t dim, int64_t base, int indent) const {
+    if (s.ndim() == 0) return print_value(os, v[0], integer, sci);
+    const int64_t n = s[dim];
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < s.ndim(); ++d) inner *= s[d];
+    os << "[";
+    for (int64_t i = 0; i < n; ++i) {
+      if (summarize && n > 6 && i == 3) {
+        os << "...";
+        i = n - 4;
+        os << (dim + 1 == s.ndim() ? ", " : ",\n" + std::string(static_cast<size_t>(indent + 1), ' '));
+        continue;
+      }
+      if (dim + 1 == s.ndim()) print_value(os, v[static_cast<size_t>(base + i)], integer, sci);
+      else rec(os, dim + 1, base + i * inner, indent + 1);
+      if (i + 1 < n) os << (dim + 1 == s.ndim() ? ", " : ",\n" + std::string(static_cast<size_t>(indent + 1), ' '));
+    }
+    os << "]";
+  }
+};
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  const std::vector<double> v = t.to_vector<double>();
+  double amax = 0, amin_nz = INFINITY;
+  for (double x : v)
+    if (std::isfinite(x)) {
+      amax = std::max(amax, std::fabs(x));
+      if (x != 0) amin_nz = std::min(amin_nz, std::fabs(x));
+    }
+  const bool sci = amax >= 1e8 || (amin_nz < 1e-4 && amin_nz != INFINITY);
+  Printer p{v, t.shape(), t.dtype() == DType::I64, sci, t.numel() > 1000};
+  os << "tensor(";
+  p.rec(os, 0, 0, 7);
+  os << ", shape=" << t.shape() << ", dtype=" << t.dtype();
+  if (!t.device().is_cpu()) os << ", device=" << t.device();
+  if (t.requires_grad()) os << ", requires_grad=true";
+  return os << ")";
+}
+
+}  // namespace hg

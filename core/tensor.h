@@ -1,0 +1,140 @@
+#pragma once
+// Tensor: a cheap shared handle to contiguous row-major storage with a runtime dtype and device.
+// reshape/view share storage; transpose/permute/slice/cat copy (DESIGN.md §2.7).
+// The differentiable members (to, reshape, transpose, ...) are ops: they are declared here for a
+// libtorch-like API and defined in ops/ (shape.cpp, cast.cpp); the autograd members in autograd/.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace hg {
+
+struct Storage {
+  Storage(size_t nbytes, Device dev);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+};
+
+struct AutogradMeta;  // autograd/node.h
+struct Node;
+class Tensor;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  DType dtype = DType::F32;
+  std::shared_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
+};
+
+struct TensorOptions {
+  DType dtype = DType::F32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+struct BackwardOptions {
+  bool retain_graph = false;
+};
+
+using GradHook = std::function<Tensor(const Tensor& grad)>;  // return undefined to keep grad
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int64_t ndim() const { return impl().shape.ndim(); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t numel() const { return impl().shape.numel(); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  void* data_ptr() const;
+  template <class T> T* data() const {
+    HG_CHECK(dtype() == dtype_v<T>, "Tensor::data: tensor has dtype ", dtype(), " but ",
+             dtype_name(dtype_v<T>), " was requested; use .to(DType) first");
+    return static_cast<T*>(data_ptr());
+  }
+  TensorImpl* unsafe_impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // Values (copy to the host when needed). item() needs exactly one element.
+  template <class T = double> T item() const;
+  template <class T> std::vector<T> to_vector() const;
+
+  // --- ops (ops/cast.cpp, ops/shape.cpp); differentiable unless noted ---
+  Tensor to(DType t) const;
+  Tensor to(Device d) const;
+  Tensor reshape(Shape s) const;  // one dim may be -1; shares storage
+  Tensor view(Shape s) const { return reshape(std::move(s)); }
+  Tensor flatten() const { return reshape({-1}); }
+  Tensor transpose(int64_t d0, int64_t d1) const;  // copies
+  Tensor t() const { return transpose(0, 1); }
+  Tensor permute(std::vector<int64_t> dims) const;  // copies
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // copies
+  Tensor clone() const;  // copies; differentiable
+
+  // --- autograd (autograd/tensor_autograd.cpp) ---
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const;  // true unless produced by a recorded op
+  Tensor grad() const;   // undefined until a backward reached this leaf
+  void set_grad(const Tensor& g);
+  void zero_grad();      // drops the accumulated gradient
+  std::shared_ptr<Node> grad_fn() const;
+  void backward(const Tensor& seed = Tensor(), BackwardOptions opts = {}) const;
+  Tensor detach() const;  // shares storage, never requires grad
+  void register_hook(GradHook hook) const;
+
+ private:
+  TensorImpl& impl() const {
+    HG_CHECK(impl_ != nullptr, "Tensor: this tensor is undefined (default-constructed); create it with hg::empty/zeros/...");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// --- factories (core/factory.cpp) ---
+Tensor empty(Shape s, TensorOptions o = {});
+Tensor zeros(Shape s, TensorOptions o = {});
+Tensor ones(Shape s, TensorOptions o = {});
+Tensor full(Shape s, double value, TensorOptions o = {});
+Tensor arange(double start, double end, double step = 1.0, TensorOptions o = {});
+Tensor arange(int64_t end, TensorOptions o = {});
+class Generator;
+Tensor rand(Shape s, TensorOptions o = {}, Generator* gen = nullptr);   // U[0,1)
+Tensor randn(Shape s, TensorOptions o = {}, Generator* gen = nullptr);  // N(0,1)
+// Values are converted to o.dtype (rounded to nearest even for F16/BF16).
+Tensor from_vector(const std::vector<float>& v, Shape s, TensorOptions o = {});
+Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o = {});
+Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o = {});
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+
+// A tensor of the same dtype/device sharing t's storage under a new shape (no autograd).
+Tensor alias_with_shape(const Tensor& t, Shape s);
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Checks that two tensors are on the same device; op names the caller.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+void check_floating(const char* op, const Tensor& a);
+
+}  // namespace hg

@@ -1,0 +1,118 @@
+// Row-major GEMM through cuBLAS (contract in ops/gemm.h, mapping in cuda/blas.h).
+// F16/BF16 use the tensor cores through CUBLAS_COMPUTE_32F + CUBLAS_GEMM_DEFAULT (no opt-in needed);
+// F32 stays true fp32 (no TF32: the handle's math mode does not allow it); F64 computes in fp64.
+#include "cuda/blas.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/context.h"
+
+namespace hg::cuda {
+
+ColMajorGemm to_col_major(const GemmArgs& g) {
+  ColMajorGemm c;
+  c.op_a = g.trans_b;  // column-major A' is row-major B (as stored)
+  c.op_b = g.trans_a;  // column-major B' is row-major A
+  c.m = g.n;
+  c.n = g.m;
+  c.k = g.k;
+  c.a = g.b;
+  c.lda = std::max<int64_t>(g.ldb, 1);
+  c.b = g.a;
+  c.ldb = std::max<int64_t>(g.lda, 1);
+  c.c = g.c;
+  c.ldc = std::max<int64_t>(g.ldc, 1);
+  c.stride_a = g.stride_b;
+  c.stride_b = g.stride_a;
+  c.stride_c = g.stride_c;
+  c.batch = g.batch;
+  return c;
+}
+
+namespace {
+
+char trans_name(Trans t) { return t == Trans::N ? 'N' : 'T'; }
+
+void check_int(const char* name, int64_t v) {
+  HG_CHECK(v <= INT_MAX, "gemm: ", name, "=", v, " exceeds cuBLAS's int range (", INT_MAX,
+           "); split the matmul into smaller pieces");
+}
+
+// The same contract as the CPU backend's checks (ops/cpu/gemm.cpp), plus cuBLAS's int limits.
+void validate(const GemmArgs& g) {
+  HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
+  HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k, " must all be >= 0");
+  HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
+  const int64_t a_cols = g.trans_a == Trans::N ? g.k : g.m;
+  const int64_t b_cols = g.trans_b == Trans::N ? g.n : g.k;
+  HG_CHECK(g.lda >= a_cols, "gemm: lda=", g.lda, " is smaller than ", g.trans_a == Trans::N ? "k=" : "m=", a_cols,
+           " for trans_a=", trans_name(g.trans_a), "; pass lda >= ", a_cols);
+  HG_CHECK(g.ldb >= b_cols, "gemm: ldb=", g.ldb, " is smaller than ", g.trans_b == Trans::N ? "n=" : "k=", b_cols,
+           " for trans_b=", trans_name(g.trans_b), "; pass ldb >= ", b_cols);
+  HG_CHECK(g.ldc >= g.n, "gemm: ldc=", g.ldc, " is smaller than n=", g.n, "; pass ldc >= n");
+  HG_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, "gemm: stride_a=", g.stride_a,
+           ", stride_b=", g.stride_b, ", stride_c=", g.stride_c, " must be >= 0 (0 broadcasts A or B)");
+  const int64_t c_extent = g.m > 0 && g.n > 0 ? (g.m - 1) * g.ldc + g.n : 0;
+  HG_CHECK(g.batch == 1 || g.stride_c >= c_extent, "gemm: stride_c=", g.stride_c, " makes the ", g.batch,
+           " C matrices overlap; pass stride_c >= (m-1)*ldc+n = ", c_extent);
+  const bool computes = g.m > 0 && g.n > 0 && g.k > 0;
+  HG_CHECK(!computes || (g.a && g.b), "gemm: a or b is null for m=", g.m, ", n=", g.n, ", k=", g.k);
+  HG_CHECK(c_extent == 0 || g.c, "gemm: c is null for m=", g.m, ", n=", g.n);
+  check_int("m", g.m);
+  check_int("n", g.n);
+  check_int("k", g.k);
+  check_int("lda", g.lda);
+  check_int("ldb", g.ldb);
+  check_int("ldc", g.ldc);
+  check_int("batch", g.batch);
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F64: return CUDA_R_64F;
+    case DType::I64: break;
+  }
+  HG_FAIL("gemm: dtype ", t, " has no cuBLAS type; use F32, F16, BF16 or F64");
+}
+
+cublasOperation_t cublas_op(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T; }
+
+// alpha/beta live on the host (the handle's default pointer mode); their type follows the compute type.
+void run(const DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha, const void* beta) {
+  const cudaDataType_t t = cuda_type(dt);
+  const cublasComputeType_t compute = dt == DType::F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = static_cast<int>(c.k);
+  const int lda = static_cast<int>(c.lda), ldb = static_cast<int>(c.ldb), ldc = static_cast<int>(c.ldc);
+  if (c.batch == 1) {
+    HG_CUBLAS_CHECK(cublasGemmEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a, t, lda, c.b,
+                                 t, ldb, beta, c.c, t, ldc, compute, CUBLAS_GEMM_DEFAULT));
+  } else {
+    HG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a,
+                                               t, lda, c.stride_a, c.b, t, ldb, c.stride_b, beta, c.c, t, ldc,
+                                               c.stride_c, static_cast<int>(c.batch), compute,
+                                               CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  validate(g);
+  if (g.m == 0 || g.n == 0) return;
+  DeviceContext& ctx = context_for(g.c);
+  const ColMajorGemm c = to_col_major(g);
+  if (g.dtype == DType::F64) {
+    const double alpha = g.alpha, beta = g.beta;
+    run(ctx, c, g.dtype, &alpha, &beta);
+  } else {
+    run(ctx, c, g.dtype, &g.alpha, &g.beta);
+  }
+}
+
+}  // namespace hg::cuda

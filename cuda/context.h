@@ -1,0 +1,51 @@
+#pragma once
+// Per-device CUDA state, created on first use and never at static initialisation, so a CPU-only
+// program never touches the driver. All work of a device (kernels, cuBLAS, copies, stream-ordered
+// allocations and frees) is ordered on its one non-blocking stream; the host waits only when bytes
+// come back to the CPU. Only files under cuda/ (and tests) include this header.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+namespace hg {
+class Allocator;  // core/allocator.h
+}
+
+namespace hg::cuda {
+
+struct DeviceContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;  // non-blocking: no implicit sync with the legacy default stream
+  cublasHandle_t blas = nullptr;  // bound to `stream`, own workspace, no reduced-precision split-K
+  cublasLtHandle_t blas_lt = nullptr;  // Lt takes the stream per call: pass `stream`
+  void* blas_workspace = nullptr;
+  size_t blas_workspace_bytes = 0;
+  bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
+  int sm_count = 0;
+};
+
+// cudaGetDeviceCount succeeds and finds a device; cached after the first call; never throws.
+bool is_available();
+int device_count();
+// Why is_available() is false, e.g. "cudaErrorInsufficientDriver: CUDA driver version is
+// insufficient..."; empty when a device is available.
+std::string unavailable_reason();
+
+// The context of `device`, created on first use (thread-safe); makes `device` current on this thread.
+// Throws hg::Error when no device is available or the index is out of range.
+DeviceContext& context(int device);
+// The context of the device that owns a device pointer (device 0 on a one-GPU machine, where no
+// lookup is needed); makes that device current.
+DeviceContext& context_for(const void* device_ptr);
+
+// The allocator registered for DeviceType::CUDA (cuda/allocator.cpp).
+Allocator& allocator();
+
+// Grid size for a grid-stride loop over n elements with `threads` per block: enough blocks to fill
+// the GPU a few times over, never more than the work needs.
+unsigned grid_for(const DeviceContext& c, long long n, int threads);
+
+}  // namespace hg::cuda

@@ -1,0 +1,23 @@
+#pragma once
+// Host launchers of the CUDA kernels (cuda/kernels/*.cu), with the signatures of ops/dispatch.h's
+// tables; cuda/register.cpp puts them into the tables. Every launcher enqueues on the device's
+// stream (cuda/context.h) and checks the launch; none synchronises. Pure host declarations.
+#include <cstdint>
+
+#include "ops/dispatch.h"
+
+namespace hg::cuda {
+
+// T is float, f16, bf16 or double (explicitly instantiated in elementwise_*.cu).
+template <class T>
+void elementwise(const EwCall& call, const BroadcastPlan& plan, const void* const* ins, void* out);
+
+void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);  // copy.cu
+void strided_copy(const StridedCopy& c);                                             // copy.cu
+
+// reduce.cu; T is float, f16, bf16 or double.
+template <class T> void reduce(const ReduceArgs& a);
+template <class T> void softmax(const SoftmaxArgs& a);
+template <class T> void softmax_backward(const SoftmaxBackwardArgs& a);
+
+}  // namespace hg::cuda

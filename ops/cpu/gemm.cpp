@@ -1,0 +1,354 @@
+// CPU GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (contract in ops/gemm.h).
+// Engines, per reference/cpu-notes.md §6: oneDNN matmul for F32/BF16 (84-95% of peak), F16 widened
+// to F32 (no f16 GEMM exists on this CPU), Eigen for F64 and for everything when built without oneDNN.
+#include "ops/gemm.h"
+
+#include <Eigen/Core>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/error.h"
+
+#if HG_HAS_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#endif
+
+namespace hg::cpu {
+namespace {
+
+struct Dims {
+  int64_t rows, cols;
+};
+// Stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K).
+Dims stored_a(const GemmArgs& g) { return g.trans_a == Trans::N ? Dims{g.m, g.k} : Dims{g.k, g.m}; }
+Dims stored_b(const GemmArgs& g) { return g.trans_b == Trans::N ? Dims{g.k, g.n} : Dims{g.n, g.k}; }
+char trans_name(Trans t) { return t == Trans::N ? 'N' : 'T'; }
+
+void check_ld(const char* ld_name, int64_t ld, const char* dim_name, int64_t dim, const char* flag,
+              Trans t) {
+  HG_CHECK(ld >= dim, "gemm: ", ld_name, "=", ld, " is smaller than ", dim_name, "=", dim, " for ",
+           flag, "=", trans_name(t), "; pass ", ld_name, " >= ", dim_name);
+}
+
+void validate(const GemmArgs& g) {
+  HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
+  HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k,
+           " must all be >= 0");
+  HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
+  check_ld("lda", g.lda, g.trans_a == Trans::N ? "k" : "m", stored_a(g).cols, "trans_a", g.trans_a);
+  check_ld("ldb", g.ldb, g.trans_b == Trans::N ? "n" : "k", stored_b(g).cols, "trans_b", g.trans_b);
+  HG_CHECK(g.ldc >= g.n, "gemm: ldc=", g.ldc, " is smaller than n=", g.n, "; pass ldc >= n");
+  HG_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, "gemm: stride_a=", g.stride_a,
+           ", stride_b=", g.stride_b, ", stride_c=", g.stride_c, " must be >= 0 (0 broadcasts A or B)");
+  const int64_t c_extent = g.m > 0 && g.n > 0 ? (g.m - 1) * g.ldc + g.n : 0;
+  HG_CHECK(g.batch == 1 || g.stride_c >= c_extent, "gemm: stride_c=", g.stride_c,
+           " makes the ", g.batch, " C matrices overlap; pass stride_c >= (m-1)*ldc+n = ", c_extent);
+  const bool computes = g.m > 0 && g.n > 0 && g.k > 0;
+  HG_CHECK(!computes || (g.a && g.b), "gemm: a or b is null for m=", g.m, ", n=", g.n, ", k=", g.k);
+  HG_CHECK(c_extent == 0 || g.c, "gemm: c is null for m=", g.m, ", n=", g.n);
+}
+
+template <class T> T* at(const void* p, int64_t off) {
+  return const_cast<T*>(static_cast<const T*>(p)) + off;
+}
+
+// k == 0: the product is empty, so C = beta*C; beta == 0 writes zeros without reading C (BLAS).
+void scale_c(const GemmArgs& g) {
+  visit_dtype(g.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, int64_t>)
+      for (int64_t b = 0; b < g.batch; ++b)
+        for (int64_t i = 0; i < g.m; ++i) {
+          T* row = at<T>(g.c, b * g.stride_c + i * g.ldc);
+          for (int64_t j = 0; j < g.n; ++j)
+            row[j] = store<T>(g.beta == 0 ? 0 : g.beta * load(row[j]));
+        }
+  });
+}
+
+// ---- Eigen: F64 always; F32 when built without oneDNN ------------------------------------------
+template <class T> using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T> using ConstMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T> using MutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <class T>
+void eigen_gemm_one(const GemmArgs& g, const T* a, const T* b, T* c) {
+  const Dims da = stored_a(g), db = stored_b(g);
+  ConstMap<T> A(a, da.rows, da.cols, Eigen::OuterStride<>(g.lda));
+  ConstMap<T> B(b, db.rows, db.cols, Eigen::OuterStride<>(g.ldb));
+  MutMap<T> C(c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  auto run = [&](const auto& opa, const auto& opb) {
+    if (beta == T(0)) {
+      C.noalias() = alpha * opa * opb;  // C is not read, as BLAS does for beta == 0
+    } else {
+      if (beta != T(1)) C *= beta;
+      C.noalias() += alpha * opa * opb;
+    }
+  };
+  const bool ta = g.trans_a == Trans::T, tb = g.trans_b == Trans::T;
+  if (!ta && !tb) run(A, B);
+  else if (!ta) run(A, B.transpose());
+  else if (!tb) run(A.transpose(), B);
+  else run(A.transpose(), B.transpose());
+}
+
+template <class T>
+void eigen_gemm(const GemmArgs& g) {
+  for (int64_t b = 0; b < g.batch; ++b)
+    eigen_gemm_one<T>(g, at<T>(g.a, b * g.stride_a), at<T>(g.b, b * g.stride_b), at<T>(g.c, b * g.stride_c));
+}
+
+#if HG_HAS_ONEDNN
+// ---- oneDNN matmul: F32 and BF16 (bf16 in, f32 accumulation, bf16 out rounded once) ------------
+using dnnl::memory;
+
+// Everything a primitive depends on; floats as bits so NaN alpha/beta still hit the cache.
+struct PlanKey {
+  DType dtype;
+  Trans ta, tb;
+  int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
+  uint32_t alpha, beta;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& p) const {
+    size_t h = static_cast<size_t>(p.dtype) | size_t(p.ta) << 8 | size_t(p.tb) << 9;
+    for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.sa, p.sb, p.sc,
+                      int64_t(p.alpha) << 32 | p.beta})
+      h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;  // FNV-1a style mixing
+    return h;
+  }
+};
+
+// A primitive plus memory objects whose data handles are swapped per call: building dnnl::memory
+// and the argument map each call costs more than a 64x256x10 GEMM's compute.
+struct Plan {
+  dnnl::matmul prim;
+  memory a, b, c;
+  std::unordered_map<int, memory> args;
+  bool per_batch = false;  // oneDNN refused the 3-D layout: loop a 2-D primitive over the batch
+};
+
+const dnnl::engine& engine() {
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// 3-D (batch, rows, cols) descriptor of a stored operand; a zero batch stride becomes a batch of 1,
+// which oneDNN broadcasts. batch == 0 asks for the 2-D descriptor of one matrix.
+memory::desc operand_md(memory::data_type dt, int64_t batch, int64_t stride, Dims d, int64_t ld, Trans t) {
+  const int64_t r = t == Trans::N ? d.rows : d.cols, c = t == Trans::N ? d.cols : d.rows;
+  const int64_t rs = t == Trans::N ? ld : 1, cs = t == Trans::N ? 1 : ld;
+  if (batch == 0) return memory::desc({r, c}, dt, {rs, cs});
+  const int64_t nb = stride == 0 ? 1 : batch;
+  return memory::desc({nb, r, c}, dt, {stride == 0 ? d.rows * ld : stride, rs, cs});
+}
+
+dnnl::matmul::primitive_desc matmul_pd(const GemmArgs& g, int64_t batch) {
+  const auto dt = g.dtype == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto a = operand_md(dt, batch, g.stride_a, stored_a(g), g.lda, g.trans_a);
+  const auto b = operand_md(dt, batch, g.stride_b, stored_b(g), g.ldb, g.trans_b);
+  const auto c = operand_md(dt, batch, g.stride_c, {g.m, g.n}, g.ldc, Trans::N);
+  dnnl::primitive_attr attr;
+  if (g.alpha != 1.f) attr.set_output_scales(0, {g.alpha});  // applied before the sum post-op
+  if (g.beta != 0.f) {
+    dnnl::post_ops po;
+    po.append_sum(g.beta);  // dst = alpha*A*B + beta*dst, in f32, rounded once
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine());
+}
+
+Plan make_plan(const GemmArgs& g) {
+  Plan p;
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = matmul_pd(g, g.batch == 1 ? 0 : g.batch);
+  } catch (const dnnl::error& e) {
+    HG_CHECK(g.batch > 1, "gemm: oneDNN could not create a matmul (", e.what(), ") for dtype=",
+             g.dtype, " m=", g.m, " n=", g.n, " k=", g.k);
+    pd = matmul_pd(g, 0);
+    p.per_batch = true;
+  }
+  p.prim = dnnl::matmul(pd);
+  p.a = memory(pd.src_desc(), engine(), nullptr);
+  p.b = memory(pd.weights_desc(), engine(), nullptr);
+  p.c = memory(pd.dst_desc(), engine(), nullptr);
+  p.args = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+  return p;
+}
+
+// Per-thread cache and stream: no lock on the hot path, and set_data_handle on a plan's memory
+// objects cannot race with another thread's call.
+Plan& plan_for(const GemmArgs& g) {
+  thread_local std::unordered_map<PlanKey, Plan, PlanKeyHash> cache;
+  const bool one = g.batch == 1;
+  const PlanKey key{g.dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch,
+                    one ? 0 : g.stride_a, one ? 0 : g.stride_b, one ? 0 : g.stride_c,
+                    std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta)};
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 1024) cache.clear();  // bound memory when shapes keep changing
+  return cache.emplace(key, make_plan(g)).first->second;
+}
+
+void onednn_gemm(const GemmArgs& g) {
+  thread_local dnnl::stream stream(engine());
+  Plan& p = plan_for(g);
+  const size_t es = dtype_size(g.dtype);
+  const int64_t steps = p.per_batch ? g.batch : 1;
+  for (int64_t i = 0; i < steps; ++i) {
+    p.a.set_data_handle(at<char>(g.a, i * g.stride_a * es));
+    p.b.set_data_handle(at<char>(g.b, i * g.stride_b * es));
+    p.c.set_data_handle(at<char>(g.c, i * g.stride_c * es));
+    p.prim.execute(stream, p.args);
+  }
+  stream.wait();
+}
+#endif
+
+// ---- widening: F16 always, BF16 without oneDNN -> dense F32 scratch, F32 GEMM, round once ------
+// Runs f(matrix, row) over nmat*rows rows, split across OpenMP threads when there is enough work.
+template <class F>
+void for_rows(int64_t nmat, int64_t rows, int64_t cols, F&& f) {
+  const int64_t total = nmat * rows;
+#pragma omp parallel for schedule(static) if (total * cols >= (int64_t(1) << 16))
+  for (int64_t r = 0; r < total; ++r) f(r / rows, r % rows);
+}
+
+// Copies nmat strided (rows, cols) matrices of dtype dt into one dense float buffer.
+void widen(DType dt, const void* src, int64_t nmat, Dims d, int64_t ld, int64_t stride, float* dst) {
+  for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
+    const int64_t off = b * stride + i * ld;
+    float* out = dst + (b * d.rows + i) * d.cols;
+    if (dt == DType::F16) convert_f16_to_f32(at<f16>(src, off), out, d.cols);
+    else convert_bf16_to_f32(at<bf16>(src, off), out, d.cols);
+  });
+}
+
+void narrow(DType dt, const float* src, int64_t nmat, Dims d, void* dst, int64_t ld, int64_t stride) {
+  for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
+    const int64_t off = b * stride + i * ld;
+    const float* in = src + (b * d.rows + i) * d.cols;
+    if (dt == DType::F16) convert_f32_to_f16(in, at<f16>(dst, off), d.cols);
+    else convert_f32_to_bf16(in, at<bf16>(dst, off), d.cols);
+  });
+}
+
+void gemm_f32(const GemmArgs& g) {
+#if HG_HAS_ONEDNN
+  onednn_gemm(g);
+#else
+  eigen_gemm<float>(g);
+#endif
+}
+
+float* grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+void widened_gemm(const GemmArgs& g) {
+  thread_local std::vector<float> sa, sb, sc;  // reused: no allocation in steady state
+  const Dims da = stored_a(g), db = stored_b(g), dc{g.m, g.n};
+  const int64_t na = g.stride_a == 0 ? 1 : g.batch, nb = g.stride_b == 0 ? 1 : g.batch;
+  GemmArgs f = g;
+  f.dtype = DType::F32;
+  f.a = grow(sa, na * da.rows * da.cols);
+  f.b = grow(sb, nb * db.rows * db.cols);
+  f.c = grow(sc, g.batch * g.m * g.n);
+  f.lda = da.cols, f.ldb = db.cols, f.ldc = g.n;
+  f.stride_a = na == 1 ? 0 : da.rows * da.cols;
+  f.stride_b = nb == 1 ? 0 : db.rows * db.cols;
+  f.stride_c = g.m * g.n;
+  widen(g.dtype, g.a, na, da, g.lda, g.stride_a, sa.data());
+  widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, sb.data());
+  if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, sc.data());
+  gemm_f32(f);
+  narrow(g.dtype, sc.data(), g.batch, dc, g.c, g.ldc, g.stride_c);
+}
+
+// ---- reference ---------------------------------------------------------------------------------
+// Rounds d to float with round-to-odd, so the following RNE to 16 bits rounds d only once
+// (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms using
+// rounding to odd"): float keeps >= 2 more bits than f16/bf16.
+float round_to_odd(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d || std::isnan(d)) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+template <class T> T round_once(double d) {
+  if constexpr (std::is_same_v<T, double>) return d;
+  else if constexpr (std::is_same_v<T, float>) return static_cast<float>(d);
+  else return from_float<T>(round_to_odd(d));
+}
+
+template <class T>
+void reference_typed(const GemmArgs& g) {
+  const bool ta = g.trans_a == Trans::T, tb = g.trans_b == Trans::T;
+  for (int64_t b = 0; b < g.batch; ++b) {
+    const T* A = at<T>(g.a, b * g.stride_a);
+    const T* B = at<T>(g.b, b * g.stride_b);
+    T* C = at<T>(g.c, b * g.stride_c);
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < g.k; ++p)
+          acc += double(to_float(A[ta ? p * g.lda + i : i * g.lda + p])) *
+                 double(to_float(B[tb ? j * g.ldb + p : p * g.ldb + j]));
+        T& c = C[i * g.ldc + j];
+        const double old = g.beta == 0 ? 0.0 : double(g.beta) * double(to_float(c));
+        c = round_once<T>(double(g.alpha) * acc + old);
+      }
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  validate(g);
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) return scale_c(g);
+  switch (g.dtype) {
+    case DType::F64: return eigen_gemm<double>(g);
+    case DType::F32: return gemm_f32(g);
+#if HG_HAS_ONEDNN
+    case DType::BF16: return onednn_gemm(g);
+#else
+    case DType::BF16: return widened_gemm(g);
+#endif
+    case DType::F16: return widened_gemm(g);
+    case DType::I64: break;
+  }
+}
+
+const char* gemm_engine(DType dt) {
+  HG_CHECK(dt != DType::I64, "gemm_engine: dtype I64 has no GEMM; use F32, F16, BF16 or F64");
+#if HG_HAS_ONEDNN
+  if (dt == DType::F32 || dt == DType::BF16) return "onednn";
+  if (dt == DType::F16) return "f16c+onednn";
+#else
+  if (dt == DType::F32 || dt == DType::BF16) return "eigen";  // BF16 widened to F32 first
+  if (dt == DType::F16) return "f16c+eigen";
+#endif
+  return "eigen";
+}
+
+void gemm_reference(const GemmArgs& g) {
+  validate(g);
+  if (g.m == 0 || g.n == 0) return;
+  visit_dtype(g.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, int64_t>) reference_typed<T>(g);
+  });
+}
+
+}  // namespace hg::cpu

@@ -1,0 +1,158 @@
+// Public elementwise ops: check -> dispatch -> record backward (DESIGN.md §4).
+#include "ops/elementwise.h"
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+#include "ops/reduce.h"
+
+namespace hg {
+
+const char* ew_op_name(EwOp op) {
+  static constexpr const char* kNames[] = {
+      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu",
+      "pow", "clamp", "add(scalar)", "mul(scalar)", "div(scalar)", "rsub(scalar)", "rdiv(scalar)",
+      "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+      "where", "mask_true", "mask_false"};
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i] : "elementwise";
+}
+
+void run_elementwise(const char* op, const EwCall& call, const std::vector<Tensor>& ins, Tensor& out) {
+  std::vector<Shape> shapes;
+  const void* ptrs[kMaxInputs] = {};
+  for (size_t k = 0; k < ins.size(); ++k) {
+    HG_CHECK(ins[k].dtype() == out.dtype(), op, ": input ", k, " has dtype ", ins[k].dtype(), " but the output is ",
+             out.dtype());
+    check_same_device(op, ins[k], out);
+    shapes.push_back(ins[k].shape());
+    ptrs[k] = ins[k].data_ptr();
+  }
+  const BroadcastPlan plan = make_broadcast_plan(op, out.shape(), shapes);
+  ew_kernels().get(out.device(), out.dtype())(call, plan, ptrs, out.data_ptr());
+}
+
+namespace {
+
+Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
+  check_floating(name, x);
+  const EwCall fwd{op, EwMode::Forward, p0, p1};
+  Tensor y = empty_like(x);
+  run_elementwise(name, fwd, {x}, y);
+  if (autograd::should_record({&x})) {
+    // capture a detached alias of y: capturing y itself would make a reference cycle
+    autograd::record(y, name, {x}, [x, yd = y.detach(), fwd](const Tensor& dy, const GradMask&) {
+      Tensor dx = empty_like(x);
+      run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {x, yd, dy}, dx);
+      return std::vector<Tensor>{dx};
+    });
+  }
+  return y;
+}
+
+// Casts a and b to their promoted dtype (differentiably).
+std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a, const Tensor& b) {
+  check_same_device(name, a, b);
+  const DType t = promote_types(a.dtype(), b.dtype());
+  return {a.dtype() == t ? a : a.to(t), b.dtype() == t ? b : b.to(t)};
+}
+
+Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const Tensor& dy, const Shape& target) {
+  if (op == EwOp::Add || (op == EwOp::Sub && mode == EwMode::GradA)) return sum_to(dy, target);
+  Tensor g = empty_like(dy);
+  run_elementwise("backward", {op, mode}, {a, b, dy}, g);
+  return sum_to(g, target);
+}
+
+Tensor binary(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(name, a_in, b_in);
+  check_floating(name, a);
+  Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
+  run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
+  if (autograd::should_record({&a, &b})) {
+    autograd::record(y, name, {a, b}, [a, b, op](const Tensor& dy, const GradMask& needs) {
+      return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, a.shape()) : Tensor(),
+                                 needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, b.shape()) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor compare(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(name, a_in.detach(), b_in.detach());
+  check_floating(name, a);
+  Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
+  run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
+  return y;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary("add", EwOp::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", EwOp::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, a, b); }
+Tensor add(const Tensor& a, double s) { return unary("add", EwOp::AddScalar, a, s); }
+Tensor sub(const Tensor& a, double s) { return unary("sub", EwOp::AddScalar, a, -s); }
+Tensor mul(const Tensor& a, double s) { return unary("mul", EwOp::MulScalar, a, s); }
+Tensor div(const Tensor& a, double s) { return unary("div", EwOp::DivScalar, a, s); }
+Tensor rsub(double s, const Tensor& a) { return unary("rsub", EwOp::RsubScalar, a, s); }
+Tensor rdiv(double s, const Tensor& a) { return unary("rdiv", EwOp::RdivScalar, a, s); }
+
+Tensor neg(const Tensor& x) { return unary("neg", EwOp::Neg, x); }
+Tensor exp(const Tensor& x) { return unary("exp", EwOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary("log", EwOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary("sqrt", EwOp::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary("rsqrt", EwOp::Rsqrt, x); }
+Tensor pow(const Tensor& x, double e) { return unary("pow", EwOp::PowScalar, x, e); }
+Tensor abs(const Tensor& x) { return unary("abs", EwOp::Abs, x); }
+Tensor relu(const Tensor& x) { return unary("relu", EwOp::Relu, x); }
+Tensor sigmoid(const Tensor& x) { return unary("sigmoid", EwOp::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary("tanh", EwOp::Tanh, x); }
+Tensor gelu(const Tensor& x, GeluApprox approx) {
+  return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);
+}
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  HG_CHECK(!(lo > hi), "clamp: lo=", lo, " is greater than hi=", hi, "; pass lo <= hi");
+  return unary("clamp", EwOp::Clamp, x, lo, hi);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote("where", a_in, b_in);
+  check_floating("where", a);
+  check_same_device("where", cond, a);
+  const Tensor c = cond.dtype() == a.dtype() ? cond.detach() : cond.detach().to(a.dtype());
+  Tensor y = empty(broadcast_shapes("where", c.shape(), broadcast_shapes("where", a.shape(), b.shape())),
+                   {.dtype = a.dtype(), .device = a.device()});
+  run_elementwise("where", {EwOp::Where, EwMode::Forward}, {c, a, b}, y);
+  if (autograd::should_record({&a, &b})) {
+    autograd::record(y, "where", {a, b}, [c, as = a.shape(), bs = b.shape()](const Tensor& dy, const GradMask& needs) {
+      auto masked = [&](EwOp op, const Shape& target) {
+        Tensor g = empty_like(dy);
+        run_elementwise("where backward", {op, EwMode::Forward}, {c, dy}, g);
+        return sum_to(g, target);
+      };
+      return std::vector<Tensor>{needs[0] ? masked(EwOp::MaskTrue, as) : Tensor(),
+                                 needs[1] ? masked(EwOp::MaskFalse, bs) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", EwOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", EwOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", EwOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", EwOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", EwOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", EwOp::Ge, a, b); }
+
+Tensor grad_accumulate(const Tensor& acc, const Tensor& g) {
+  HG_CHECK(acc.shape() == g.shape(), "backward: accumulating a gradient of shape ", g.shape(), " into ", acc.shape());
+  Tensor out = empty_like(acc);
+  run_elementwise("grad accumulate", {EwOp::Add, EwMode::Forward}, {acc, g.dtype() == acc.dtype() ? g : g.to(acc.dtype())},
+                  out);
+  return out;
+}
+
+}  // namespace hg

@@ -1,0 +1,17 @@
+#pragma once
+#include "core/tensor.h"
+#include "ops/gemm.h"
+
+namespace hg {
+
+struct MatmulOptions {
+  Trans trans_a = Trans::N;  // use a's last two dims transposed, without copying
+  Trans trans_b = Trans::N;
+};
+
+// 2-D: op(a) (M,K) x op(b) (K,N) -> (M,N). Batched 3-D: (B,M,K) x (B,K,N) -> (B,M,N); a batch of 1 or a
+// 2-D operand broadcasts over the other's batch. F16/BF16 accumulate in F32. Backward uses the
+// transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies.
+Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o = {});
+
+}  // namespace hg

@@ -1,0 +1,193 @@
+#include "ops/shape.h"
+
+#include <numeric>
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+
+namespace hg {
+
+int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  HG_CHECK(dim >= -n && dim < n, op, ": dim ", dim, " is out of range for a ", ndim, "-d tensor; use a dim in [", -n,
+           ", ", n, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+namespace {
+
+// Copies src (viewed with `sizes` and element strides `src_strides` from src_offset) into dst at
+// dst_offset with dst_strides.
+void copy_strided(const Tensor& src, int64_t src_offset, const std::vector<int64_t>& sizes,
+                  const std::vector<int64_t>& src_strides, Tensor& dst, int64_t dst_offset,
+                  const std::vector<int64_t>& dst_strides) {
+  check_same_device("copy", src, dst);
+  HG_CHECK(sizes.size() <= static_cast<size_t>(kMaxDims), "copy: ", sizes.size(), " dims exceed the limit of ",
+           kMaxDims);
+  StridedCopy c;
+  c.ndim = static_cast<int>(sizes.size());
+  for (int d = 0; d < c.ndim; ++d) {
+    c.sizes[d] = sizes[static_cast<size_t>(d)];
+    c.src_strides[d] = src_strides[static_cast<size_t>(d)];
+    c.dst_strides[d] = dst_strides[static_cast<size_t>(d)];
+  }
+  const int64_t es = static_cast<int64_t>(dtype_size(src.dtype()));
+  c.elem_size = static_cast<int>(es);
+  c.src = static_cast<const char*>(src.data_ptr()) + src_offset * es;
+  c.dst = static_cast<char*>(dst.data_ptr()) + dst_offset * es;
+  copy_kernels().get(src.device(), DType::F32)(c);
+}
+
+Tensor permute_impl(const Tensor& x, const std::vector<int64_t>& perm) {
+  const auto st = contiguous_strides(x.shape());
+  std::vector<int64_t> sizes, src_strides;
+  for (int64_t p : perm) {
+    sizes.push_back(x.shape()[p]);
+    src_strides.push_back(st[static_cast<size_t>(p)]);
+  }
+  Tensor y = empty(Shape(sizes), {.dtype = x.dtype(), .device = x.device()});
+  copy_strided(x, 0, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
+  return y;
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, Shape s) {
+  int64_t known = 1, infer = -1;
+  for (int64_t i = 0; i < s.ndim(); ++i) {
+    if (s[i] == -1) {
+      HG_CHECK(infer < 0, "reshape: only one dim can be -1, got shape ", s);
+      infer = i;
+    } else {
+      HG_CHECK(s[i] >= 0, "reshape: invalid size ", s[i], " in shape ", s);
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    HG_CHECK(known != 0 && x.numel() % known == 0, "reshape: cannot infer the -1 in ", s, " for ", x.numel(),
+             " elements (shape ", x.shape(), ")");
+    s[infer] = x.numel() / known;
+  }
+  HG_CHECK(s.numel() == x.numel(), "reshape: shape ", s, " has ", s.numel(), " elements but the tensor of shape ",
+           x.shape(), " has ", x.numel());
+  Tensor y = alias_with_shape(x, s);
+  autograd::record(y, "reshape", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{reshape(dy, xs)};
+  });
+  return y;
+}
+
+Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
+  const int64_t nd = x.ndim();
+  HG_CHECK(static_cast<int64_t>(dims.size()) == nd, "permute: ", dims.size(), " dims given for a ", nd,
+           "-d tensor; give a permutation of all dims");
+  std::vector<char> seen(static_cast<size_t>(nd), 0);
+  for (int64_t& d : dims) {
+    d = wrap_dim("permute", d, nd);
+    HG_CHECK(!seen[static_cast<size_t>(d)], "permute: dim ", d, " appears twice; give each dim once");
+    seen[static_cast<size_t>(d)] = 1;
+  }
+  Tensor y = permute_impl(x, dims);
+  autograd::record(y, "permute", {x}, [dims](const Tensor& dy, const GradMask&) {
+    std::vector<int64_t> inv(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
+    return std::vector<Tensor>{permute(dy, inv)};
+  });
+  return y;
+}
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  const int64_t nd = x.ndim();
+  HG_CHECK(nd >= 1, "transpose: needs at least 1 dim, got a 0-d tensor");
+  d0 = wrap_dim("transpose", d0, nd);
+  d1 = wrap_dim("transpose", d1, nd);
+  std::vector<int64_t> perm(static_cast<size_t>(nd));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[static_cast<size_t>(d0)], perm[static_cast<size_t>(d1)]);
+  return permute(x, perm);
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  dim = wrap_dim("slice", dim, x.ndim());
+  HG_CHECK(x.ndim() >= 1, "slice: cannot slice a 0-d tensor");
+  HG_CHECK(step > 0, "slice: step=", step, " must be positive");
+  const int64_t n = x.shape()[dim];
+  auto clampi = [n](int64_t i) { return std::min(std::max(i < 0 ? i + n : i, int64_t{0}), n); };
+  start = clampi(start);
+  end = std::max(clampi(end), start);
+  const int64_t len = (end - start + step - 1) / step;
+  std::vector<int64_t> sizes = x.shape().dims();
+  sizes[static_cast<size_t>(dim)] = len;
+  auto src_strides = contiguous_strides(x.shape());
+  const int64_t offset = start * src_strides[static_cast<size_t>(dim)];
+  src_strides[static_cast<size_t>(dim)] *= step;
+  Tensor y = empty(Shape(sizes), {.dtype = x.dtype(), .device = x.device()});
+  copy_strided(x, offset, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
+  autograd::record(y, "slice", {x}, [xs = x.shape(), sizes, offset, src_strides](const Tensor& dy, const GradMask&) {
+    Tensor dx = zeros(xs, {.dtype = dy.dtype(), .device = dy.device()});
+    copy_strided(dy, 0, sizes, contiguous_strides(dy.shape()), dx, offset, src_strides);
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  HG_CHECK(!xs.empty(), "cat: needs at least one tensor");
+  const Tensor& x0 = xs[0];
+  dim = wrap_dim("cat", dim, x0.ndim());
+  HG_CHECK(x0.ndim() >= 1, "cat: cannot concatenate 0-d tensors; reshape them to 1-d");
+  DType dt = x0.dtype();
+  for (const Tensor& x : xs) dt = promote_types(dt, x.dtype());
+  std::vector<int64_t> sizes = x0.shape().dims();
+  sizes[static_cast<size_t>(dim)] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = xs[i];
+    check_same_device("cat", x0, x);
+    HG_CHECK(x.ndim() == x0.ndim(), "cat: tensor ", i, " has ", x.ndim(), " dims but tensor 0 has ", x0.ndim());
+    for (int64_t d = 0; d < x.ndim(); ++d)
+      HG_CHECK(d == dim || x.shape()[d] == x0.shape()[d], "cat: tensor ", i, " has shape ", x.shape(),
+               " but tensor 0 has ", x0.shape(), "; all dims except dim ", dim, " must match");
+    sizes[static_cast<size_t>(dim)] += x.shape()[dim];
+  }
+  Tensor y = empty(Shape(sizes), {.dtype = dt, .device = x0.device()});
+  const auto dst_strides = contiguous_strides(y.shape());
+  std::vector<Tensor> ins;
+  int64_t at = 0;
+  for (const Tensor& x_in : xs) {
+    Tensor x = x_in.dtype() == dt ? x_in : x_in.to(dt);
+    copy_strided(x, 0, x.shape().dims(), contiguous_strides(x.shape()), y, at * dst_strides[static_cast<size_t>(dim)],
+                 dst_strides);
+    at += x.shape()[dim];
+    ins.push_back(x);
+  }
+  std::vector<int64_t> lens;
+  for (const Tensor& x : ins) lens.push_back(x.shape()[dim]);
+  autograd::record(y, "cat", ins, [dim, lens](const Tensor& dy, const GradMask& needs) {
+    std::vector<Tensor> g(lens.size());
+    int64_t s = 0;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      if (needs[i]) g[i] = slice(dy, dim, s, s + lens[i]);
+      s += lens[i];
+    }
+    return g;
+  });
+  return y;
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor y = empty_like(x);
+  copy_bytes(y.data_ptr(), y.device(), x.data_ptr(), x.device(), x.nbytes());
+  autograd::record(y, "clone", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; });
+  return y;
+}
+
+// Tensor members (declared in core/tensor.h).
+Tensor Tensor::reshape(Shape s) const { return hg::reshape(*this, std::move(s)); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return hg::transpose(*this, d0, d1); }
+Tensor Tensor::permute(std::vector<int64_t> dims) const { return hg::permute(*this, std::move(dims)); }
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  return hg::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::clone() const { return hg::clone(*this); }
+
+}  // namespace hg

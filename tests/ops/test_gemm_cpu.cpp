@@ -1,0 +1,308 @@
+// hg::cpu::gemm against hg::cpu::gemm_reference: every dtype, transpose, odd size, padded leading
+// dimension, batch stride/broadcast and alpha/beta; padding and batch gaps in C must stay untouched.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "ops/gemm.h"
+
+using namespace hg;
+
+namespace {
+
+const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
+const Trans kTrans[] = {Trans::N, Trans::T};
+
+// n elements of dtype dt in raw bytes; get/set go through double.
+struct Buf {
+  DType dt;
+  std::vector<unsigned char> bytes;
+  Buf(DType d, int64_t n) : dt(d), bytes(static_cast<size_t>(n) * dtype_size(d)) {}
+  void* data() { return bytes.data(); }
+  int64_t size() const { return static_cast<int64_t>(bytes.size() / dtype_size(dt)); }
+  double get(int64_t i) const {
+    return visit_dtype(dt, [&](auto tag) -> double {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, int64_t>) return 0;
+      else return static_cast<double>(to_float(reinterpret_cast<const T*>(bytes.data())[i]));
+    });
+  }
+  void set(int64_t i, double v) {  // rounds v to dt
+    visit_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = reinterpret_cast<T*>(bytes.data()) + i;
+      if constexpr (std::is_same_v<T, double>) *p = v;
+      else if constexpr (std::is_same_v<T, float>) *p = static_cast<float>(v);
+      else if constexpr (!std::is_same_v<T, int64_t>) *p = from_float<T>(static_cast<float>(v));
+    });
+  }
+};
+
+// Distance from the 16-bit value nearest x to its next neighbour away from zero: one output ulp.
+double ulp16(DType dt, double x) {
+  const float f = static_cast<float>(std::fabs(x));
+  if (dt == DType::F16) {
+    const f16 r = from_float<f16>(f);
+    return to_float(f16{static_cast<uint16_t>(r.bits + 1)}) - to_float(r);
+  }
+  const bf16 r = from_float<bf16>(f);
+  return to_float(bf16{static_cast<uint16_t>(r.bits + 1)}) - to_float(r);
+}
+
+double rel_tol(DType dt) { return dt == DType::F64 ? 1e-12 : 1e-5; }
+
+enum class Batch { Strided, BroadcastA, BroadcastB, BroadcastAB };
+
+struct Case {
+  DType dt = DType::F32;
+  Trans ta = Trans::N, tb = Trans::N;
+  int64_t m = 1, n = 1, k = 1, pad = 0, batch = 1;
+  Batch mode = Batch::Strided;
+  float alpha = 1.f, beta = 0.f;
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream os;
+  os << c.dt << " " << (c.ta == Trans::N ? 'N' : 'T') << (c.tb == Trans::N ? 'N' : 'T') << " m=" << c.m
+     << " n=" << c.n << " k=" << c.k << " pad=" << c.pad << " batch=" << c.batch
+     << " mode=" << int(c.mode) << " alpha=" << c.alpha << " beta=" << c.beta;
+  return os.str();
+}
+
+// Owns the operands of one case and the args pointing into them.
+struct Problem {
+  GemmArgs g;
+  Buf a, b, c;
+  Problem(const Case& cs, std::mt19937& rng)
+      : a(cs.dt, 0), b(cs.dt, 0), c(cs.dt, 0) {
+    g.dtype = cs.dt, g.trans_a = cs.ta, g.trans_b = cs.tb;
+    g.m = cs.m, g.n = cs.n, g.k = cs.k, g.alpha = cs.alpha, g.beta = cs.beta, g.batch = cs.batch;
+    const int64_t ar = cs.ta == Trans::N ? cs.m : cs.k, ac = cs.ta == Trans::N ? cs.k : cs.m;
+    const int64_t br = cs.tb == Trans::N ? cs.k : cs.n, bc = cs.tb == Trans::N ? cs.n : cs.k;
+    g.lda = ac + cs.pad, g.ldb = bc + cs.pad, g.ldc = cs.n + cs.pad;
+    const int64_t gap = cs.batch > 1 ? 5 : 0;  // unused elements between batch matrices
+    const bool bca = cs.mode == Batch::BroadcastA || cs.mode == Batch::BroadcastAB;
+    const bool bcb = cs.mode == Batch::BroadcastB || cs.mode == Batch::BroadcastAB;
+    g.stride_a = bca ? 0 : ar * g.lda + gap;
+    g.stride_b = bcb ? 0 : br * g.ldb + gap;
+    g.stride_c = cs.m * g.ldc + gap;
+    a = Buf(cs.dt, (bca ? 0 : cs.batch - 1) * g.stride_a + ar * g.lda);
+    b = Buf(cs.dt, (bcb ? 0 : cs.batch - 1) * g.stride_b + br * g.ldb);
+    c = Buf(cs.dt, (cs.batch - 1) * g.stride_c + cs.m * g.ldc);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (Buf* x : {&a, &b, &c})
+      for (int64_t i = 0; i < x->size(); ++i) x->set(i, u(rng));
+    // beta == 0 must not read C (BLAS): NaN there would leak into the result if it did.
+    if (cs.beta == 0)
+      for (int64_t i = 0; i < c.size(); ++i) c.set(i, std::numeric_limits<double>::quiet_NaN());
+    g.a = a.data(), g.b = b.data(), g.c = c.data();
+  }
+  double a_at(int64_t bt, int64_t i, int64_t p) const {
+    const int64_t off = bt * g.stride_a;
+    return a.get(g.trans_a == Trans::N ? off + i * g.lda + p : off + p * g.lda + i);
+  }
+  double b_at(int64_t bt, int64_t p, int64_t j) const {
+    const int64_t off = bt * g.stride_b;
+    return b.get(g.trans_b == Trans::N ? off + p * g.ldb + j : off + j * g.ldb + p);
+  }
+};
+
+// Compares got (after gemm) with want (after gemm_reference), both started from c0. Returns the
+// number of wrong elements and describes the first one in *first.
+int64_t count_mismatches(const Problem& pr, const Buf& c0, const Buf& got, const Buf& want,
+                         std::string* first) {
+  const GemmArgs& g = pr.g;
+  std::vector<char> is_out(static_cast<size_t>(got.size()), 0);
+  int64_t bad = 0;
+  auto report = [&](int64_t idx, const std::string& why) {
+    if (bad++ == 0) *first = "element " + std::to_string(idx) + ": " + why;
+  };
+  for (int64_t bt = 0; bt < g.batch; ++bt)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        const int64_t idx = bt * g.stride_c + i * g.ldc + j;
+        is_out[idx] = 1;
+        double mag = 0;
+        for (int64_t p = 0; p < g.k; ++p) mag += std::fabs(pr.a_at(bt, i, p) * pr.b_at(bt, p, j));
+        mag = std::fabs(g.alpha) * mag + (g.beta == 0 ? 0 : std::fabs(g.beta * c0.get(idx)));
+        double tol = rel_tol(g.dtype) * mag;
+        if (g.dtype == DType::F16 || g.dtype == DType::BF16) tol += ulp16(g.dtype, want.get(idx));
+        const double x = got.get(idx), y = want.get(idx);
+        if (!(std::fabs(x - y) <= tol))
+          report(idx, "got " + std::to_string(x) + ", want " + std::to_string(y) + ", tol " + std::to_string(tol));
+      }
+  const size_t es = dtype_size(g.dtype);
+  for (int64_t idx = 0; idx < got.size(); ++idx)
+    if (!is_out[idx] && std::memcmp(&got.bytes[idx * es], &c0.bytes[idx * es], es) != 0)
+      report(idx, "padding or batch gap was written");
+  return bad;
+}
+
+void check_case(const Case& cs, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  Problem pr(cs, rng);
+  const Buf c0 = pr.c;
+  Buf want = pr.c;
+  GemmArgs ref = pr.g;
+  ref.c = want.data();
+  cpu::gemm_reference(ref);
+  cpu::gemm(pr.g);
+  std::string first;
+  const int64_t bad = count_mismatches(pr, c0, pr.c, want, &first);
+  INFO(describe(cs) << ": " << bad << " wrong, first " << first);
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gemm: every dtype, transpose, odd size and padded ld matches the reference", "[cpu][gemm]") {
+  const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 784, 256}};
+  for (DType dt : kFloatTypes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (const auto& s : sizes)
+          for (int64_t pad : {0, 3})
+            check_case({.dt = dt, .ta = ta, .tb = tb, .m = s[0], .n = s[1], .k = s[2], .pad = pad});
+}
+
+TEST_CASE("gemm: alpha and beta", "[cpu][gemm]") {
+  const int64_t sizes[][3] = {{3, 5, 7}, {17, 33, 65}};
+  for (DType dt : kFloatTypes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (const auto& s : sizes)
+          for (float alpha : {1.f, -1.5f, 0.25f})
+            for (float beta : {0.f, 1.f, 0.5f})
+              check_case({.dt = dt, .ta = ta, .tb = tb, .m = s[0], .n = s[1], .k = s[2], .pad = 1,
+                          .alpha = alpha, .beta = beta});
+}
+
+TEST_CASE("gemm: batch with strides and broadcast operands", "[cpu][gemm]") {
+  for (DType dt : kFloatTypes)
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (Batch mode : {Batch::Strided, Batch::BroadcastA, Batch::BroadcastB, Batch::BroadcastAB})
+          for (float beta : {0.f, 0.5f}) {
+            check_case({.dt = dt, .ta = ta, .tb = tb, .m = 17, .n = 33, .k = 65, .pad = 2, .batch = 3,
+                        .mode = mode, .alpha = 0.75f, .beta = beta});
+            check_case({.dt = dt, .ta = ta, .tb = tb, .m = 1, .n = 3, .k = 2, .batch = 3, .mode = mode,
+                        .beta = beta});
+          }
+  for (DType dt : {DType::F32, DType::BF16, DType::F16})  // large enough for oneDNN's blocked kernels
+    check_case({.dt = dt, .m = 64, .n = 200, .k = 256, .pad = 4, .batch = 3, .mode = Batch::BroadcastB});
+}
+
+TEST_CASE("gemm: plans are reused with new pointers and kept apart by alpha", "[cpu][gemm]") {
+  for (DType dt : kFloatTypes)
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      check_case({.dt = dt, .m = 9, .n = 10, .k = 11, .alpha = 1.f}, seed);
+      check_case({.dt = dt, .m = 9, .n = 10, .k = 11, .alpha = 2.f}, seed);
+    }
+}
+
+TEST_CASE("gemm: concurrent calls from several threads", "[cpu][gemm]") {
+  std::vector<int64_t> bad(4, -1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &bad] {
+      const Case cs{.dt = t % 2 ? DType::BF16 : DType::F32, .m = 33, .n = 40, .k = 50, .beta = 0.5f};
+      int64_t total = 0;
+      for (uint32_t rep = 0; rep < 20; ++rep) {
+        std::mt19937 rng(rep + 100 * t);
+        Problem pr(cs, rng);
+        const Buf c0 = pr.c;
+        Buf want = pr.c;
+        GemmArgs ref = pr.g;
+        ref.c = want.data();
+        cpu::gemm_reference(ref);
+        cpu::gemm(pr.g);
+        std::string first;
+        total += count_mismatches(pr, c0, pr.c, want, &first);
+      }
+      bad[t] = total;
+    });
+  for (auto& th : threads) th.join();
+  for (int64_t b : bad) CHECK(b == 0);
+}
+
+TEST_CASE("gemm: k == 0 gives beta*C and empty outputs touch nothing", "[cpu][gemm]") {
+  for (DType dt : kFloatTypes)
+    for (float beta : {0.f, 1.f, 0.5f}) {
+      Buf c(dt, 6);
+      for (int64_t i = 0; i < 6; ++i) c.set(i, beta == 0 ? std::nan("") : double(i) - 2.5);
+      const GemmArgs g{.dtype = dt, .m = 2, .n = 3, .k = 0, .beta = beta, .lda = 0, .ldb = 3,
+                       .c = c.data(), .ldc = 3};
+      cpu::gemm(g);
+      for (int64_t i = 0; i < 6; ++i) CHECK(c.get(i) == (beta == 0 ? 0.0 : beta * (double(i) - 2.5)));
+    }
+  CHECK_NOTHROW(cpu::gemm({.m = 0, .n = 5, .k = 4, .lda = 4, .ldb = 5, .ldc = 5}));
+  CHECK_NOTHROW(cpu::gemm({.m = 5, .n = 0, .k = 4, .lda = 4, .ldb = 0, .ldc = 0}));
+}
+
+TEST_CASE("gemm: the comparison catches a single wrong element", "[cpu][gemm]") {
+  for (DType dt : kFloatTypes) {
+    std::mt19937 rng(7);
+    Problem pr({.dt = dt, .m = 5, .n = 6, .k = 7, .pad = 1, .beta = 1.f}, rng);
+    const Buf c0 = pr.c;
+    cpu::gemm(pr.g);
+    Buf want = pr.c;
+    std::string first;
+    CHECK(count_mismatches(pr, c0, pr.c, want, &first) == 0);
+    pr.c.set(2 * pr.g.ldc + 3, pr.c.get(2 * pr.g.ldc + 3) + 0.01);
+    CHECK(count_mismatches(pr, c0, pr.c, want, &first) == 1);
+    pr.c.set(2 * pr.g.ldc + 6, 42.0);  // padding column
+    CHECK(count_mismatches(pr, c0, pr.c, want, &first) == 2);
+  }
+}
+
+TEST_CASE("gemm: engine names", "[cpu][gemm]") {
+  const std::string f32 = cpu::gemm_engine(DType::F32);
+  CHECK((f32 == "onednn" || f32 == "eigen"));
+  CHECK(std::string(cpu::gemm_engine(DType::F16)) == "f16c+" + f32);
+  CHECK(std::string(cpu::gemm_engine(DType::BF16)) == f32);
+  CHECK(std::string(cpu::gemm_engine(DType::F64)) == "eigen");
+  CHECK_THROWS_AS(cpu::gemm_engine(DType::I64), Error);
+}
+
+TEST_CASE("gemm: invalid arguments throw hg::Error naming the field", "[cpu][gemm]") {
+  std::vector<float> a(64), b(64), c(64);
+  const GemmArgs ok{.m = 3, .n = 4, .k = 5, .a = a.data(), .lda = 5, .b = b.data(), .ldb = 4,
+                    .c = c.data(), .ldc = 4};
+  REQUIRE_NOTHROW(cpu::gemm(ok));
+  auto expect = [&](GemmArgs g, const char* field) {
+    INFO("field " << field);
+    CHECK_THROWS_MATCHES(cpu::gemm(g), Error, Catch::Matchers::Predicate<Error>([&](const Error& e) {
+                           const std::string s = e.what();
+                           return s.find("gemm") != std::string::npos && s.find(field) != std::string::npos;
+                         }));
+    CHECK_THROWS_AS(cpu::gemm_reference(g), Error);
+  };
+  GemmArgs g = ok;
+  g.dtype = DType::I64, expect(g, "I64");
+  g = ok, g.m = -1, expect(g, "m=-1");
+  g = ok, g.n = -2, expect(g, "n=-2");
+  g = ok, g.k = -3, expect(g, "k=-3");
+  g = ok, g.batch = 0, expect(g, "batch=0");
+  g = ok, g.lda = 4, expect(g, "lda=4");
+  g = ok, g.trans_a = Trans::T, g.lda = 2, expect(g, "lda=2 is smaller than m=3 for trans_a=T");
+  g = ok, g.ldb = 3, expect(g, "ldb=3");
+  g = ok, g.trans_b = Trans::T, expect(g, "ldb=4 is smaller than k=5 for trans_b=T");
+  g = ok, g.ldc = 3, expect(g, "ldc=3");
+  g = ok, g.batch = 2, g.stride_a = -1, expect(g, "stride_a=-1");
+  g = ok, g.batch = 2, g.stride_c = 11, expect(g, "stride_c=11");
+  g = ok, g.a = nullptr, expect(g, "a or b is null");
+  g = ok, g.b = nullptr, expect(g, "a or b is null");
+  g = ok, g.c = nullptr, expect(g, "c is null");
+  CHECK_THROWS_WITH(cpu::gemm(GemmArgs{.m = 3, .n = 4, .k = 4, .a = a.data(), .lda = 3, .b = b.data(),
+                                       .ldb = 4, .c = c.data(), .ldc = 4}),
+                    "gemm: lda=3 is smaller than k=4 for trans_a=N; pass lda >= k");
+}
