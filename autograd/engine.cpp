@@ -98,7 +98,12 @@ struct BySeq {
 Tensor run_hooks(const std::vector<GradHook>& hooks, Tensor g) {
   for (const GradHook& h : hooks) {
     Tensor r = h(g);
-    if (r.defined()) g = std::move(r);
+    if (!r.defined()) continue;
+    // torch: "hook ... has changed the size/type of value"; a wrong shape would otherwise broadcast silently
+    HG_CHECK(r.shape() == g.shape() && r.dtype() == g.dtype(), "backward: a gradient hook returned shape ",
+             r.shape(), " dtype ", r.dtype(), " for a gradient of shape ", g.shape(), " dtype ", g.dtype(),
+             "; a hook must keep the shape and dtype");
+    g = std::move(r);
   }
   return g;
 }
@@ -179,8 +184,10 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     AutogradMeta& m = *slot.first;
     Tensor g = run_hooks(m.hooks, std::move(slot.second));
     if (m.grad.defined()) m.grad = grad_accumulate(m.grad, g);
-    else m.grad = g.impl_ptr().use_count() == 1 ? std::move(g) : g.clone();  // never alias a tensor the user
-                                                                             // or another leaf holds
+    // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
+    // the storage's owners are counted, not the handle's
+    else if (g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1) m.grad = std::move(g);
+    else m.grad = g.clone();
   }
 }
 

@@ -1,8 +1,9 @@
 // bench_gemm [--quick]: GFLOP/s of hg::cpu::gemm per dtype next to a standalone oneDNN matmul (one
 // primitive, plain row-major tags, created outside the timing) on the same shapes in the same run,
 // and the machine's measured FMA / BF16 peak. Row-major C(M,N) = A(M,K) * B(K,N), no transposes.
-// Method as in reference/cpu-notes.md §0: warm-up, median of 7 samples of >= 0.1 s each, a sample
-// retried while other processes keep the shared VM busy; "clean" counts undisturbed samples.
+// Method as in reference/cpu-notes.md §0: warm-up, median of 7 samples of >= 0.1 s each, samples of
+// all configurations of a shape interleaved, a sample retried while other processes keep the shared
+// VM busy; "clean" counts undisturbed samples.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -10,12 +11,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <immintrin.h>
+#include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -48,13 +53,9 @@ double self_busy_s() {
   return r.ru_utime.tv_sec + r.ru_stime.tv_sec + 1e-6 * (r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
-struct Timing {
-  double sec_per_call;
-  int clean;  // samples taken while other processes used < kBusy of the machine
-};
-constexpr double kBusy = 0.12;
+constexpr double kBusy = 0.12;  // a sample is "clean" when other processes used less than this
 
-// Other processes' share of the machine while fn() ran once.
+// Other processes' share of the machine while fn() ran.
 template <class F>
 double others_during(F&& fn, double* wall) {
   const double m0 = machine_busy_s(), s0 = self_busy_s(), w0 = now();
@@ -64,31 +65,42 @@ double others_during(F&& fn, double* wall) {
   return std::max(0.0, others) / (*wall * omp_get_num_procs());
 }
 
-// Median over o.samples samples; a sample taken while others were busy is retried (up to 3 times
-// each), so a shared VM distorts less. /proc/stat ticks at 10 ms, so short samples read noisy.
-Timing time_median(const std::function<void()>& fn, const Opts& o) {
-  fn();  // warm-up: plan creation, page faults, caches
-  double t0 = now();
-  int64_t calls = 0;
-  while (now() - t0 < 0.3 * o.sample_s) fn(), ++calls;
-  const int64_t reps = std::max<int64_t>(1, std::llround(o.sample_s * calls / (now() - t0)));
-  std::vector<double> t;
+// One timed configuration. Configurations of a shape are sampled in turn (interleaved), so a
+// neighbour's burst on the shared VM hits halfgrad and oneDNN alike and their ratio stays fair.
+struct Timer {
+  explicit Timer(std::function<void()> f) : fn(std::move(f)) {}
+  std::function<void()> fn;
+  int64_t reps = 1;
+  std::vector<double> sec;
   int clean = 0;
-  for (int s = 0; s < o.samples; ++s)
+
+  void calibrate(const Opts& o) {
+    fn();  // warm-up: plan creation, page faults, caches
+    const double t0 = now();
+    int64_t calls = 0;
+    while (now() - t0 < 0.3 * o.sample_s) fn(), ++calls;
+    reps = std::max<int64_t>(1, std::llround(o.sample_s * calls / (now() - t0)));
+  }
+  // A sample taken while others were busy is retried up to twice. (/proc/stat ticks every 10 ms.)
+  void sample() {
     for (int attempt = 0;; ++attempt) {
       double wall = 0;
       const double others = others_during([&] { for (int64_t r = 0; r < reps; ++r) fn(); }, &wall);
-      if (others < kBusy || attempt == 3) {
-        t.push_back(wall / reps), clean += others < kBusy;
-        break;
+      if (others < kBusy || attempt == 2) {
+        sec.push_back(wall / reps), clean += others < kBusy;
+        return;
       }
     }
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return {t[t.size() / 2], clean};
-}
+  }
+  double median_sec() const {
+    std::vector<double> t = sec;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  }
+};
 
 // ---- peak: independent accumulators so only FMA throughput limits, one stream per thread ---------
-constexpr int64_t kPeakIters = 20'000'000;
+constexpr int64_t kPeakIters = 60'000'000;  // ~0.15 s per run at 2 FMA/cycle
 
 // (gcc 12's _mm512_reduce_add_ps trips -Wuninitialized inside its own header.)
 __attribute__((target("avx512f"))) float sum_lanes(const __m512* acc) {
@@ -139,63 +151,75 @@ struct Shape {
 };
 double gflop(const Shape& s) { return 2.0 * s.m * s.n * s.k * 1e-9; }
 
+// 64-byte aligned bytes, as halfgrad's CPU allocator gives tensors (std::vector's 16 bytes would
+// make AVX-512/AMX loads straddle cache lines and understate halfgrad next to oneDNN's buffers).
+struct Aligned {
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char[], Free> p;
+  explicit Aligned(size_t n) : p(static_cast<unsigned char*>(std::aligned_alloc(64, (n + 63) / 64 * 64))) {}
+};
+
 // Operands for one (shape, dtype) in halfgrad's layout, filled with values exact in the dtype.
 struct Operands {
-  std::vector<unsigned char> a, b, c;
-  Operands(const Shape& s, hg::DType dt) {
-    const size_t es = hg::dtype_size(dt);
-    a.resize(s.m * s.k * es), b.resize(s.k * s.n * es), c.resize(s.m * s.n * es);
+  Aligned a, b, c;
+  Operands(const Shape& s, hg::DType dt)
+      : a(s.m * s.k * hg::dtype_size(dt)), b(s.k * s.n * hg::dtype_size(dt)), c(s.m * s.n * hg::dtype_size(dt)) {
     std::mt19937 rng(1);
     std::uniform_int_distribution<int> d(-8, 8);  // k/8: exact in every dtype
-    for (auto* v : {&a, &b})
-      for (size_t i = 0; i < v->size() / es; ++i) {
+    const int64_t sizes[] = {s.m * s.k, s.k * s.n, s.m * s.n};
+    unsigned char* bufs[] = {a.p.get(), b.p.get(), c.p.get()};
+    for (int t = 0; t < 3; ++t)
+      for (int64_t i = 0; i < sizes[t]; ++i) {
         const float x = d(rng) / 8.f;
-        if (dt == hg::DType::F32) reinterpret_cast<float*>(v->data())[i] = x;
-        else if (dt == hg::DType::F64) reinterpret_cast<double*>(v->data())[i] = x;
-        else if (dt == hg::DType::F16) reinterpret_cast<hg::f16*>(v->data())[i] = hg::from_float<hg::f16>(x);
-        else reinterpret_cast<hg::bf16*>(v->data())[i] = hg::from_float<hg::bf16>(x);
+        void* v = bufs[t];
+        if (dt == hg::DType::F32) static_cast<float*>(v)[i] = x;
+        else if (dt == hg::DType::F64) static_cast<double*>(v)[i] = x;
+        else if (dt == hg::DType::F16) static_cast<hg::f16*>(v)[i] = hg::from_float<hg::f16>(x);
+        else static_cast<hg::bf16*>(v)[i] = hg::from_float<hg::bf16>(x);
       }
   }
   hg::GemmArgs args(const Shape& s, hg::DType dt) {
-    return {.dtype = dt, .m = s.m, .n = s.n, .k = s.k, .a = a.data(), .lda = s.k, .b = b.data(),
-            .ldb = s.n, .c = c.data(), .ldc = s.n};
+    return {.dtype = dt, .m = s.m, .n = s.n, .k = s.k, .a = a.p.get(), .lda = s.k, .b = b.p.get(),
+            .ldb = s.n, .c = c.p.get(), .ldc = s.n};
   }
 };
 
-struct Result {
-  double gflops = 0;  // 0: not measured
-  int clean = 0;
-};
-
-Result time_halfgrad(const Shape& s, hg::DType dt, const Opts& o) {
-  Operands ops(s, dt);
-  const hg::GemmArgs g = ops.args(s, dt);
-  const Timing t = time_median([&] { hg::cpu::gemm(g); }, o);
-  return {gflop(s) / t.sec_per_call, t.clean};
-}
-
 #if HG_HAS_ONEDNN
-Result time_onednn(const Shape& s, dnnl::memory::data_type dt, const Opts& o) {
-  using dnnl::memory;
-  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(eng);
-  const memory::desc a({s.m, s.k}, dt, memory::format_tag::ab), b({s.k, s.n}, dt, memory::format_tag::ab),
-      c({s.m, s.n}, dt, memory::format_tag::ab);
-  const dnnl::matmul prim(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
-  memory ma(a, eng), mb(b, eng), mc(c, eng);
-  for (auto* m : {&ma, &mb}) std::memset(m->get_data_handle(), 0x3e, m->get_desc().get_size());
-  const std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-  const Timing t = time_median([&] { prim.execute(stream, args), stream.wait(); }, o);
-  return {gflop(s) / t.sec_per_call, t.clean};
-}
+// oneDNN on its own: one primitive with plain row-major tags and its own buffers, built once.
+struct OneDnnMatmul {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{eng};
+  dnnl::matmul prim;
+  std::unordered_map<int, dnnl::memory> args;
+
+  OneDnnMatmul(const Shape& s, hg::DType dt) {
+    using dnnl::memory;
+    const auto t = dt == hg::DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::desc a({s.m, s.k}, t, memory::format_tag::ab), b({s.k, s.n}, t, memory::format_tag::ab),
+        c({s.m, s.n}, t, memory::format_tag::ab);
+    prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+    Operands same(s, dt);  // the values halfgrad multiplies
+    memory ma(a, eng), mb(b, eng), mc(c, eng);
+    std::memcpy(ma.get_data_handle(), same.a.p.get(), a.get_size());
+    std::memcpy(mb.get_data_handle(), same.b.p.get(), b.get_size());
+    args = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  }
+  void run() {
+    prim.execute(stream, args);
+    stream.wait();
+  }
+};
 #endif
 
-void print_row(const std::string& shape, const char* dt, Result hg, Result dnnl, double pk, const Opts& o) {
-  std::printf("%-16s %-5s %9.1f", shape.c_str(), dt, hg.gflops);
-  if (dnnl.gflops > 0) std::printf(" %9.1f %7.0f%%", dnnl.gflops, 100 * hg.gflops / dnnl.gflops);
+void print_row(const std::string& shape, const char* dt, double gf, const Timer& t, double dnnl_gf,
+               const Timer* dnnl, double pk, const Opts& o) {
+  std::printf("%-16s %-5s %9.1f", shape.c_str(), dt, gf);
+  if (dnnl) std::printf(" %9.1f %7.0f%%", dnnl_gf, 100 * gf / dnnl_gf);
   else std::printf(" %9s %8s", "-", "-");
-  std::printf(" %7.0f%%   %d/%d", 100 * hg.gflops / pk, hg.clean, o.samples);
-  if (dnnl.gflops > 0) std::printf(" %d/%d", dnnl.clean, o.samples);
+  std::printf(" %7.0f%%   %d/%d", 100 * gf / pk, t.clean, o.samples);
+  if (dnnl) std::printf(" %d/%d", dnnl->clean, o.samples);
   std::printf("\n");
 }
 
@@ -234,24 +258,38 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const std::string name = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
     std::printf("-- A (%ld,%ld) @ B (%ld,%ld)\n", long(s.m), long(s.k), long(s.k), long(s.n));
-    Result d32, d16;
-    const Result h32 = time_halfgrad(s, hg::DType::F32, o);
+    std::fflush(stdout);
+    // Timers: halfgrad F32, BF16, F16, [F64], then oneDNN F32, BF16.
+    const hg::DType dts[] = {hg::DType::F32, hg::DType::BF16, hg::DType::F16, hg::DType::F64};
+    const bool f64 = s.m * s.n * s.k <= (int64_t(1) << 30);  // Eigen F64 (gradcheck) only where quick
+    std::vector<std::unique_ptr<Operands>> ops;
+    std::vector<Timer> timers;
+    for (int i = 0; i < (f64 ? 4 : 3); ++i) {
+      ops.push_back(std::make_unique<Operands>(s, dts[i]));
+      timers.emplace_back([g = ops.back()->args(s, dts[i])] { hg::cpu::gemm(g); });
+    }
 #if HG_HAS_ONEDNN
-    d32 = time_onednn(s, dnnl::memory::data_type::f32, o);
+    OneDnnMatmul d32(s, hg::DType::F32), d16(s, hg::DType::BF16);
+    timers.emplace_back([&] { d32.run(); });
+    timers.emplace_back([&] { d16.run(); });
 #endif
-    print_row(name, "F32", h32, d32, pk32, o);
-    const Result h16 = time_halfgrad(s, hg::DType::BF16, o);
-#if HG_HAS_ONEDNN
-    d16 = time_onednn(s, dnnl::memory::data_type::bf16, o);
-#endif
-    print_row(name, "BF16", h16, d16, pk16, o);
-    const Result hf16 = time_halfgrad(s, hg::DType::F16, o);
-    print_row(name, "F16", hf16, d32, pk32, o);  // F16 runs the F32 GEMM: compared with oneDNN F32
-    if (s.m * s.n * s.k <= (int64_t(1) << 30))    // F64 (Eigen, for gradcheck) only where it is quick
-      print_row(name, "F64", time_halfgrad(s, hg::DType::F64, o), {}, pk32 / 2, o);
+    for (Timer& t : timers) t.calibrate(o);
+    for (int k = 0; k < o.samples; ++k)
+      for (Timer& t : timers) t.sample();
+    std::vector<double> gf;
+    for (const Timer& t : timers) gf.push_back(gflop(s) / t.median_sec());
+    const size_t nd = f64 ? 4 : 3;  // index of the first oneDNN timer
+    const bool dn = timers.size() > nd;
+    const Timer* dt32 = dn ? &timers[nd] : nullptr;
+    const Timer* dt16 = dn ? &timers[nd + 1] : nullptr;
+    const double g32 = dn ? gf[nd] : 0, g16 = dn ? gf[nd + 1] : 0;
+    print_row(name, "F32", gf[0], timers[0], g32, dt32, pk32, o);
+    print_row(name, "BF16", gf[1], timers[1], g16, dt16, pk16, o);
+    print_row(name, "F16", gf[2], timers[2], g32, dt32, pk32, o);  // F16 runs the F32 GEMM
+    if (f64) print_row(name, "F64", gf[3], timers[3], 0, nullptr, pk32 / 2, o);
     char r[200];
     std::snprintf(r, sizeof r, "%-16s BF16/F32: halfgrad %.2fx, oneDNN %.2fx; F16/F32: halfgrad %.2fx", name.c_str(),
-                  h16.gflops / h32.gflops, d32.gflops > 0 ? d16.gflops / d32.gflops : 0.0, hf16.gflops / h32.gflops);
+                  gf[1] / gf[0], dn ? g16 / g32 : 0.0, gf[2] / gf[0]);
     ratios.push_back(r);
   }
   std::printf("\n");

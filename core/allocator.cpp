@@ -34,6 +34,7 @@ class CpuAllocator final : public Allocator {
 };
 
 CpuAllocator g_cpu_allocator;
+std::atomic<void (*)(DeviceType)> g_backend_loader{nullptr};
 std::atomic<Allocator*> g_allocators[kNumDeviceTypes] = {&g_cpu_allocator, nullptr};
 
 }  // namespace
@@ -51,7 +52,17 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 void set_allocator(DeviceType t, Allocator* a) { g_allocators[static_cast<int>(t)] = a; }
-Allocator* get_allocator(DeviceType t) { return g_allocators[static_cast<int>(t)]; }
+void set_backend_loader(void (*loader)(DeviceType)) { g_backend_loader = loader; }
+Allocator* get_allocator(DeviceType t) {
+  Allocator* a = g_allocators[static_cast<int>(t)];
+  if (a == nullptr && t != DeviceType::CPU) {
+    if (auto load = g_backend_loader.load()) {
+      load(t);  // throws a clear hg::Error when the backend is missing or has no device
+      a = g_allocators[static_cast<int>(t)];
+    }
+  }
+  return a;
+}
 
 void* device_alloc(size_t nbytes, Device dev) {
   if (nbytes == 0) return nullptr;

@@ -20,6 +20,9 @@ class Allocator {
 // Registers the allocator for a device type (the CUDA backend does this on first use).
 void set_allocator(DeviceType t, Allocator* a);
 Allocator* get_allocator(DeviceType t);
+// ops/ registers the function that loads a backend on first use, so that allocating on a device
+// (empty(..., {.device = Device::cuda()})) works even before any op has touched that device.
+void set_backend_loader(void (*loader)(DeviceType));
 
 // Allocates through the device's allocator and records the bytes; nbytes == 0 gives nullptr.
 void* device_alloc(size_t nbytes, Device dev);

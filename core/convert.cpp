@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -14,10 +16,15 @@
 #define HG_CONVERT_X86 1
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), a self-initialised variable that
 // trips -Wmaybe-uninitialized once inlined (GCC bug 105593, fixed in 13); silence it for the header.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cpuid.h>
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 namespace hg {
@@ -29,11 +36,20 @@ enum class Isa { Scalar, F16C, AVX512 };
 std::atomic<bool> g_force_scalar{false};
 
 Isa detect_isa() {
+  // HG_CONVERT_ISA=f16c or =scalar caps the path, so tests can cover the F16C code on AVX-512 CPUs.
+  const char* cap = std::getenv("HG_CONVERT_ISA");
+  const std::string_view want = cap ? cap : "";
 #if HG_CONVERT_X86
-  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state.
+  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 register state. F16C is
+  // read from CPUID leaf 1 because clang < 15 rejects "f16c" there.
+  // AVX512BW (every AVX-512 CPU but Xeon Phi) is used for masked 16-bit loads/stores and vpermt2w.
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c")) return Isa::AVX512;
-  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) return Isa::F16C;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx");
+  if (want != "scalar" && want != "f16c" && f16c && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512bw"))
+    return Isa::AVX512;
+  if (want != "scalar" && f16c) return Isa::F16C;
 #endif
   return Isa::Scalar;
 }
@@ -67,27 +83,30 @@ void f32_to_bf16_scalar(const float* s, bf16* d, int64_t n) {
 // imm8 of vcvtps2ph: round to nearest even regardless of MXCSR, no precision exception.
 constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-// ---- AVX-512F (+F16C): 16 elements per instruction. AVX-512F has masked 32-bit loads/stores but no
-// 16-bit ones (that is AVX512BW), so tails stage the 2-byte side in a small stack buffer.
-__attribute__((target("avx512f,f16c"))) void f16_to_f32_avx512(const f16* s, float* d, int64_t n) {
+// ---- AVX-512 (F, BW for masked 16-bit loads/stores and vpermt2w) + F16C: 16 elements per
+// instruction, two per iteration to keep both load ports busy; the last 1..31 elements go through
+// the same instructions under a lane mask, so there is no scalar tail.
+#define HG_AVX512 __attribute__((target("avx512f,avx512bw,f16c")))
+
+HG_AVX512 inline __mmask16 lanes(int64_t left) {  // the first min(left, 16) lanes
+  return left >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+HG_AVX512 void f16_to_f32_avx512(const f16* s, float* d, int64_t n) {
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {  // two vectors per iteration keep both load ports busy
+  for (; i + 32 <= n; i += 32) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 16));
     _mm512_storeu_ps(d + i, _mm512_cvtph_ps(a));
     _mm512_storeu_ps(d + i + 16, _mm512_cvtph_ps(b));
   }
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
-  if (i < n) {
-    uint16_t buf[16] = {};
-    std::memcpy(buf, s + i, static_cast<size_t>(n - i) * 2);
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(buf))));
+  for (; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(m, s + i))));
   }
 }
 
-__attribute__((target("avx512f,f16c"))) void f32_to_f16_avx512(const float* s, f16* d, int64_t n) {
+HG_AVX512 void f32_to_f16_avx512(const float* s, f16* d, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256i a = _mm512_cvtps_ph(_mm512_loadu_ps(s + i), kRne);
@@ -95,42 +114,46 @@ __attribute__((target("avx512f,f16c"))) void f32_to_f16_avx512(const float* s, f
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 16), b);
   }
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtps_ph(_mm512_loadu_ps(s + i), kRne));
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    uint16_t buf[16];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf), _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), kRne));
-    std::memcpy(d + i, buf, static_cast<size_t>(n - i) * 2);
+  for (; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, s + i), kRne);
+    _mm512_mask_storeu_epi16(d + i, m, _mm512_zextsi256_si512(h));
   }
 }
 
-// bf16 -> f32 is a zero-extend and shift; f32 -> bf16 is the integer RNE of float_to_bf16_bits
-// (x + 0x7fff + lsb) >> 16 with NaNs made quiet instead, then a 32->16 narrowing store (vpmovdw).
+// bf16 -> f32 is a zero-extend and shift. f32 -> bf16 is the integer RNE of float_to_bf16_bits,
+// x + 0x7fff + lsb in 32-bit lanes (NaN lanes replaced by x | quiet bit), then one vpermt2w takes
+// the high halves of two vectors: 1.75x faster on Zen 4 than a shift and vpmovdw per vector.
 // vcvtneps2bf16 would be one instruction but flushes subnormal inputs to zero.
-__attribute__((target("avx512f"))) void bf16_to_f32_avx512(const bf16* s, float* d, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
-    _mm512_storeu_si512(d + i, _mm512_slli_epi32(w, 16));
+HG_AVX512 void bf16_to_f32_avx512(const bf16* s, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(_mm512_maskz_loadu_epi16(m, s + i)));
+    _mm512_mask_storeu_epi32(d + i, m, _mm512_slli_epi32(w, 16));
   }
-  bf16_to_f32_scalar(s + i, d + i, n - i);
 }
 
-__attribute__((target("avx512f"))) void f32_to_bf16_avx512(const float* s, bf16* d, int64_t n) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i x = _mm512_loadu_si512(s + i);
-    const __m512i hi = _mm512_srli_epi32(x, 16);
-    // cannot overflow: the largest non-NaN pattern is -inf, 0xff800000, and NaNs are replaced below
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_and_si512(hi, one)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs_mask), inf);
-    r = _mm512_mask_or_epi32(r, nan, hi, quiet);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi32_epi16(r));
+HG_AVX512 inline __m512i bf16_rne_hi(__m512 f) {
+  const __m512i x = _mm512_castps_si512(f);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  // cannot overflow: the largest non-NaN pattern is -inf, 0xff800000
+  const __m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+  // NaN is unordered with itself (SAE: no invalid flag for signalling NaNs)
+  const __mmask16 nan = _mm512_cmp_round_ps_mask(f, f, _CMP_UNORD_Q, _MM_FROUND_NO_EXC);
+  return _mm512_mask_or_epi32(r, nan, x, _mm512_set1_epi32(0x400000));
+}
+
+HG_AVX512 void f32_to_bf16_avx512(const float* s, bf16* d, int64_t n) {
+  alignas(64) uint16_t odd[32];  // word 2k+1 of (a, b): the high half of element k
+  for (int k = 0; k < 32; ++k) odd[k] = static_cast<uint16_t>(2 * k + 1);
+  const __m512i idx = _mm512_load_si512(odd);
+  for (int64_t i = 0; i < n; i += 32) {
+    const __mmask16 ma = lanes(n - i), mb = n - i > 16 ? lanes(n - i - 16) : __mmask16{0};
+    const __m512i a = bf16_rne_hi(_mm512_maskz_loadu_ps(ma, s + i));
+    // no pointer past the end when there is no second half
+    const __m512i b = bf16_rne_hi(mb ? _mm512_maskz_loadu_ps(mb, s + i + 16) : _mm512_setzero_ps());
+    _mm512_mask_storeu_epi16(d + i, (static_cast<__mmask32>(mb) << 16) | ma, _mm512_permutex2var_epi16(a, idx, b));
   }
-  f32_to_bf16_scalar(s + i, d + i, n - i);
 }
 
 // ---- F16C with 256-bit AVX: 8 elements per instruction, tails through a stack buffer.

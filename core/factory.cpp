@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "core/convert.h"
 #include "core/rng.h"
@@ -37,6 +38,15 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
   return t;
 }
 
+// Reserves `blocks` Philox blocks of g's stream and returns (seed, first offset). A generator may be
+// shared by threads (the default one always is), so reading the seed and advancing is one locked step:
+// otherwise two draws can get the same offset, i.e. the same numbers.
+std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  return {g.seed(), g.advance(blocks)};
+}
+
 }  // namespace
 
 Generator& default_generator() {
@@ -60,6 +70,7 @@ Tensor full(Shape s, double value, TensorOptions o) {
   return make_filled("full", std::move(s), o, [value](int64_t) { return value; });
 }
 Tensor zeros(Shape s, TensorOptions o) {
+  check_shape("zeros", s);
   if (o.device.is_cpu()) {
     Tensor t = empty(std::move(s), {.dtype = o.dtype});
     if (t.numel()) std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
@@ -68,7 +79,9 @@ Tensor zeros(Shape s, TensorOptions o) {
   }
   return full(std::move(s), 0.0, o);
 }
-Tensor ones(Shape s, TensorOptions o) { return full(std::move(s), 1.0, o); }
+Tensor ones(Shape s, TensorOptions o) {
+  return make_filled("ones", std::move(s), o, [](int64_t) { return 1.0; });
+}
 
 Tensor arange(double start, double end, double step, TensorOptions o) {
   HG_CHECK(step != 0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end), "arange: step=", step,
@@ -81,10 +94,11 @@ Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, static_cast<dou
 
 Tensor rand(Shape s, TensorOptions o, Generator* gen) {
   HG_CHECK(is_floating(o.dtype), "rand: dtype ", o.dtype, " is not a floating dtype; use F32, F16, BF16 or F64");
+  check_shape("rand", s);  // before the generator advances
   Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed();
   if (o.dtype == DType::F64) {  // 53-bit doubles: two words each, two per Philox block
-    const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 1) / 2));
+    const std::pair<uint64_t, uint64_t> so = reserve_blocks(g, static_cast<uint64_t>((s.numel() + 1) / 2));
+    const uint64_t seed = so.first, off = so.second;
     return make_filled("rand", std::move(s), o, [=](int64_t i) {
       uint32_t w[4];
       Philox4x32::words(seed, off, static_cast<uint64_t>(i / 2), w);
@@ -92,19 +106,25 @@ Tensor rand(Shape s, TensorOptions o, Generator* gen) {
       return Philox4x32::uniform_double(w[l], w[l + 1]);
     });
   }
-  const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 3) / 4));
+  // F16/BF16 keep only as many random bits as their significand holds (11, 8), so every value is exact
+  // and rounding never reaches 1.0 (torch's uniform_real_distribution does the same).
+  const int bits = o.dtype == DType::F16 ? 11 : o.dtype == DType::BF16 ? 8 : 24;
+  const double scale = std::ldexp(1.0, -bits);
+  const std::pair<uint64_t, uint64_t> so = reserve_blocks(g, static_cast<uint64_t>((s.numel() + 3) / 4));
+  const uint64_t seed = so.first, off = so.second;
   return make_filled("rand", std::move(s), o, [=](int64_t i) {
     uint32_t w[4];
     Philox4x32::words(seed, off, static_cast<uint64_t>(i / 4), w);
-    return static_cast<double>(Philox4x32::uniform(w[i % 4]));
+    return static_cast<double>(w[i % 4] >> (32 - bits)) * scale;
   });
 }
 
 Tensor randn(Shape s, TensorOptions o, Generator* gen) {
   HG_CHECK(is_floating(o.dtype), "randn: dtype ", o.dtype, " is not a floating dtype; use F32, F16, BF16 or F64");
+  check_shape("randn", s);  // before the generator advances
   Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = g.seed();
-  const uint64_t off = g.advance(static_cast<uint64_t>((s.numel() + 1) / 2));
+  const std::pair<uint64_t, uint64_t> so = reserve_blocks(g, static_cast<uint64_t>((s.numel() + 1) / 2));
+  const uint64_t seed = so.first, off = so.second;
   // Box-Muller on two 53-bit uniforms per block: elements 2j and 2j+1 take the cos and sin halves.
   return make_filled("randn", std::move(s), o, [=](int64_t i) {
     uint32_t w[4];

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "core/allocator.h"
+
 namespace hg {
 
 #if HG_HAS_CUDA
@@ -20,6 +22,14 @@ void ensure_backend(DeviceType t) {
           "-DHG_CUDA=ON or keep tensors on Device::cpu()");
 #endif
 }
+
+namespace {
+// Lets core/ load a backend when memory is first allocated on its device.
+const bool g_loader_registered = [] {
+  set_backend_loader(&ensure_backend);
+  return true;
+}();
+}  // namespace
 
 DispatchTable<EwKernel>& ew_kernels() {
   static DispatchTable<EwKernel> t = [] {

@@ -130,7 +130,8 @@ struct RsubScalar {  // s - x
 struct RdivScalar {  // s / x
   double s;
   template <class C> HG_HD C operator()(C x) const { return C(s) / x; }
-  template <class C> HG_HD C grad(C x, C, C dy) const { return -dy * C(s) / (x * x); }
+  // (s/x)/x, not s/(x*x): x*x overflows (or underflows) where the gradient is representable
+  template <class C> HG_HD C grad(C x, C, C dy) const { return -dy * ((C(s) / x) / x); }
 };
 
 // ---- binary -----------------------------------------------------------------------------------
@@ -152,7 +153,8 @@ struct Mul {
 struct Div {
   template <class C> HG_HD C operator()(C a, C b) const { return a / b; }
   template <class C> HG_HD C grad_a(C, C b, C dy) const { return dy / b; }
-  template <class C> HG_HD C grad_b(C a, C b, C dy) const { return -dy * a / (b * b); }
+  // (a/b)/b, not a/(b*b): b*b overflows for |b| > 1.8e19 in float (torch: -grad * ((self / other) / other))
+  template <class C> HG_HD C grad_b(C a, C b, C dy) const { return -dy * ((a / b) / b); }
 };
 // maximum/minimum propagate NaN; on ties the gradient is split evenly (torch.maximum).
 struct Maximum {

@@ -60,7 +60,11 @@ Problem resolve(const Tensor& a, const Tensor& b, MatmulOptions o) {
   HG_CHECK(ka == kb, "matmul: a.shape[", ta ? -2 : -1, "]=", ka, " but b.shape[", tb ? -1 : -2, "]=", kb,
            " (shapes ", a.shape(), " and ", b.shape(), " with trans_a=", ta ? "T" : "N", ", trans_b=",
            tb ? "T" : "N", "); the contracted dims must match");
-  Problem p{.batch = broadcast_batch(a, b), .m = a.size(ta ? -1 : -2), .n = b.size(tb ? -2 : -1), .k = ka};
+  Problem p;
+  p.batch = broadcast_batch(a, b);
+  p.m = a.size(ta ? -1 : -2);
+  p.n = b.size(tb ? -2 : -1);
+  p.k = ka;
   p.out = a.ndim() == 2 && b.ndim() == 2 ? Shape{p.m, p.n} : Shape{p.batch, p.m, p.n};
   p.shared_a = p.batch != 1 && (a.ndim() == 2 || a.shape()[0] == 1);
   p.shared_b = p.batch != 1 && (b.ndim() == 2 || b.shape()[0] == 1);

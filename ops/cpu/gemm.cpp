@@ -6,9 +6,9 @@
 #include <Eigen/Core>
 #include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
-#include <vector>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -249,29 +249,46 @@ void gemm_f32(const GemmArgs& g) {
 #endif
 }
 
-float* grow(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
-  return v.data();
-}
+// Grow-only F32 scratch, 64-byte aligned like the framework's tensors: AVX-512 and AMX loads that
+// straddle cache lines run slower.
+class Scratch {
+ public:
+  float* get(int64_t n) {
+    if (n > cap_) {
+      buf_.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+      HG_CHECK(buf_, "gemm: could not allocate ", n * sizeof(float), " bytes of F32 scratch");
+      cap_ = n;
+    }
+    return buf_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> buf_;
+  int64_t cap_ = 0;
+};
 
 void widened_gemm(const GemmArgs& g) {
-  thread_local std::vector<float> sa, sb, sc;  // reused: no allocation in steady state
+  thread_local Scratch sa, sb, sc;  // reused: no allocation in steady state
   const Dims da = stored_a(g), db = stored_b(g), dc{g.m, g.n};
   const int64_t na = g.stride_a == 0 ? 1 : g.batch, nb = g.stride_b == 0 ? 1 : g.batch;
+  float* const a = sa.get(na * da.rows * da.cols);
+  float* const b = sb.get(nb * db.rows * db.cols);
+  float* const c = sc.get(g.batch * g.m * g.n);
   GemmArgs f = g;
   f.dtype = DType::F32;
-  f.a = grow(sa, na * da.rows * da.cols);
-  f.b = grow(sb, nb * db.rows * db.cols);
-  f.c = grow(sc, g.batch * g.m * g.n);
+  f.a = a, f.b = b, f.c = c;
   f.lda = da.cols, f.ldb = db.cols, f.ldc = g.n;
   f.stride_a = na == 1 ? 0 : da.rows * da.cols;
   f.stride_b = nb == 1 ? 0 : db.rows * db.cols;
   f.stride_c = g.m * g.n;
-  widen(g.dtype, g.a, na, da, g.lda, g.stride_a, sa.data());
-  widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, sb.data());
-  if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, sc.data());
+  widen(g.dtype, g.a, na, da, g.lda, g.stride_a, a);
+  widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, b);
+  if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, c);
   gemm_f32(f);
-  narrow(g.dtype, sc.data(), g.batch, dc, g.c, g.ldc, g.stride_c);
+  narrow(g.dtype, c, g.batch, dc, g.c, g.ldc, g.stride_c);
 }
 
 // ---- reference ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -100,7 +101,9 @@ bool better(C v, C best) {
   return IsMax ? v > best : v < best;
 }
 
-// Extreme of n contiguous elements and its position; n >= 1.
+// Extreme of n contiguous elements and its position; n >= 1. Each widened block is scanned with
+// branch-free loops the compiler vectorises (extreme value, any NaN); only a block that improves
+// on the best so far is searched again for the first position.
 template <bool IsMax, class T, class C = compute_t<T>>
 void extreme_row(const T* x, int64_t n, C& best, int64_t& at) {
   alignas(64) C buf[kLeaf];
@@ -109,9 +112,20 @@ void extreme_row(const T* x, int64_t n, C& best, int64_t& at) {
   for (int64_t b = 0; b < n; b += kLeaf) {
     const int64_t len = std::min(kLeaf, n - b);
     widen(x + b, buf, len);
+    C e = buf[0];
+    bool nan = false;
+    for (int64_t i = 0; i < len; ++i) {
+      e = (IsMax ? buf[i] > e : buf[i] < e) ? buf[i] : e;
+      nan |= buf[i] != buf[i];
+    }
+    if (nan) e = std::numeric_limits<C>::quiet_NaN();
+    if (!better<IsMax>(e, best)) continue;
     for (int64_t i = 0; i < len; ++i)
-      if (better<IsMax>(buf[i], best)) best = buf[i], at = b + i;
-    if (best != best) return;  // NaN: nothing later can replace it
+      if (nan ? buf[i] != buf[i] : buf[i] == e) {
+        best = buf[i], at = b + i;
+        break;
+      }
+    if (nan) return;  // nothing later can replace a NaN
   }
 }
 
@@ -123,8 +137,11 @@ void extreme_cols(const T* x, int64_t stride, int64_t n, int64_t w, C* best, int
   std::fill(at, at + w, int64_t{0});
   for (int64_t k = 1; k < n; ++k) {
     widen(x + k * stride, buf, w);
-    for (int64_t j = 0; j < w; ++j)
-      if (better<IsMax>(buf[j], best[j])) best[j] = buf[j], at[j] = k;
+    for (int64_t j = 0; j < w; ++j) {  // branch-free so it vectorises
+      const bool take = better<IsMax>(buf[j], best[j]);
+      best[j] = take ? buf[j] : best[j];
+      at[j] = take ? k : at[j];
+    }
   }
 }
 
@@ -230,6 +247,35 @@ void reduce_kernel(const ReduceArgs& a) {
 
 // ---- softmax -----------------------------------------------------------------------------------
 
+// expf in a form the compiler vectorises (glibc's expf is a scalar call, ~5x slower here): x = n ln2 + r
+// with |r| <= ln2/2 (Cody-Waite), Cephes' expf polynomial for e^r (~1 ulp), then 2^n applied in two
+// halves so results that overflow give inf and subnormal results round once, as expf does.
+inline float exp_vec(float x) {
+  const bool nan = x != x;
+  float xc = nan ? 0.f : x;
+  xc = xc < -104.f ? -104.f : (xc > 89.f ? 89.f : xc);  // beyond these exp is 0 / inf anyway
+  constexpr float kRound = 12582912.f;                    // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (xc * 1.44269504088896341f + kRound) - kRound;
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;  // ln2 = 0.693359375 - 2.12194440e-4, the first part exact in n * it
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.f;
+  const int32_t ni = static_cast<int32_t>(n), n1 = ni >> 1, n2 = ni - n1;  // each in [-75, 64]
+  const float s1 = detail::bits_float(static_cast<uint32_t>(n1 + 127) << 23);
+  const float s2 = detail::bits_float(static_cast<uint32_t>(n2 + 127) << 23);
+  return nan ? x : y * s1 * s2;
+}
+template <class C>
+C exp_c(C x) {
+  if constexpr (std::is_same_v<C, float>) return exp_vec(x);
+  else return std::exp(x);  // F64 (gradcheck) keeps libm's accuracy
+}
+
 // Pairwise sum of f(i) for i in [i0, i0+n), so long softmax rows keep O(eps log r) error too.
 template <class C, class F>
 C sum_index(int64_t i0, int64_t n, const F& f) {
@@ -249,11 +295,11 @@ void softmax_row(C* v, int64_t n, bool log) {
   C m = v[0];
   for (int64_t i = 1; i < n; ++i) m = v[i] > m ? v[i] : m;
   if (log) {
-    const C s = sum_index<C>(0, n, [&](int64_t i) { return std::exp(v[i] - m); });
+    const C s = sum_index<C>(0, n, [&](int64_t i) { return exp_c(v[i] - m); });
     const C shift = m + std::log(s);
     for (int64_t i = 0; i < n; ++i) v[i] -= shift;
   } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i] - m);
+    for (int64_t i = 0; i < n; ++i) v[i] = exp_c(v[i] - m);
     const C s = sum_row(v, n);
     for (int64_t i = 0; i < n; ++i) v[i] /= s;
   }
@@ -264,7 +310,7 @@ template <class C>
 void softmax_backward_row(C* dy, const C* y, int64_t n, bool log) {
   if (log) {
     const C s = sum_row(dy, n);
-    for (int64_t i = 0; i < n; ++i) dy[i] -= std::exp(y[i]) * s;
+    for (int64_t i = 0; i < n; ++i) dy[i] -= exp_c(y[i]) * s;
   } else {
     const C s = sum_index<C>(0, n, [&](int64_t i) { return dy[i] * y[i]; });
     for (int64_t i = 0; i < n; ++i) dy[i] = y[i] * (dy[i] - s);

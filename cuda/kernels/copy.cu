@@ -1,0 +1,98 @@
+// Dtype casts and the strided copy behind transpose/permute/slice/cat.
+#include <type_traits>
+
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T> inline constexpr bool is_half_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+template <class T> __device__ __forceinline__ float widen(T v) {
+  if constexpr (is_half_v<T>) return to_float(v);
+  else return static_cast<float>(v);
+}
+template <class T> __device__ __forceinline__ T narrow(float f) {
+  if constexpr (is_half_v<T>) return from_float<T>(f);
+  else return static_cast<T>(f);
+}
+
+// The CPU's convert_any, element by element: a cast touching F16/BF16 goes through f32 (so F64 and
+// I64 round twice, as PyTorch's CPU cast); F32/F64/I64 among themselves are C casts (float -> I64
+// truncates toward zero; NaN or out-of-range to I64 is excluded by the caller).
+template <class S, class D> __device__ __forceinline__ D convert_one(S v) {
+  if constexpr (is_half_v<S> || is_half_v<D>) return narrow<D>(widen(v));
+  else return static_cast<D>(v);
+}
+
+// dst[i] = convert(src[i]), i < n; both contiguous.
+template <class S, class D>
+__global__ void __launch_bounds__(kThreads) cast_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    dst[i] = convert_one<S, D>(src[i]);
+}
+
+// dst[sum_d idx_d * dst_strides_d] = src[sum_d idx_d * src_strides_d] over c.sizes (last dim
+// fastest); E is an unsigned integer of the element size: bytes are moved, never converted.
+template <class E>
+__global__ void __launch_bounds__(kThreads) strided_copy_kernel(const __grid_constant__ StridedCopy c, int64_t numel) {
+  const E* __restrict__ src = static_cast<const E*>(c.src);
+  E* __restrict__ dst = static_cast<E*>(c.dst);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += step) {
+    int64_t rem = i, so = 0, dof = 0;
+    for (int d = c.ndim - 1; d >= 0; --d) {
+      const int64_t q = rem / c.sizes[d];
+      const int64_t idx = rem - q * c.sizes[d];
+      rem = q;
+      so += idx * c.src_strides[d];
+      dof += idx * c.dst_strides[d];
+    }
+    dst[dof] = src[so];
+  }
+}
+
+template <class S, class D>
+void launch_cast(DeviceContext& ctx, const void* src, void* dst, int64_t n) {
+  cast_kernel<S, D><<<grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream>>>(static_cast<const S*>(src),
+                                                                             static_cast<D*>(dst), n);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
+  if (n <= 0) return;
+  DeviceContext& ctx = context_for(dst);
+  if (src_dtype == dst_dtype) {
+    HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_dtype),
+                                  cudaMemcpyDeviceToDevice, ctx.stream));
+    return;
+  }
+  visit_dtype(src_dtype, [&](auto s) {
+    visit_dtype(dst_dtype, [&](auto d) { launch_cast<decltype(s), decltype(d)>(ctx, src, dst, n); });
+  });
+}
+
+void strided_copy(const StridedCopy& c) {
+  int64_t numel = 1;
+  for (int d = 0; d < c.ndim; ++d) numel *= c.sizes[d];
+  if (numel == 0) return;
+  HG_CHECK(c.ndim >= 0 && c.ndim <= kMaxDims, "copy: ndim=", c.ndim, " is out of range [0, ", kMaxDims, "]");
+  DeviceContext& ctx = context_for(c.dst);
+  const unsigned grid = grid_for(ctx, numel, kThreads);
+  switch (c.elem_size) {
+    case 2: strided_copy_kernel<uint16_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
+    case 4: strided_copy_kernel<uint32_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
+    case 8: strided_copy_kernel<uint64_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
+    default: HG_FAIL("copy: element size ", c.elem_size, " is not supported (2, 4 or 8 bytes)");
+  }
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace hg::cuda

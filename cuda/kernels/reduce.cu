@@ -1,0 +1,224 @@
+// Reductions (sum, max, min with indices) and softmax / log-softmax forward and backward over
+// contiguous x viewed as (outer, r, inner). One block per output element (reductions) or per row
+// (softmax): a row is the r elements base + j*inner. Math in compute_t<T> (float, double for F64),
+// one rounding on store, the same formulas as ops/cpu/reduce.cpp (the order of the additions differs:
+// a tree here, pairwise there).
+#include <cmath>
+
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kMaxThreads = 256;
+constexpr int kWarp = 32;
+
+// Threads per block for rows of r elements: a power of two in [32, 256], no wider than the row.
+int threads_for(int64_t r) {
+  int t = kWarp;
+  while (t < kMaxThreads && t < r) t *= 2;
+  return t;
+}
+
+// Blocks for `rows` independent rows: each block loops over rows with a stride of gridDim.x.
+unsigned blocks_for(const DeviceContext& c, int64_t rows) {
+  const int64_t cap = static_cast<int64_t>(c.sm_count > 0 ? c.sm_count : 1) * 64;
+  return static_cast<unsigned>(rows < cap ? (rows > 0 ? rows : 1) : cap);
+}
+
+// ---- block-wide combines: warp shuffles, then one value per warp through shared memory -------------
+
+struct SumOp {
+  template <class C> __device__ C operator()(C a, C b) const { return a + b; }
+};
+// The CPU's running maximum `m = v > m ? v : m` (a NaN makes the row NaN later anyway).
+struct MaxOp {
+  template <class C> __device__ C operator()(C a, C b) const { return b > a ? b : a; }
+};
+
+// Every thread gets the combination of all threads' v. `sh` holds kMaxThreads / kWarp values.
+template <class C, class Op>
+__device__ C block_all(C v, Op op, C* sh) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  __syncthreads();  // sh may still be read from the previous call
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  v = sh[0];
+  for (int w = 1; w < warps; ++w) v = op(v, sh[w]);
+  return v;
+}
+
+// torch.max/min: NaN wins over any number; among equals (and among NaNs) the first index wins.
+template <bool IsMax, class C>
+__device__ __forceinline__ void pick(C& v, int64_t& i, C v2, int64_t i2) {
+  const bool nan1 = v != v, nan2 = v2 != v2;
+  bool take;
+  if (nan2) take = !nan1 || i2 < i;
+  else if (nan1) take = false;
+  else if (IsMax ? v2 > v : v2 < v) take = true;
+  else take = v2 == v && i2 < i;
+  if (take) v = v2, i = i2;
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+
+// out[o] = scale * sum_j x[row o][j], o < rows = outer*inner.
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    sum_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t rows, int64_t r, int64_t inner,
+               compute_t<T> scale) {
+  using C = compute_t<T>;
+  __shared__ C sh[kMaxThreads / kWarp];
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    const int64_t oo = o / inner, ii = o - oo * inner;
+    const T* row = x + oo * r * inner + ii;
+    C acc = 0;
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) acc += load(row[j * inner]);
+    acc = block_all(acc, SumOp{}, sh);
+    if (threadIdx.x == 0) out[o] = store<T>(acc * scale);
+  }
+}
+
+// out[o] (when non-null) = scale * extreme of row o; indices[o] (when non-null) = its first position.
+template <bool IsMax, class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    extreme_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t* __restrict__ indices, int64_t rows,
+                   int64_t r, int64_t inner, compute_t<T> scale) {
+  using C = compute_t<T>;
+  __shared__ C sh_v[kMaxThreads / kWarp];
+  __shared__ int64_t sh_i[kMaxThreads / kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    const int64_t oo = o / inner, ii = o - oo * inner;
+    const T* row = x + oo * r * inner + ii;
+    // Threads past the row's end hold row[0]: a real candidate, so no sentinel value is needed.
+    C v = load(row[0]);
+    int64_t at = 0;
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) pick<IsMax>(v, at, load(row[j * inner]), j);
+    for (int s = kWarp / 2; s > 0; s /= 2) {
+      const C v2 = __shfl_xor_sync(0xffffffffu, v, s);
+      const int64_t i2 = __shfl_xor_sync(0xffffffffu, at, s);
+      pick<IsMax>(v, at, v2, i2);
+    }
+    __syncthreads();
+    if (lane == 0) sh_v[warp] = v, sh_i[warp] = at;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < warps; ++w) pick<IsMax>(v, at, sh_v[w], sh_i[w]);
+      if (out) out[o] = store<T>(v * scale);
+      if (indices) indices[o] = at;
+    }
+  }
+}
+
+// ---- softmax ----------------------------------------------------------------------------------
+
+// softmax y = exp(x - max) / sum; log_softmax y = x - (max + log(sum)). A NaN anywhere, or a row of
+// all -inf, makes the row NaN (as the CPU and torch).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t r, int64_t inner, bool is_log) {
+  using C = compute_t<T>;
+  __shared__ C sh[kMaxThreads / kWarp];
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    const int64_t oo = o / inner, ii = o - oo * inner, base = oo * r * inner + ii;
+    C m = load(x[base]);
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) m = MaxOp{}(m, load(x[base + j * inner]));
+    m = block_all(m, MaxOp{}, sh);
+    C s = 0;
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) s += fn::m_exp(load(x[base + j * inner]) - m);
+    s = block_all(s, SumOp{}, sh);
+    if (is_log) {
+      const C shift = m + fn::m_log(s);
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x)
+        y[base + j * inner] = store<T>(load(x[base + j * inner]) - shift);
+    } else {
+      for (int64_t j = threadIdx.x; j < r; j += blockDim.x)
+        y[base + j * inner] = store<T>(fn::m_exp(load(x[base + j * inner]) - m) / s);
+    }
+  }
+}
+
+// softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy).
+template <class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    softmax_backward_kernel(const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx, int64_t rows,
+                            int64_t r, int64_t inner, bool is_log) {
+  using C = compute_t<T>;
+  __shared__ C sh[kMaxThreads / kWarp];
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    const int64_t oo = o / inner, ii = o - oo * inner, base = oo * r * inner + ii;
+    C s = 0;
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) {
+      const int64_t e = base + j * inner;
+      s += is_log ? load(dy[e]) : load(dy[e]) * load(y[e]);
+    }
+    s = block_all(s, SumOp{}, sh);
+    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) {
+      const int64_t e = base + j * inner;
+      const C g = load(dy[e]), v = load(y[e]);
+      dx[e] = store<T>(is_log ? g - fn::m_exp(v) * s : v * (g - s));
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void reduce(const ReduceArgs& a) {
+  const int64_t rows = a.outer * a.inner;
+  if (rows == 0) return;
+  HG_CHECK(a.op == ReduceOp::Sum || a.r > 0, a.op == ReduceOp::Max ? "max" : "min",
+           ": cannot reduce over an empty dim (r=0); the result is undefined");
+  DeviceContext& ctx = context_for(a.out ? a.out : static_cast<void*>(a.indices));
+  const int threads = threads_for(a.r);
+  const unsigned blocks = blocks_for(ctx, rows);
+  const auto* x = static_cast<const T*>(a.x);
+  auto* out = static_cast<T*>(a.out);
+  const auto scale = static_cast<compute_t<T>>(a.scale);
+  switch (a.op) {
+    case ReduceOp::Sum: sum_kernel<T><<<blocks, threads, 0, ctx.stream>>>(x, out, rows, a.r, a.inner, scale); break;
+    case ReduceOp::Max:
+      extreme_kernel<true, T><<<blocks, threads, 0, ctx.stream>>>(x, out, a.indices, rows, a.r, a.inner, scale);
+      break;
+    case ReduceOp::Min:
+      extreme_kernel<false, T><<<blocks, threads, 0, ctx.stream>>>(x, out, a.indices, rows, a.r, a.inner, scale);
+      break;
+  }
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void softmax(const SoftmaxArgs& a) {
+  const int64_t rows = a.outer * a.inner;
+  if (rows == 0 || a.r == 0) return;
+  DeviceContext& ctx = context_for(a.y);
+  softmax_kernel<T><<<blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), rows, a.r, a.inner, a.log);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void softmax_backward(const SoftmaxBackwardArgs& a) {
+  const int64_t rows = a.outer * a.inner;
+  if (rows == 0 || a.r == 0) return;
+  DeviceContext& ctx = context_for(a.dx);
+  softmax_backward_kernel<T><<<blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream>>>(
+      static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx), rows, a.r, a.inner, a.log);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+#define HG_INSTANTIATE(T)                                 \
+  template void reduce<T>(const ReduceArgs&);             \
+  template void softmax<T>(const SoftmaxArgs&);           \
+  template void softmax_backward<T>(const SoftmaxBackwardArgs&);
+HG_INSTANTIATE(float)
+HG_INSTANTIATE(f16)
+HG_INSTANTIATE(bf16)
+HG_INSTANTIATE(double)
+#undef HG_INSTANTIATE
+
+}  // namespace hg::cuda

@@ -1,0 +1,501 @@
+// Every op on the GPU against the CPU backend (the oracle), through the public API only:
+// inputs are made on the CPU, moved with .to(Device::cuda()), the op runs on both devices, and the GPU
+// result comes back with .to(Device::cpu()). F32, F16, BF16 and F64, with dtype tolerances:
+//  * elementwise and softmax: per element, |gpu - cpu| <= atol + rtol |cpu| (torch.testing-like,
+//    widened by an ulp or two for the transcendental functions, which differ between CUDA and glibc);
+//  * reductions and matmul: per element with looser bounds (the order of the additions differs);
+//  * casts, shape ops, max/min and their indices: exact.
+// NaN matches NaN and inf matches inf of the same sign.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "halfgrad.h"
+
+using namespace hg;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
+
+struct Tol {
+  double rtol, atol;
+};
+
+Tol ew_tol(DType t) {
+  switch (t) {
+    case DType::F32: return {1e-5, 1e-6};
+    case DType::F16: return {2e-3, 1e-5};
+    case DType::BF16: return {1.6e-2, 1e-5};
+    default: return {1e-10, 1e-13};
+  }
+}
+
+Tol reduce_tol(DType t) {
+  switch (t) {
+    case DType::F32: return {1e-4, 1e-5};
+    case DType::F16: return {4e-3, 2e-3};
+    case DType::BF16: return {2e-2, 1e-2};
+    default: return {1e-10, 1e-12};
+  }
+}
+
+Tol exact() { return {0, 0}; }
+
+Tensor gpu(const Tensor& t) { return t.to(kGpu); }
+
+// Random normal values rounded to dt, made on the CPU (the same bits go to both devices).
+Tensor rnd(Shape s, DType dt, double scale = 1.0, double shift = 0.0) {
+  Tensor t = randn(std::move(s), {.dtype = DType::F64});
+  return add(mul(t, scale), shift).to(dt);
+}
+
+// Positive values in [lo, lo + span) rounded to dt.
+Tensor positive(Shape s, DType dt, double lo = 0.1, double span = 3.0) {
+  return add(mul(rand(std::move(s), {.dtype = DType::F64}), span), lo).to(dt);
+}
+
+// Small integers in [-3, 3] (many ties, exactly representable in every dtype).
+Tensor ints(Shape s, DType dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-3, 3);
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (double& x : v) x = d(rng);
+  return from_vector(v, std::move(s), {.dtype = dt});
+}
+
+std::string describe(const char* what, DType dt, const Shape& s) {
+  std::ostringstream os;
+  os << what << " dtype=" << dt << " shape=" << s;
+  return os.str();
+}
+
+// Compares a CPU result with a GPU result element by element.
+void check_close(const Tensor& cpu, const Tensor& cuda, Tol tol, const std::string& what) {
+  INFO(what);
+  REQUIRE(cpu.device().is_cpu());
+  REQUIRE(cuda.device() == kGpu);
+  REQUIRE(cpu.shape() == cuda.shape());
+  REQUIRE(cpu.dtype() == cuda.dtype());
+  const std::vector<double> a = cpu.to_vector<double>();
+  const std::vector<double> b = cuda.to_vector<double>();
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
+                      std::fabs(a[i] - b[i]) <= tol.atol + tol.rtol * std::fabs(a[i]);
+    if (!same) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++bad;
+    }
+  }
+  if (bad) INFO("first mismatch at " << first << ": cpu " << a[size_t(first)] << " gpu " << b[size_t(first)]);
+  CHECK(bad == 0);
+}
+
+// ||gpu - cpu|| / ||cpu|| for a GEMM-like result (cuda-notes §5d).
+void check_rel_norm(const Tensor& cpu, const Tensor& cuda, double bound, const std::string& what) {
+  INFO(what);
+  REQUIRE(cpu.shape() == cuda.shape());
+  const std::vector<double> a = cpu.to_vector<double>();
+  const std::vector<double> b = cuda.to_vector<double>();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += a[i] * a[i];
+  }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  INFO("relative error " << rel << " bound " << bound);
+  CHECK(rel <= bound);
+}
+
+double gemm_bound(DType t) {
+  switch (t) {
+    case DType::F32: return 1e-5;
+    case DType::F16: return 2e-3;
+    case DType::BF16: return 1e-2;
+    default: return 1e-12;
+  }
+}
+
+using Unary = std::function<Tensor(const Tensor&)>;
+struct UnaryCase {
+  const char* name;
+  Unary f;
+  bool positive_only;
+};
+
+std::vector<UnaryCase> unary_cases() {
+  return {
+      {"neg", [](const Tensor& x) { return neg(x); }, false},
+      {"exp", [](const Tensor& x) { return exp(x); }, false},
+      {"log", [](const Tensor& x) { return log(x); }, true},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }, true},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, true},
+      {"abs", [](const Tensor& x) { return abs(x); }, false},
+      {"relu", [](const Tensor& x) { return relu(x); }, false},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, false},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, false},
+      {"gelu", [](const Tensor& x) { return gelu(x); }, false},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, false},
+      {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, true},
+      {"pow3", [](const Tensor& x) { return pow(x, 3.0); }, false},
+      {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); }, false},
+      {"add_scalar", [](const Tensor& x) { return x + 1.5; }, false},
+      {"mul_scalar", [](const Tensor& x) { return x * -2.25; }, false},
+      {"div_scalar", [](const Tensor& x) { return x / 3.0; }, false},
+      {"rsub_scalar", [](const Tensor& x) { return 2.0 - x; }, false},
+      {"rdiv_scalar", [](const Tensor& x) { return 2.0 / x; }, true},
+  };
+}
+
+using Binary = std::function<Tensor(const Tensor&, const Tensor&)>;
+struct BinaryCase {
+  const char* name;
+  Binary f;
+};
+
+std::vector<BinaryCase> binary_cases() {
+  return {{"add", [](const Tensor& a, const Tensor& b) { return a + b; }},
+          {"sub", [](const Tensor& a, const Tensor& b) { return a - b; }},
+          {"mul", [](const Tensor& a, const Tensor& b) { return a * b; }},
+          {"div", [](const Tensor& a, const Tensor& b) { return a / b; }},
+          {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }},
+          {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }}};
+}
+
+std::vector<BinaryCase> comparison_cases() {
+  return {{"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }},
+          {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }},
+          {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }},
+          {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); }},
+          {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }},
+          {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }}};
+}
+
+const std::vector<std::pair<Shape, Shape>>& broadcast_pairs() {
+  static const std::vector<std::pair<Shape, Shape>> p = {
+      {{1}, {1}},           {{1023}, {1023}},           {{4097}, {1}},        {{33, 17}, {33, 17}},
+      {{4, 5}, {5}},        {{3, 1, 5}, {1, 4, 1}},     {{2, 3}, {}},         {{0, 3}, {3}},
+      {{7, 1, 6}, {7, 9, 1}}, {{2, 1, 3, 1, 2}, {1, 4, 1, 5, 1}}};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: to(cuda) and back is exact for every dtype", "[gpu]") {
+  for (DType dt : kTypes) {
+    const Tensor x = rnd({5, 77}, dt);
+    check_close(x, gpu(x), exact(), describe("round trip", dt, x.shape()));
+  }
+  const Tensor i = arange(int64_t{1000}, {.dtype = DType::I64});
+  const Tensor ig = gpu(i);
+  CHECK(ig.device() == kGpu);
+  CHECK(ig.to(Device::cpu()).to_vector<int64_t>() == i.to_vector<int64_t>());
+  CHECK(gpu(zeros({0, 4})).numel() == 0);
+}
+
+TEST_CASE("gpu: unary elementwise ops and their gradients", "[gpu]") {
+  const Shape shapes[] = {{1}, {1023}, {4097}, {33, 17}, {0, 5}};
+  for (DType dt : kTypes)
+    for (const UnaryCase& u : unary_cases())
+      for (const Shape& s : shapes) {
+        const Tensor x = u.positive_only ? positive(s, dt) : rnd(s, dt);
+        const std::string what = describe(u.name, dt, s);
+        check_close(u.f(x), u.f(gpu(x)), ew_tol(dt), what);
+
+        // backward: d/dx of sum(f(x) * w) exercises the Grad mode of the same functor
+        if (s.numel() == 0) continue;
+        const Tensor w = rnd(s, dt);
+        Tensor xc = x.detach().requires_grad_(true);
+        Tensor xg = gpu(x).detach().requires_grad_(true);
+        sum(mul(u.f(xc), w).to(DType::F64)).backward();
+        sum(mul(u.f(xg), gpu(w)).to(DType::F64)).backward();
+        REQUIRE(xc.grad().defined());
+        REQUIRE(xg.grad().defined());
+        check_close(xc.grad(), xg.grad(), reduce_tol(dt), what + " grad");
+      }
+}
+
+TEST_CASE("gpu: binary elementwise ops with broadcasting and their gradients", "[gpu]") {
+  for (DType dt : kTypes)
+    for (const BinaryCase& op : binary_cases())
+      for (const auto& [sa, sb] : broadcast_pairs()) {
+        const Tensor a = rnd(sa, dt);
+        const Tensor b = op.name == std::string("div") ? positive(sb, dt, 0.5) : rnd(sb, dt);
+        const std::string what = describe(op.name, dt, sa) + " with " + sb.str();
+        check_close(op.f(a, b), op.f(gpu(a), gpu(b)), ew_tol(dt), what);
+
+        if (a.numel() == 0 || b.numel() == 0) continue;
+        Tensor ac = a.detach().requires_grad_(true), bc = b.detach().requires_grad_(true);
+        Tensor ag = gpu(a).detach().requires_grad_(true), bg = gpu(b).detach().requires_grad_(true);
+        sum(op.f(ac, bc).to(DType::F64)).backward();
+        sum(op.f(ag, bg).to(DType::F64)).backward();
+        check_close(ac.grad(), ag.grad(), reduce_tol(dt), what + " grad a");
+        check_close(bc.grad(), bg.grad(), reduce_tol(dt), what + " grad b");
+      }
+}
+
+TEST_CASE("gpu: comparisons and where", "[gpu]") {
+  uint32_t seed = 1;
+  for (DType dt : kTypes)
+    for (const auto& [sa, sb] : broadcast_pairs()) {
+      const Tensor a = ints(sa, dt, seed++), b = ints(sb, dt, seed++);
+      for (const BinaryCase& op : comparison_cases())
+        check_close(op.f(a, b), op.f(gpu(a), gpu(b)), exact(), describe(op.name, dt, sa) + " with " + sb.str());
+      const Tensor cond = gt(a, zeros({}, {.dtype = dt}));
+      const Tensor x = rnd(sb, dt), y = rnd(sa, dt);
+      check_close(where(cond, x, y), where(gpu(cond), gpu(x), gpu(y)), exact(), describe("where", dt, sa));
+
+      if (cond.numel() == 0) continue;
+      Tensor xc = x.detach().requires_grad_(true), yc = y.detach().requires_grad_(true);
+      Tensor xg = gpu(x).detach().requires_grad_(true), yg = gpu(y).detach().requires_grad_(true);
+      sum(where(cond, xc, yc).to(DType::F64)).backward();
+      sum(where(gpu(cond), xg, yg).to(DType::F64)).backward();
+      check_close(xc.grad(), xg.grad(), reduce_tol(dt), describe("where grad x", dt, sa));
+      check_close(yc.grad(), yg.grad(), reduce_tol(dt), describe("where grad y", dt, sa));
+    }
+}
+
+TEST_CASE("gpu: mixed-dtype binary ops promote like on the CPU", "[gpu]") {
+  const Tensor a = rnd({17, 9}, DType::F16), b = rnd({9}, DType::BF16), c = rnd({17, 1}, DType::F64);
+  check_close(a + b, gpu(a) + gpu(b), ew_tol(DType::F32), "f16 + bf16");
+  check_close(a * c, gpu(a) * gpu(c), ew_tol(DType::F64), "f16 * f64");
+}
+
+TEST_CASE("gpu: casts among every dtype pair are bit-exact", "[gpu]") {
+  const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64};
+  for (DType from : all)
+    for (DType to : all) {
+      // values inside every type's range; I64 sources hold integers, float -> I64 truncates
+      Tensor x = from == DType::I64 ? ints({1000}, DType::F64, 9).to(DType::I64) : rnd({1000}, from, 300.0);
+      if (from != DType::I64 && to != DType::I64) {
+        const Tensor extremes = from_vector(std::vector<double>{1e-8, -6e-8, 65504, 70000, -1e30, 3.0e38, NAN,
+                                                                INFINITY, -INFINITY, 0.0, -0.0, 1.0 / 3.0},
+                                            {12}, {.dtype = from});
+        x = cat({x, extremes}, 0);
+      }
+      const std::string what = std::string("cast ") + dtype_name(from) + " -> " + dtype_name(to);
+      check_close(x.to(to), gpu(x).to(to), exact(), what);
+    }
+}
+
+TEST_CASE("gpu: transpose, permute, slice, cat and clone are exact", "[gpu]") {
+  for (DType dt : kTypes) {
+    const Tensor x = rnd({6, 35, 4}, dt);
+    const Tensor xg = gpu(x);
+    check_close(transpose(x, 0, 1), transpose(xg, 0, 1), exact(), describe("transpose01", dt, x.shape()));
+    check_close(transpose(x, 0, 2), transpose(xg, 0, 2), exact(), describe("transpose02", dt, x.shape()));
+    check_close(permute(x, {2, 0, 1}), permute(xg, {2, 0, 1}), exact(), describe("permute", dt, x.shape()));
+    check_close(slice(x, 1, 3, 30, 4), slice(xg, 1, 3, 30, 4), exact(), describe("slice", dt, x.shape()));
+    check_close(slice(x, 2, 1, 3), slice(xg, 2, 1, 3), exact(), describe("slice last", dt, x.shape()));
+    const Tensor y = rnd({6, 5, 4}, dt);
+    check_close(cat({x, y}, 1), cat({xg, gpu(y)}, 1), exact(), describe("cat1", dt, x.shape()));
+    check_close(cat({x, x}, 0), cat({xg, xg}, 0), exact(), describe("cat0", dt, x.shape()));
+    check_close(clone(x), clone(xg), exact(), describe("clone", dt, x.shape()));
+    check_close(x.reshape({35, 24}), xg.reshape({35, 24}), exact(), describe("reshape", dt, x.shape()));
+  }
+  // I64 (8-byte elements) through the same copy kernel
+  const Tensor i = arange(int64_t{24}, {.dtype = DType::I64}).reshape({4, 6});
+  CHECK(transpose(gpu(i), 0, 1).to_vector<int64_t>() == transpose(i, 0, 1).to_vector<int64_t>());
+}
+
+TEST_CASE("gpu: sum, mean, var", "[gpu]") {
+  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {3, 0, 2}, {1, 1}};
+  for (DType dt : kTypes)
+    for (const Shape& s : shapes) {
+      const Tensor x = rnd(s, dt);
+      const Tensor xg = gpu(x);
+      const Tol t = reduce_tol(dt);
+      check_close(sum(x), sum(xg), t, describe("sum all", dt, s));
+      check_close(mean(x), mean(xg), t, describe("mean all", dt, s));
+      for (int64_t d = 0; d < x.ndim(); ++d) {
+        check_close(sum(x, {d}), sum(xg, {d}), t, describe("sum dim", dt, s));
+        check_close(mean(x, {d}, {.keepdim = true}), mean(xg, {d}, {.keepdim = true}), t,
+                    describe("mean dim keepdim", dt, s));
+        const std::vector<int64_t> dim{d};
+        if (s[d] > 1) check_close(var(x, dim), var(xg, dim), t, describe("var dim", dt, s));
+      }
+      if (x.ndim() == 3) check_close(sum(x, {0, 2}), sum(xg, {0, 2}), t, describe("sum dims 0,2", dt, s));
+      const VarOptions population{.correction = 0};
+      if (x.numel() > 1) check_close(var(x, population), var(xg, population), t, describe("var", dt, s));
+    }
+}
+
+TEST_CASE("gpu: max, min, argmax with indices (first occurrence, NaN wins)", "[gpu]") {
+  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {5, 1}};
+  uint32_t seed = 100;
+  for (DType dt : kTypes)
+    for (const Shape& s : shapes)
+      for (int ties = 0; ties < 2; ++ties) {
+        const Tensor x = ties ? ints(s, dt, seed++) : rnd(s, dt);
+        const Tensor xg = gpu(x);
+        check_close(max(x), max(xg), exact(), describe("max all", dt, s));
+        check_close(min(x), min(xg), exact(), describe("min all", dt, s));
+        check_close(argmax(x), argmax(xg), exact(), describe("argmax all", dt, s));
+        for (int64_t d = 0; d < x.ndim(); ++d) {
+          const ValuesIndices c = max(x, d), g = max(xg, d);
+          check_close(c.values, g.values, exact(), describe("max dim values", dt, s));
+          check_close(c.indices, g.indices, exact(), describe("max dim indices", dt, s));
+          const ValuesIndices cm = min(x, d, {.keepdim = true}), gm = min(xg, d, {.keepdim = true});
+          check_close(cm.values, gm.values, exact(), describe("min dim values", dt, s));
+          check_close(cm.indices, gm.indices, exact(), describe("min dim indices", dt, s));
+          check_close(argmax(x, d), argmax(xg, d), exact(), describe("argmax dim", dt, s));
+        }
+      }
+  // NaN propagates and its first position is the argmax
+  for (DType dt : kTypes) {
+    const Tensor x = from_vector(std::vector<double>{1, NAN, 5, NAN, 2}, {5}, {.dtype = dt});
+    CHECK(std::isnan(max(gpu(x)).item<double>()));
+    CHECK(argmax(gpu(x)).item<int64_t>() == 1);
+  }
+  // max backward routes the gradient to the first maximum
+  for (DType dt : kTypes) {
+    const Tensor x = ints({6, 40}, dt, 77);
+    Tensor xc = x.detach().requires_grad_(true), xg = gpu(x).detach().requires_grad_(true);
+    sum(max(xc, 1).values.to(DType::F64)).backward();
+    sum(max(xg, 1).values.to(DType::F64)).backward();
+    check_close(xc.grad(), xg.grad(), exact(), describe("max grad", dt, x.shape()));
+  }
+}
+
+TEST_CASE("gpu: softmax and log_softmax, forward and backward", "[gpu]") {
+  const Shape shapes[] = {{8, 37, 5}, {4, 1000}, {3, 1}};
+  for (DType dt : kTypes)
+    for (const Shape& s : shapes)
+      for (int64_t d = -1; d < s.ndim() - 1; ++d)
+        for (bool is_log : {false, true}) {
+          const auto f = [&](const Tensor& t) { return is_log ? log_softmax(t, d) : softmax(t, d); };
+          const Tensor x = rnd(s, dt, 3.0);
+          const std::string what = describe(is_log ? "log_softmax" : "softmax", dt, s) + " dim " + std::to_string(d);
+          check_close(f(x), f(gpu(x)), reduce_tol(dt), what);
+
+          const Tensor w = rnd(s, dt);
+          Tensor xc = x.detach().requires_grad_(true), xg = gpu(x).detach().requires_grad_(true);
+          sum(mul(f(xc), w).to(DType::F64)).backward();
+          sum(mul(f(xg), gpu(w)).to(DType::F64)).backward();
+          check_close(xc.grad(), xg.grad(), reduce_tol(dt), what + " grad");
+        }
+}
+
+TEST_CASE("gpu: matmul 2-D, batched, broadcast, every transpose flag", "[gpu]") {
+  struct Dims {
+    int64_t m, n, k;
+  };
+  const Dims dims[] = {{1, 1, 1}, {33, 17, 65}, {64, 64, 64}, {5, 130, 7}, {128, 8, 512}};
+  for (DType dt : kTypes)
+    for (const Dims& d : dims)
+      for (Trans ta : {Trans::N, Trans::T})
+        for (Trans tb : {Trans::N, Trans::T}) {
+          const MatmulOptions o{.trans_a = ta, .trans_b = tb};
+          const auto shape_a = [&](int64_t batch) {
+            return ta == Trans::N ? Shape{batch, d.m, d.k} : Shape{batch, d.k, d.m};
+          };
+          const auto shape_b = [&](int64_t batch) {
+            return tb == Trans::N ? Shape{batch, d.k, d.n} : Shape{batch, d.n, d.k};
+          };
+          std::ostringstream os;
+          os << "matmul " << dt << " m=" << d.m << " n=" << d.n << " k=" << d.k << " ta=" << int(ta)
+             << " tb=" << int(tb);
+          const double bound = gemm_bound(dt);
+          // 2-D
+          const Tensor a2 = rnd(shape_a(1), dt).reshape({-1, ta == Trans::N ? d.k : d.m});
+          const Tensor b2 = rnd(shape_b(1), dt).reshape({-1, tb == Trans::N ? d.n : d.k});
+          check_rel_norm(matmul(a2, b2, o), matmul(gpu(a2), gpu(b2), o), bound, os.str() + " 2-D");
+          // batched, and each side broadcast (batch of 1, or 2-D)
+          const Tensor a3 = rnd(shape_a(3), dt), b3 = rnd(shape_b(3), dt);
+          check_rel_norm(matmul(a3, b3, o), matmul(gpu(a3), gpu(b3), o), bound, os.str() + " batched");
+          const Tensor a1 = rnd(shape_a(1), dt);
+          check_rel_norm(matmul(a1, b3, o), matmul(gpu(a1), gpu(b3), o), bound, os.str() + " a batch 1");
+          check_rel_norm(matmul(a3, b2, o), matmul(gpu(a3), gpu(b2), o), bound, os.str() + " b 2-D");
+          // backward through the transpose flags
+          Tensor ac = a3.detach().requires_grad_(true), bc = b3.detach().requires_grad_(true);
+          Tensor ag = gpu(a3).detach().requires_grad_(true), bg = gpu(b3).detach().requires_grad_(true);
+          const Tensor w = rnd({3, d.m, d.n}, dt);
+          sum(mul(matmul(ac, bc, o), w).to(DType::F64)).backward();
+          sum(mul(matmul(ag, bg, o), gpu(w)).to(DType::F64)).backward();
+          check_rel_norm(ac.grad(), ag.grad(), bound * 2, os.str() + " grad a");
+          check_rel_norm(bc.grad(), bg.grad(), bound * 2, os.str() + " grad b");
+        }
+  // k == 0 gives zeros; an empty output is fine
+  const Tensor e = matmul(gpu(zeros({4, 0})), gpu(zeros({0, 3})));
+  CHECK(e.to_vector<double>() == std::vector<double>(12, 0.0));
+}
+
+TEST_CASE("gpu: backward of a small network matches the CPU", "[gpu]") {
+  for (DType dt : kTypes) {
+    manual_seed(42);
+    const Tensor x = rnd({16, 24}, dt), w1 = rnd({24, 32}, dt, 0.2), b1 = rnd({32}, dt, 0.1);
+    const Tensor w2 = rnd({40, 10}, dt, 0.2), target = softmax(rnd({16, 10}, DType::F32), 1);
+    const DType ld = dt == DType::F64 ? DType::F64 : DType::F32;  // the loss runs in fp32 (fp64 for F64)
+    const auto loss = [&](const Tensor& xx, const Tensor& ww1, const Tensor& bb1, const Tensor& ww2, const Tensor& t) {
+      const Tensor h = gelu(matmul(xx, ww1) + bb1);
+      const Tensor hh = cat({h, slice(transpose(h, 0, 1), 0, 0, 8).t()}, 1);  // (16, 40)
+      const Tensor z = log_softmax(matmul(tanh(hh), ww2).to(ld), 1);
+      return neg(mean(sum(z * t, {1}))) + mean(sigmoid(hh)).to(ld) * 0.1 + var(h).to(ld);
+    };
+    std::vector<Tensor> pc, pg;
+    for (const Tensor* p : {&x, &w1, &b1, &w2}) {
+      pc.push_back(p->detach().requires_grad_(true));
+      pg.push_back(gpu(*p).detach().requires_grad_(true));
+    }
+    const Tensor lc = loss(pc[0], pc[1], pc[2], pc[3], target);
+    const Tensor lg = loss(pg[0], pg[1], pg[2], pg[3], gpu(target));
+    check_close(lc, lg, reduce_tol(ld == DType::F64 ? ld : dt), describe("network loss", dt, x.shape()));
+    lc.backward();
+    lg.backward();
+    const char* names[] = {"x", "w1", "b1", "w2"};
+    const double bound = dt == DType::F64 ? 1e-10 : dt == DType::F32 ? 1e-4 : dt == DType::F16 ? 2e-2 : 6e-2;
+    for (size_t i = 0; i < pc.size(); ++i)
+      check_rel_norm(pc[i].grad(), pg[i].grad(), bound, describe("network grad", dt, pc[i].shape()) + " " + names[i]);
+  }
+}
+
+TEST_CASE("gpu: a gradient flows back across .to(device)", "[gpu]") {
+  Tensor x = rnd({5, 6}, DType::F32).detach().requires_grad_(true);
+  sum(mul(gpu(x), 3.0)).backward();
+  REQUIRE(x.grad().defined());
+  CHECK(x.grad().device().is_cpu());
+  CHECK(x.grad().to_vector<double>() == std::vector<double>(30, 3.0));
+}
+
+TEST_CASE("gpu: memory statistics grow with tensors and drop when they are freed", "[gpu]") {
+  const Device d = kGpu;
+  (void)gpu(ones({1}));  // the backend is loaded
+  const int64_t base = memory::allocated(d);
+  memory::reset_peak(d);
+  CHECK(memory::peak_allocated(d) == base);
+  const int64_t bytes = int64_t{4} << 20;
+  {
+    const Tensor big = gpu(zeros({bytes / 4}));
+    CHECK(memory::allocated(d) == base + bytes);
+    CHECK(memory::peak_allocated(d) >= base + bytes);
+    const Tensor twice = big * 2.0;  // a kernel's output is accounted too
+    CHECK(memory::allocated(d) == base + 2 * bytes);
+    CHECK(twice.to_vector<float>()[12345] == 0.0f);
+  }
+  CHECK(memory::allocated(d) == base);
+  CHECK(memory::peak_allocated(d) >= base + 2 * bytes);
+  memory::reset_peak(d);
+  CHECK(memory::peak_allocated(d) == base);
+  // the pool reuses freed memory: the same size allocated again usually gets the same block
+  const void* first = nullptr;
+  {
+    const Tensor t = gpu(zeros({1000}));
+    first = t.data_ptr();
+  }
+  const Tensor again = gpu(zeros({1000}));
+  if (again.data_ptr() != first) WARN("the stream-ordered pool did not hand back the freed block");
+}
+
+TEST_CASE("gpu: misuse throws hg::Error", "[gpu]") {
+  const Tensor a = rnd({3, 4}, DType::F32);
+  CHECK_THROWS_AS(matmul(gpu(a), a.t()), Error);  // devices differ
+  CHECK_THROWS_AS(add(gpu(a), a), Error);
+  if (cuda::device_count() < 2) CHECK_THROWS_AS(a.to(Device::cuda(cuda::device_count())), Error);
+}
