@@ -51,7 +51,11 @@ void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Ba
     if (t.defined() && t.requires_grad()) {
       auto& meta = t.unsafe_impl()->autograd;
       if (meta->grad_fn) e.node = meta->grad_fn;
-      else e.leaf = meta;
+      else {
+        e.leaf = meta;
+        e.leaf_shape = t.shape();
+        e.leaf_dtype = t.dtype();
+      }
     }
     node->inputs.push_back(std::move(e));
   }
@@ -171,6 +175,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
           }
           buf = accumulate(buf, grads[i]);
         } else {
+          check_grad(n->name, grads[i], e.leaf_shape, e.leaf_dtype);
           add_leaf(e.leaf, grads[i]);
         }
       }

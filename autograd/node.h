@@ -27,6 +27,8 @@ struct AutogradMeta {
 struct Edge {
   std::shared_ptr<Node> node;          // the input was produced by a recorded op
   std::shared_ptr<AutogradMeta> leaf;  // or the input is a leaf that requires grad
+  Shape leaf_shape;                    // the leaf's shape and dtype, to check its gradient
+  DType leaf_dtype = DType::F32;
   bool defined() const { return node || leaf; }
 };
 

@@ -16,8 +16,8 @@ void convert_bf16_to_f32(const bf16* src, float* dst, int64_t n);
 void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n);
 
 // Any dtype to any dtype (single-threaded; callers split the range across threads).
-// Float to I64 truncates toward zero like a C cast; NaN or out-of-range values to I64 are an error
-// the caller must have excluded.
+// Float to I64 truncates toward zero like a C cast; NaN gives 0 and values beyond the int64 range
+// saturate to its limits (a C cast would be undefined behaviour).
 void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
 
 // Which vector path the bulk conversions use on this CPU ("avx512", "f16c" or "scalar").

@@ -68,7 +68,7 @@ bool adjacent_view(const Shape& s, const std::vector<char>& mask, View3& v) {
 }
 
 // Runs the reduce kernel; the result has the keepdim shape. indices (I64, same shape) when asked.
-Tensor reduce_raw(const Tensor& x_in, ReduceOp op, const std::vector<char>& mask, bool mean,
+Tensor reduce_raw(const Tensor& x_in, ReduceOp op, const std::vector<char>& mask, bool is_mean,
                   Tensor* indices = nullptr) {
   Tensor x = x_in.detach();
   View3 v;
@@ -78,12 +78,10 @@ Tensor reduce_raw(const Tensor& x_in, ReduceOp op, const std::vector<char>& mask
       for (int64_t d = 0; d < x.ndim(); ++d)
         if (static_cast<bool>(mask[static_cast<size_t>(d)]) == (pass == 1)) perm.push_back(d);
     x = permute(x, perm);
-    const int64_t r = reduced_count(x_in.shape(), mask);
-    v = View3{x.numel() / std::max<int64_t>(r, 1), r, 1};
-    if (r == 0) v.outer = reduced_shape(x_in.shape(), mask, false).numel();
+    v = View3{reduced_shape(x_in.shape(), mask, false).numel(), reduced_count(x_in.shape(), mask), 1};
   }
   Tensor y = empty(reduced_shape(x_in.shape(), mask, true), {.dtype = x.dtype(), .device = x.device()});
-  ReduceArgs a{.op = op, .outer = v.outer, .r = v.r, .inner = v.inner, .scale = mean ? 1.0 / double(v.r) : 1.0,
+  ReduceArgs a{.op = op, .outer = v.outer, .r = v.r, .inner = v.inner, .scale = is_mean ? 1.0 / double(v.r) : 1.0,
                .x = x.data_ptr(), .out = y.data_ptr()};
   if (indices) {
     *indices = empty(y.shape(), {.dtype = DType::I64, .device = x.device()});
@@ -140,7 +138,8 @@ ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t
   return res;
 }
 
-// The all-reduce max/min. Backward splits dy evenly among tied extremes, as torch.max() does.
+// The all-reduce max/min. Backward splits dy evenly among tied extremes, as torch.max() does (its
+// evenly_distribute_backward), where a NaN result ties with every NaN input.
 Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
   check_floating(op, x);
   HG_CHECK(x.numel() > 0, op, ": cannot reduce an empty tensor (shape ", x.shape(), "); the ", op,
@@ -149,7 +148,7 @@ Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
   Tensor y = alias_with_shape(reduce_raw(x, rop, all, false), Shape{});
   autograd::record(y, op, {x}, [xd = x.detach(), yd = y.detach()](const Tensor& dy, const GradMask&) {
     const DType ct = xd.dtype() == DType::F64 ? DType::F64 : DType::F32;  // an exact tie count
-    const Tensor hit = eq(xd, yd);
+    const Tensor hit = add(eq(xd, yd), mul(ne(xd, xd), ne(yd, yd)));  // the two terms never overlap
     const Tensor share = div(dy.to(ct), sum(hit.to(ct))).to(xd.dtype());
     return std::vector<Tensor>{mul(hit, share)};
   });
@@ -220,7 +219,6 @@ Tensor var(const Tensor& x, std::vector<int64_t> dims, VarOptions o) {
   const Tensor ss = sum(mul(dev, dev), dims, {.keepdim = o.keepdim});
   return div(ss, double(std::max<int64_t>(0, n - o.correction))).to(x.dtype());
 }
-Tensor var(const Tensor& x, VarOptions o) { return var(x, {}, o); }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;

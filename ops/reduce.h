@@ -32,8 +32,9 @@ struct VarOptions {
   int64_t correction = 1;  // 1: unbiased (torch default), 0: population variance
   bool keepdim = false;
 };
-Tensor var(const Tensor& x, VarOptions o = {});
-Tensor var(const Tensor& x, std::vector<int64_t> dims, VarOptions o = {});
+// One signature (empty dims = every element), so var(x, {1}) and var(x, {}, {.correction = 0}) are
+// never ambiguous.
+Tensor var(const Tensor& x, std::vector<int64_t> dims = {}, VarOptions o = {});
 
 // Sums the dims that broadcasting added or expanded from 1, so the result has `shape` (backward of
 // broadcasting ops).

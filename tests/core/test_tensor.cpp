@@ -333,7 +333,7 @@ TEST_CASE("RNG: seeds, ranges, moments, state", "[core]") {
   CHECK(rand({33}, {.dtype = DType::BF16}, &g).to_vector<double>() == r2);
 }
 
-TEST_CASE("RNG: rand is in [0, 1) and randn is standard normal", "[core]") {
+TEST_CASE("RNG: rand lies in 0 <= u < 1 and randn is standard normal", "[core]") {
   constexpr int64_t n = 1000000;
   for (DType dt : kFloatTypes) {
     INFO("dtype " << dtype_name(dt));
@@ -475,10 +475,25 @@ TEST_CASE("CUDA devices in a CPU-only build", "[core]") {
   if (cuda::is_available()) return;  // this build has a GPU: nothing to check here
   CHECK(cuda::device_count() == 0);
   REQUIRE_THROWS_AS(empty({2}, {.device = Device::cuda()}), Error);
-  REQUIRE_THROWS_WITH(empty({2}, {.device = Device::cuda()}), Contains("cuda"));
+  REQUIRE_THROWS_WITH(empty({2}, {.device = Device::cuda()}), Contains("cuda", Catch::CaseSensitive::No));
   REQUIRE_THROWS_AS(zeros({2}, {.device = Device::cuda()}), Error);
   REQUIRE_THROWS_AS(full({2}, 1.0, {.device = Device::cuda()}), Error);
   REQUIRE_THROWS_AS(from_vector(std::vector<float>{1}, {1}, {.device = Device::cuda()}), Error);
   REQUIRE_THROWS_WITH(ones({2}).to(Device::cuda()), Contains("CUDA"));
   CHECK(ones({2}).to(Device::cpu()).to_vector<double>() == std::vector<double>{1, 1});
+}
+
+TEST_CASE("to(I64) truncates and saturates instead of undefined behaviour", "[core]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    const Tensor x = hg::from_vector(std::vector<double>{2.75, -2.75, nan, inf, -inf, 1e30, -1e30}, {7}, {.dtype = dt});
+    const std::vector<int64_t> v = x.to(DType::I64).to_vector<int64_t>();
+    CHECK(v[0] == 2);
+    CHECK(v[1] == -2);
+    CHECK(v[2] == 0);
+    CHECK(v[3] == INT64_MAX);
+    CHECK(v[4] == INT64_MIN);
+    CHECK(v[5] == INT64_MAX);  // 1e30 (inf in F16) saturates
+    CHECK(v[6] == INT64_MIN);
+  }
 }
