@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/convert.h"
+#include "ops/cpu/blocks.h"
 #include "ops/dispatch.h"
 
 namespace hg::cpu {
@@ -22,20 +23,9 @@ void load_block(const T* src, int64_t stride, C* dst, int64_t n) {
   if (stride == 0) {
     const C v = load(src[0]);
     for (int64_t i = 0; i < n; ++i) dst[i] = v;
-  } else if constexpr (std::is_same_v<T, f16>) {
-    convert_f16_to_f32(src, dst, n);
-  } else if constexpr (std::is_same_v<T, bf16>) {
-    convert_bf16_to_f32(src, dst, n);
   } else {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
+    widen(src, dst, n);
   }
-}
-
-template <class T, class C>
-void store_block(const C* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, f16>) convert_f32_to_f16(src, dst, n);
-  else if constexpr (std::is_same_v<T, bf16>) convert_f32_to_bf16(src, dst, n);
-  else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
 }
 
 template <class T, class A, size_t... K>
@@ -46,7 +36,7 @@ void run_block(const A& f, const T* const* in, const int64_t* inner_stride, T* o
   alignas(64) C res[kBlock];
   (load_block(in[K], inner_stride[K], buf[K], n), ...);
   for (int64_t i = 0; i < n; ++i) res[i] = f(buf[K][i]...);
-  store_block(res, out, n);
+  narrow(res, out, n);
 }
 
 template <class T, class A>

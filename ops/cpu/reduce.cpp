@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "ops/cpu/blocks.h"
+#include "ops/vec_math.h"
 #include "ops/dispatch.h"
 
 namespace hg::cpu {
@@ -28,20 +30,6 @@ constexpr int64_t kLeafRows = 16;      // rows summed sequentially at a pairwise
 constexpr int64_t kMinPieces = 64;     // split r until this many pieces exist (when r is long)
 constexpr int64_t kSplitWork = 16384;  // but keep at least this many elements per piece
 constexpr int64_t kParallel = 32768;   // below this many elements, one thread is faster
-
-template <class T, class C = compute_t<T>>
-void widen(const T* src, C* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, f16>) convert_f16_to_f32(src, dst, n);
-  else if constexpr (std::is_same_v<T, bf16>) convert_bf16_to_f32(src, dst, n);
-  else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
-}
-
-template <class T, class C = compute_t<T>>
-void narrow(const C* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, f16>) convert_f32_to_f16(src, dst, n);
-  else if constexpr (std::is_same_v<T, bf16>) convert_f32_to_bf16(src, dst, n);
-  else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
-}
 
 // ---- sums --------------------------------------------------------------------------------------
 
@@ -265,37 +253,9 @@ void reduce_kernel(const ReduceArgs& a) {
 
 // ---- softmax -----------------------------------------------------------------------------------
 
-// expf in a form the compiler vectorises (glibc's expf is a scalar call, 2-3x slower here): x = n ln2 + r
-// with |r| <= ln2/2 (Cody-Waite), Cephes' expf polynomial for e^r, then 2^n applied in two halves so
-// overflow gives inf and subnormal results round once. Within 1 ulp of the exact value for every
-// float (checked exhaustively). Integer bit operations instead of float compares and casts: with
-// -ftrapping-math (GCC's default, kept since -ffast-math is banned) those block vectorisation.
-inline float exp_vec(float x) {
-  const uint32_t xb = detail::float_bits(x), mag = xb & 0x7fffffffu;
-  const uint32_t lim = xb >> 31 ? 0x42d00000u : 0x42b20000u;  // clamp to [-104, 89]: exp is 0 / inf beyond
-  const float xc = detail::bits_float((xb & 0x80000000u) | (mag > lim ? lim : mag));
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits
-  const float t = xc * 1.44269504088896341f + kRound;
-  const float n = t - kRound;
-  const int32_t ni = static_cast<int32_t>(detail::float_bits(t) - 0x4b400000u);
-  float r = xc - n * 0.693359375f;  // ln2 = 0.693359375 - 2.12194440e-4; n * the first part is exact
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.f;
-  const int32_t n1 = ni >> 1, n2 = ni - n1;  // each in [-75, 65]: both are normal powers of two
-  const float e = y * detail::bits_float(static_cast<uint32_t>(n1 + 127) << 23) *
-                  detail::bits_float(static_cast<uint32_t>(n2 + 127) << 23);
-  const uint32_t nan = mag > 0x7f800000u ? 0xffffffffu : 0u;  // NaN in, the same NaN out
-  return detail::bits_float((detail::float_bits(e) & ~nan) | (xb & nan));
-}
 template <class C>
 C exp_c(C x) {
-  if constexpr (std::is_same_v<C, float>) return exp_vec(x);
+  if constexpr (std::is_same_v<C, float>) return vm::exp(x);
   else return std::exp(x);  // F64 (gradcheck) keeps libm's accuracy
 }
 

@@ -497,3 +497,27 @@ TEST_CASE("to(I64) truncates and saturates instead of undefined behaviour", "[co
     CHECK(v[6] == INT64_MIN);
   }
 }
+
+TEST_CASE("large host blocks are cached for reuse and counted apart from tensors", "[core]") {
+  memory::empty_host_cache();
+  const Device cpu = Device::cpu();
+  const int64_t before = memory::allocated(cpu);
+  const void* first = nullptr;
+  {
+    const Tensor t = empty({1 << 20});  // 4 MiB
+    first = t.data_ptr();
+    CHECK(memory::allocated(cpu) == before + (int64_t{4} << 20));
+  }
+  CHECK(memory::allocated(cpu) == before);  // a cached block is not "used by tensors"
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(memory::cached_host_bytes() == 0);  // sanitizer builds free every block
+  (void)first;
+#else
+  CHECK(memory::cached_host_bytes() == int64_t{4} << 20);
+  const Tensor again = empty({1 << 20});
+  CHECK(again.data_ptr() == first);  // the same block comes back
+  CHECK(memory::cached_host_bytes() == 0);
+#endif
+  memory::empty_host_cache();
+  CHECK(memory::cached_host_bytes() == 0);
+}
