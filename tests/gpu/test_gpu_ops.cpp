@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -114,14 +115,7 @@ void check_rel_norm(const Tensor& cpu, const Tensor& cuda, double bound, const s
   CHECK(rel <= bound);
 }
 
-double gemm_bound(DType t) {
-  switch (t) {
-    case DType::F32: return 1e-5;
-    case DType::F16: return 2e-3;
-    case DType::BF16: return 1e-2;
-    default: return 1e-12;
-  }
-}
+double gemm_bound(DType t) { return test::dtype_tolerance(t); }
 
 using Unary = std::function<Tensor(const Tensor&)>;
 struct UnaryCase {

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -19,14 +20,7 @@ namespace {
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 const Trans kTrans[] = {Trans::N, Trans::T};
 
-double tol(DType dt) {
-  switch (dt) {
-    case DType::BF16: return 1e-2;
-    case DType::F16: return 2e-3;
-    case DType::F64: return 1e-12;
-    default: return 1e-5;
-  }
-}
+double tol(DType dt) { return test::dtype_tolerance(dt); }
 
 const char* tname(Trans t) { return t == Trans::N ? "N" : "T"; }
 

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -22,14 +23,7 @@ namespace {
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double tol(DType dt) {
-  switch (dt) {
-    case DType::BF16: return 1e-2;
-    case DType::F16: return 2e-3;
-    case DType::F64: return 1e-12;
-    default: return 1e-5;
-  }
-}
+double tol(DType dt) { return test::dtype_tolerance(dt); }
 
 Tensor randn_t(Shape s, DType dt, uint64_t seed) {
   Generator gen(seed);
