@@ -28,15 +28,48 @@ void load_block(const T* src, int64_t stride, C* dst, int64_t n) {
   }
 }
 
+// The functor loop over widened blocks, compiled for the baseline ISA and AVX-512 (ops/cpu/blocks.h).
+template <class C, class A, size_t... K>
+[[gnu::always_inline]] inline void apply(const A& f, const C* const* src, C* res, int64_t n,
+                                         std::index_sequence<K...>) {
+  for (int64_t i = 0; i < n; ++i) res[i] = f(src[K][i]...);
+}
+template <class C, class A, size_t... K>
+void apply_baseline(const A& f, const C* const* src, C* res, int64_t n, std::index_sequence<K...> k) {
+  apply(f, src, res, n, k);
+}
+#if defined(__x86_64__)
+template <class C, class A, size_t... K>
+HG_AVX512_TARGET void apply_avx512(
+    const A& f, const C* const* src, C* res, int64_t n, std::index_sequence<K...> k) {
+  apply(f, src, res, n, k);
+}
+#endif
+
+template <class T, class C>
+constexpr bool direct(const T*, int64_t stride) {
+  return std::is_same_v<T, C> && stride == 1;
+}
+
 template <class T, class A, size_t... K>
 void run_block(const A& f, const T* const* in, const int64_t* inner_stride, T* out, int64_t n,
-               std::index_sequence<K...>) {
+               std::index_sequence<K...> k) {
   using C = compute_t<T>;
   alignas(64) C buf[sizeof...(K) > 0 ? sizeof...(K) : 1][kBlock];
-  alignas(64) C res[kBlock];
-  (load_block(in[K], inner_stride[K], buf[K], n), ...);
-  for (int64_t i = 0; i < n; ++i) res[i] = f(buf[K][i]...);
-  narrow(res, out, n);
+  alignas(64) C res_buf[kBlock];
+  // F32/F64 rows are used in place; only low-precision or broadcast inputs go through a buffer.
+  const C* src[sizeof...(K) > 0 ? sizeof...(K) : 1];
+  ((src[K] = direct<T, C>(in[K], inner_stride[K]) ? reinterpret_cast<const C*>(in[K])
+                                                   : (load_block(in[K], inner_stride[K], buf[K], n), buf[K])),
+   ...);
+  C* res = std::is_same_v<T, C> ? reinterpret_cast<C*>(out) : res_buf;
+#if defined(__x86_64__)
+  if (has_avx512()) apply_avx512<C>(f, src, res, n, k);
+  else apply_baseline<C>(f, src, res, n, k);
+#else
+  apply_baseline<C>(f, src, res, n, k);
+#endif
+  if constexpr (!std::is_same_v<T, C>) narrow(res, out, n);
 }
 
 template <class T, class A>

@@ -274,7 +274,7 @@ C sum_index(int64_t i0, int64_t n, const F& f) {
 // In place over one widened row: softmax y = exp(x - max) / sum, log_softmax x - max - log(sum).
 // A NaN anywhere makes the sum, so the whole row, NaN (as torch); so does a row of all -inf.
 template <class C>
-void softmax_row(C* v, int64_t n, bool log) {
+[[gnu::always_inline]] inline void softmax_row_body(C* v, int64_t n, bool log) {
   bool nan = false;  // a NaN needs no special case: it makes the sum NaN
   const C m = extreme_lanes<true>(v, n, nan);
   if (log) {
@@ -286,6 +286,24 @@ void softmax_row(C* v, int64_t n, bool log) {
     const C s = sum_row(v, n);
     for (int64_t i = 0; i < n; ++i) v[i] /= s;
   }
+}
+
+// Compiled for the baseline ISA and, on x86, for AVX-512 (chosen at run time): exp vectorises 16 wide.
+template <class C>
+void softmax_row_baseline(C* v, int64_t n, bool log) { softmax_row_body(v, n, log); }
+#if defined(__x86_64__)
+template <class C>
+HG_AVX512_TARGET void softmax_row_avx512(C* v, int64_t n,
+                                                                                         bool log) {
+  softmax_row_body(v, n, log);
+}
+#endif
+template <class C>
+void softmax_row(C* v, int64_t n, bool log) {
+#if defined(__x86_64__)
+  if (has_avx512()) return softmax_row_avx512(v, n, log);
+#endif
+  softmax_row_baseline(v, n, log);
 }
 
 // In place: dy becomes dx. softmax: y*(dy - sum(dy*y)); log_softmax: dy - exp(y)*sum(dy).
