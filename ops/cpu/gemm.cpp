@@ -222,8 +222,25 @@ void for_rows(int64_t nmat, int64_t rows, int64_t cols, F&& f) {
   for (int64_t r = 0; r < total; ++r) f(r / rows, r % rows);
 }
 
+// True when nmat (rows, cols) matrices with leading dim ld and batch stride are one dense block:
+// then one bulk conversion (in large pieces) replaces a call per short row.
+bool dense(int64_t nmat, Dims d, int64_t ld, int64_t stride) {
+  return ld == d.cols && (nmat == 1 || stride == d.rows * d.cols);
+}
+
+// Converts n contiguous elements, in parallel pieces when large.
+void convert_block(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n) {
+  constexpr int64_t kPiece = int64_t(1) << 16;
+  const int64_t ss = static_cast<int64_t>(dtype_size(src_dt)), ds = static_cast<int64_t>(dtype_size(dst_dt));
+#pragma omp parallel for schedule(static) if (n >= 2 * kPiece)
+  for (int64_t o = 0; o < n; o += kPiece)
+    convert_any(static_cast<const char*>(src) + o * ss, src_dt, static_cast<char*>(dst) + o * ds, dst_dt,
+                std::min(kPiece, n - o));
+}
+
 // Copies nmat strided (rows, cols) matrices of dtype dt into one dense float buffer.
 void widen(DType dt, const void* src, int64_t nmat, Dims d, int64_t ld, int64_t stride, float* dst) {
+  if (dense(nmat, d, ld, stride)) return convert_block(src, dt, dst, DType::F32, nmat * d.rows * d.cols);
   for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
     const int64_t off = b * stride + i * ld;
     float* out = dst + (b * d.rows + i) * d.cols;
@@ -233,6 +250,7 @@ void widen(DType dt, const void* src, int64_t nmat, Dims d, int64_t ld, int64_t 
 }
 
 void narrow(DType dt, const float* src, int64_t nmat, Dims d, void* dst, int64_t ld, int64_t stride) {
+  if (dense(nmat, d, ld, stride)) return convert_block(src, DType::F32, dst, dt, nmat * d.rows * d.cols);
   for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
     const int64_t off = b * stride + i * ld;
     const float* in = src + (b * d.rows + i) * d.cols;
