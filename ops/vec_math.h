@@ -2,7 +2,7 @@
 // Host float math in a form the compiler vectorises (glibc's expf/tanhf are scalar calls, several
 // times slower in the CPU loops). ops/functors.h uses these on the host; device code keeps CUDA's
 // own expf/tanhf. Integer bit operations instead of float compares: GCC's default -ftrapping-math
-// (kept, since -ffast-math is banned) blocks vectorisation of float compare-and-select.
+// (kept, since fast-math is banned) blocks vectorisation of float compare-and-select.
 #include <cstdint>
 
 #include "core/half.h"
@@ -13,7 +13,7 @@ namespace hg::vm {
 // with |r| <= ln2/2 (Cody-Waite), Cephes' expf polynomial for e^r, then 2^n applied in two halves so
 // overflow gives inf and subnormal results round once. Within 1 ulp of the exact value for every
 // float (checked exhaustively). Integer bit operations instead of float compares and casts: with
-// -ftrapping-math (GCC's default, kept since -ffast-math is banned) those block vectorisation.
+// -ftrapping-math (GCC's default, kept since fast-math is banned) those block vectorisation.
 inline float exp(float x) {
   const uint32_t xb = detail::float_bits(x), mag = xb & 0x7fffffffu;
   const uint32_t lim = xb >> 31 ? 0x42d00000u : 0x42b20000u;  // clamp to [-104, 89]: exp is 0 / inf beyond
