@@ -111,6 +111,16 @@ GradcheckResult check_grad(const GradcheckFn& f, Shape s, uint64_t seed = 7) {
   return gradcheck(f, {x});
 }
 
+// gradcheck of every function on one input shape, naming the one that fails.
+void check_grads(const std::vector<GradcheckFn>& fns, const Shape& s) {
+  for (size_t i = 0; i < fns.size(); ++i) {
+    INFO("function " << i);
+    const GradcheckResult r = check_grad(fns[i], s);
+    INFO(r.message);
+    REQUIRE(r.ok);
+  }
+}
+
 }  // namespace
 
 // ---- sum / mean ----------------------------------------------------------------------------------
@@ -401,12 +411,7 @@ TEST_CASE("gradcheck: sum and mean", "[cpu][reduce][gradcheck]") {
       [](const V& x) { return mean(x[0], {0, 1}); },
       [](const V& x) { return mean(x[0], {-2}, {.keepdim = true}); },
   };
-  for (size_t i = 0; i < fns.size(); ++i) {
-    INFO("function " << i);
-    const GradcheckResult r = check_grad(fns[i], {3, 4, 5});
-    INFO(r.message);
-    REQUIRE(r.ok);
-  }
+  check_grads(fns, {3, 4, 5});
 }
 
 TEST_CASE("gradcheck: max/min with dim, all-reduce max, var, sum_to", "[cpu][reduce][gradcheck]") {
@@ -423,12 +428,7 @@ TEST_CASE("gradcheck: max/min with dim, all-reduce max, var, sum_to", "[cpu][red
       [](const V& x) { return sum_to(x[0], {4, 1}); },
       [](const V& x) { return sum_to(x[0], {1, 5}); },
   };
-  for (size_t i = 0; i < fns.size(); ++i) {
-    INFO("function " << i);
-    const GradcheckResult r = check_grad(fns[i], {3, 4, 5});
-    INFO(r.message);
-    REQUIRE(r.ok);
-  }
+  check_grads(fns, {3, 4, 5});
 }
 
 TEST_CASE("max/min backward: with dim to the index, all-reduce shared among ties", "[cpu][reduce]") {
