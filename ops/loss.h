@@ -1,0 +1,41 @@
+#pragma once
+// Losses with PyTorch's definitions (torch.nn.functional) and reductions. Every loss computes in
+// F32 (F64 for F64) and returns F32 for F16/BF16 input (autocast lists every loss as Fp32).
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace hg {
+
+enum class Reduction : uint8_t { Mean, Sum, None };
+
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+// logits (N,C) or (N,C,d1,...) or (C); target I64 class indices (N) or (N,d1,...) or (). Fused
+// log-softmax + NLL: keeps one F32 log-sum-exp per row for backward, never the probabilities.
+// Mean divides by the number of non-ignored targets, like torch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o = {});
+
+struct NllLossOptions {
+  Reduction reduction = Reduction::Mean;
+  int64_t ignore_index = -100;
+};
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o = {});
+
+struct LossOptions {
+  Reduction reduction = Reduction::Mean;
+};
+Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o = {});
+Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o = {});
+
+struct BceWithLogitsOptions {
+  Reduction reduction = Reduction::Mean;
+  Tensor pos_weight;  // undefined, or broadcastable to the input (weight of positive examples)
+};
+// Numerically stable: max(x,0) - x*t + log1p(exp(-|x|)) (with pos_weight as torch defines it).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BceWithLogitsOptions o = {});
+
+}  // namespace hg
