@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 
 namespace hg {
 namespace {
@@ -97,7 +98,66 @@ Tensor grad_b(const Problem& p, const Tensor& a, const Tensor& dy, MatmulOptions
   return finish_grad(g, p.shared_b, b_shape);
 }
 
+void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_same_device("linear", x, w);
+  check_floating("linear", x);
+  check_floating("linear", w);
+  HG_CHECK(w.ndim() == 2, "linear: w must be 2-D (out_features, in_features) but has shape ", w.shape());
+  HG_CHECK(x.ndim() >= 1 && x.size(-1) == w.size(1), "linear: x.shape[-1]=", x.ndim() ? x.size(-1) : 0,
+           " but w.shape[1]=", w.size(1), " (x ", x.shape(), ", w ", w.shape(), "); in_features must match");
+  if (!b.defined()) return;
+  check_same_device("linear", x, b);
+  HG_CHECK(b.ndim() == 1 && b.size(0) == w.size(0), "linear: b has shape ", b.shape(), " but w has ", w.size(0),
+           " output features; b must be (", w.size(0), ")");
+}
+
+// y (m,o) = x (m,i) w^T (+ b broadcast over rows, written first so the GEMM adds onto it).
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t m) {
+  const int64_t o = w.size(0), i = w.size(1);
+  Tensor y = empty({m, o}, {.dtype = x.dtype(), .device = x.device()});
+  if (y.numel() == 0) return y;
+  if (b.defined()) {
+    StridedCopy c{.ndim = 2, .sizes = {m, o}, .src_strides = {0, 1}, .dst_strides = {o, 1},
+                  .src = b.data_ptr(), .dst = y.data_ptr(), .elem_size = static_cast<int>(dtype_size(b.dtype()))};
+    copy_kernels().get(x.device(), DType::F32)(c);
+  }
+  if (i == 0) return b.defined() ? y : zeros({m, o}, {.dtype = x.dtype(), .device = x.device()});
+  const GemmArgs g{.dtype = x.dtype(), .trans_a = Trans::N, .trans_b = Trans::T, .m = m, .n = o, .k = i,
+                   .beta = b.defined() ? 1.f : 0.f, .a = x.data_ptr(), .lda = i, .b = w.data_ptr(), .ldb = i,
+                   .c = y.data_ptr(), .ldc = o};
+  gemm_kernels().get(x.device(), x.dtype())(g);
+  return y;
+}
+
 }  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  check_linear(x_in, w_in, b_in);
+  DType dt = promote_types(x_in.dtype(), w_in.dtype());
+  if (b_in.defined()) dt = promote_types(dt, b_in.dtype());
+  const Tensor x = x_in.dtype() == dt ? x_in : x_in.to(dt);
+  const Tensor w = w_in.dtype() == dt ? w_in : w_in.to(dt);
+  const Tensor b = !b_in.defined() || b_in.dtype() == dt ? b_in : b_in.to(dt);
+  const int64_t i = w.size(1);
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < x.ndim(); ++d) m *= x.shape()[d];
+  Shape out = x.shape();
+  out[out.ndim() - 1] = w.size(0);
+  const Tensor x2 = alias_with_shape(x, {m, i});
+  Tensor y = alias_with_shape(linear_forward(x2, w, b, m), out);
+  std::vector<Tensor> ins{x, w};
+  if (b.defined()) ins.push_back(b);
+  autograd::record(y, "linear", ins, [x2, w, m, xs = x.shape()](const Tensor& dy_in, const GradMask& needs) {
+    const Tensor dy = alias_with_shape(dy_in, {m, w.size(0)});
+    std::vector<Tensor> g(needs.size());
+    const int64_t o = w.size(0), i = w.size(1);
+    if (needs[0]) g[0] = alias_with_shape(gemm_op(dy, Trans::N, false, w, Trans::N, false, 1, m, i, o), xs);
+    if (needs[1]) g[1] = alias_with_shape(gemm_op(dy, Trans::T, false, x2, Trans::N, false, 1, o, i, m), w.shape());
+    if (needs.size() > 2 && needs[2]) g[2] = sum(dy, {0});
+    return g;
+  });
+  return y;
+}
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   check_same_device("matmul", a_in, b_in);

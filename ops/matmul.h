@@ -14,4 +14,9 @@ struct MatmulOptions {
 // transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o = {});
 
+// torch.nn.functional.linear: x is (*,I), w is (O,I), b is (O) or undefined; y is (*,O) = x w^T + b.
+// One GEMM with the bias fused (C starts as the broadcast bias, beta = 1); backward: dx = dy w,
+// dw = dy^T x (both GEMMs with transpose flags), db = dy summed over rows.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
 }  // namespace hg

@@ -190,4 +190,19 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
 }
 Tensor Tensor::clone() const { return hg::clone(*this); }
 
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  const int64_t nd = std::max<int64_t>(x.ndim(), 1);
+  const int64_t s = wrap_dim("flatten", start_dim, nd), e = wrap_dim("flatten", end_dim, nd);
+  HG_CHECK(s <= e, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim, " for shape ", x.shape());
+  if (x.ndim() == 0) return reshape(x, {1});
+  std::vector<int64_t> dims;
+  int64_t merged = 1;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (d < s || d > e) dims.push_back(x.shape()[d]);
+    else merged *= x.shape()[d];
+    if (d == e) dims.push_back(merged);
+  }
+  return reshape(x, Shape(dims));
+}
+
 }  // namespace hg

@@ -1,0 +1,94 @@
+// linear (fused bias GEMM) and flatten.
+#include <catch2/catch.hpp>
+
+#include "autograd/gradcheck.h"
+#include "core/rng.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+#include "test_util.h"
+
+using namespace hg;
+
+namespace {
+// y = x w^T + b through matmul and broadcasting add: the reference linear must agree with.
+Tensor linear_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor y = matmul(x.reshape({-1, x.size(-1)}), w, {.trans_b = Trans::T});
+  if (b.defined()) y = y + b;
+  Shape s = x.shape();
+  s[s.ndim() - 1] = w.size(0);
+  return y.reshape(s);
+}
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  REQUIRE(va.size() == vb.size());
+  double m = 0;
+  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
+  return m;
+}
+}  // namespace
+
+TEST_CASE("linear matches matmul plus bias in every dtype", "[linear][cpu]") {
+  manual_seed(3);
+  const Tensor x64 = randn({2, 5, 7}, {.dtype = DType::F64});
+  const Tensor w64 = randn({4, 7}, {.dtype = DType::F64});
+  const Tensor b64 = randn({4}, {.dtype = DType::F64});
+  const Tensor ref = linear_reference(x64, w64, b64);
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+    const Tensor x = x64.to(dt), w = w64.to(dt), b = b64.to(dt);
+    const Tensor y = linear(x, w, b);
+    CHECK(y.dtype() == dt);
+    CHECK(y.shape() == Shape{2, 5, 4});
+    const double scale = max(abs(ref)).item();
+    CHECK(max_abs_diff(y, linear_reference(x.to(DType::F64), w.to(DType::F64), b.to(DType::F64))) <=
+          4 * test::dtype_tolerance(dt) * scale);
+  }
+  CHECK(max_abs_diff(linear(x64, w64), linear_reference(x64, w64, Tensor())) < 1e-12);
+}
+
+TEST_CASE("linear gradcheck with and without bias, 1-D to 3-D inputs", "[linear][gradcheck]") {
+  manual_seed(4);
+  const TensorOptions o{.dtype = DType::F64, .requires_grad = true};
+  for (Shape xs : {Shape{7}, Shape{3, 7}, Shape{2, 3, 7}}) {
+    const Tensor x = randn(xs, o), w = randn({5, 7}, o), b = randn({5}, o);
+    auto r = gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+    CHECK(r.ok);
+    INFO(r.message);
+    auto r2 = gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w});
+    CHECK(r2.ok);
+  }
+}
+
+TEST_CASE("linear gives F32 gradients in F32 and skips unneeded ones", "[linear][cpu]") {
+  const Tensor x = randn({4, 3});
+  const Tensor w = randn({2, 3}, {.requires_grad = true});
+  const Tensor b = zeros({2}, {.requires_grad = true});
+  sum(linear(x, w, b)).backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == DType::F32);
+  // db = column sums of dy = ones -> number of rows
+  for (float v : b.grad().to_vector<float>()) CHECK(v == 4.f);
+  // dw[o][i] = sum over rows of x[:, i]
+  const auto xs = sum(x, {0}).to_vector<float>();
+  const auto gw = w.grad().to_vector<float>();
+  for (int o = 0; o < 2; ++o)
+    for (int i = 0; i < 3; ++i) CHECK(gw[o * 3 + i] == Approx(xs[i]).epsilon(1e-5));
+}
+
+TEST_CASE("linear rejects mismatched shapes with the values", "[linear][cpu]") {
+  CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 5})), Catch::Contains("x.shape[-1]=3 but w.shape[1]=5"));
+  CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 3}), zeros({3})), Catch::Contains("b must be (4)"));
+  CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({3})), Catch::Contains("w must be 2-D"));
+}
+
+TEST_CASE("flatten merges a dim range and shares storage", "[linear][cpu]") {
+  const Tensor x = arange(120).reshape({2, 3, 4, 5});
+  CHECK(flatten(x).shape() == Shape{120});
+  CHECK(flatten(x, 1).shape() == Shape{2, 60});
+  CHECK(flatten(x, 1, 2).shape() == Shape{2, 12, 5});
+  CHECK(flatten(x, -2, -1).shape() == Shape{2, 3, 20});
+  CHECK(flatten(x, 1).data_ptr() == x.data_ptr());
+  CHECK(flatten(zeros({})).shape() == Shape{1});
+  CHECK_THROWS_WITH(flatten(x, 2, 1), Catch::Contains("start_dim 2 comes after end_dim 1"));
+}
