@@ -1,6 +1,7 @@
 #include "core/allocator.h"
 
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -27,20 +28,22 @@ Stats& stats(Device d) {
   return g_stats[static_cast<int>(d.type)][d.index];
 }
 
-// Large host blocks are cached and reused: a fresh 64 MiB block costs ~16K page faults and the
-// kernel zeroing it, several times the cost of a memory-bound op on it. Blocks of 1 MiB and more are
-// rounded to 2 MiB (transparent huge pages) and kept on free, up to kCacheCap bytes in all.
-// Sanitizer builds skip the cache so ASan still sees every use after free.
+// Host blocks are cached and reused. Large ones: a fresh 64 MiB block costs ~16K page faults and
+// the kernel zeroing it, several times the cost of a memory-bound op on it; they are rounded to 2 MiB
+// (transparent huge pages). Small ones (< 1 MiB) are rounded up to a power of two: a training step of
+// a small model allocates dozens of activations and gradients, and malloc's aligned path
+// (memalign, consolidation) cost more than the ops themselves. All cached bytes together stay under
+// kCacheCap. Sanitizer builds skip the cache so ASan still sees every use after free.
 class CpuAllocator final : public Allocator {
  public:
   void* raw_alloc(size_t nbytes, Device) override {
     const size_t size = rounded(nbytes);
-    if (cacheable(size)) {
+    if (cacheable()) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+      std::vector<void*>& list = bin(size);
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
         cached_ -= size;
         return p;
       }
@@ -55,10 +58,10 @@ class CpuAllocator final : public Allocator {
   }
   void raw_free(void* p, size_t nbytes, Device) override {
     const size_t size = rounded(nbytes);
-    if (cacheable(size)) {
+    if (cacheable()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_ + size <= kCacheCap) {
-        free_[size].push_back(p);
+        bin(size).push_back(p);
         cached_ += size;
         return;
       }
@@ -67,9 +70,12 @@ class CpuAllocator final : public Allocator {
   }
   void empty_cache() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [size, blocks] : free_)
+    for (auto& blocks : small_)
       for (void* p : blocks) std::free(p);
-    free_.clear();
+    for (auto& [size, blocks] : large_)
+      for (void* p : blocks) std::free(p);
+    for (auto& blocks : small_) blocks.clear();
+    large_.clear();
     cached_ = 0;
   }
   int64_t cached_bytes() {
@@ -79,17 +85,27 @@ class CpuAllocator final : public Allocator {
 
  private:
   static constexpr size_t kBig = size_t{1} << 20, kHuge = size_t{2} << 20, kCacheCap = size_t{2} << 30;
-  static size_t rounded(size_t n) { return n >= kBig ? (n + kHuge - 1) / kHuge * kHuge : (n + 63) / 64 * 64; }
-  static bool cacheable(size_t size) {
+  static constexpr int kSmallBins = 21;  // 2^0 .. 2^20 bytes (only 2^6 and up are used)
+  static size_t rounded(size_t n) {
+    if (n >= kBig) return (n + kHuge - 1) / kHuge * kHuge;
+    size_t s = 64;
+    while (s < n) s <<= 1;
+    return s;
+  }
+  std::vector<void*>& bin(size_t size) {
+    if (size >= kBig) return large_[size];
+    return small_[std::countr_zero(size)];
+  }
+  static constexpr bool cacheable() {
 #if defined(__SANITIZE_ADDRESS__)
-    (void)size;
     return false;
 #else
-    return size >= kBig;
+    return true;
 #endif
   }
   std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::vector<void*> small_[kSmallBins];
+  std::unordered_map<size_t, std::vector<void*>> large_;
   size_t cached_ = 0;
 };
 

@@ -26,12 +26,19 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
   visit_dtype(o.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(t.data_ptr());
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
+    auto fill = [&](int64_t i) {
       const double v = gen(i);
       if constexpr (sizeof(T) == 2) p[i] = from_float<T>(static_cast<float>(v));
       else p[i] = static_cast<T>(v);
+    };
+    // Small fills stay off the OpenMP team: entering a parallel region allocates even when its
+    // if-clause is false (see ops/cpu/parallel_for.h).
+    if (n <= 65536) {
+      for (int64_t i = 0; i < n; ++i) fill(i);
+      return;
     }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) fill(i);
   });
   if (!o.device.is_cpu()) t = t.to(o.device);
   if (o.requires_grad) t.requires_grad_(true);

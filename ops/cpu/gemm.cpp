@@ -1,6 +1,7 @@
 // CPU GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (contract in ops/gemm.h).
 // Engines, per reference/cpu-notes.md §6: oneDNN matmul for F32/BF16 (84-95% of peak), F16 widened
 // to F32 (no f16 GEMM exists on this CPU), Eigen for F64 and for everything when built without oneDNN.
+#include "ops/cpu/parallel_for.h"
 #include "ops/gemm.h"
 
 #include <Eigen/Core>
@@ -218,8 +219,7 @@ void onednn_gemm(const GemmArgs& g) {
 template <class F>
 void for_rows(int64_t nmat, int64_t rows, int64_t cols, F&& f) {
   const int64_t total = nmat * rows;
-#pragma omp parallel for schedule(static) if (total * cols >= (int64_t(1) << 16))
-  for (int64_t r = 0; r < total; ++r) f(r / rows, r % rows);
+  parallel_for(total, total * cols >= (int64_t(1) << 16), [&](int64_t r) { f(r / rows, r % rows); });
 }
 
 // True when nmat (rows, cols) matrices with leading dim ld and batch stride are one dense block:
@@ -232,10 +232,11 @@ bool dense(int64_t nmat, Dims d, int64_t ld, int64_t stride) {
 void convert_block(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n) {
   constexpr int64_t kPiece = int64_t(1) << 16;
   const int64_t ss = static_cast<int64_t>(dtype_size(src_dt)), ds = static_cast<int64_t>(dtype_size(dst_dt));
-#pragma omp parallel for schedule(static) if (n >= 2 * kPiece)
-  for (int64_t o = 0; o < n; o += kPiece)
+  parallel_for(num_pieces(n, kPiece), n >= 2 * kPiece, [&](int64_t i) {
+    const int64_t o = i * kPiece;
     convert_any(static_cast<const char*>(src) + o * ss, src_dt, static_cast<char*>(dst) + o * ds, dst_dt,
                 std::min(kPiece, n - o));
+  });
 }
 
 // Copies nmat strided (rows, cols) matrices of dtype dt into one dense float buffer.

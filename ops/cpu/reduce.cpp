@@ -17,6 +17,7 @@
 
 #include "core/convert.h"
 #include "ops/cpu/blocks.h"
+#include "ops/cpu/parallel_for.h"
 #include "ops/vec_math.h"
 #include "ops/dispatch.h"
 
@@ -180,13 +181,12 @@ Pieces make_pieces(const ReduceArgs& a) {
 template <class F>
 void for_each_piece(const ReduceArgs& a, const Pieces& p, F&& f) {
   const int64_t count = p.count(a);
-#pragma omp parallel for schedule(static) if (a.outer * a.r * a.inner > kParallel && count > 1)
-  for (int64_t i = 0; i < count; ++i) {
+  parallel_for(count, a.outer * a.r * a.inner > kParallel, [&](int64_t i) {
     const int64_t s = i % p.splits, t = i / p.splits;
     const int64_t o = t / p.col_chunks, j0 = (t % p.col_chunks) * kCols;
     const int64_t k0 = a.r * s / p.splits, k1 = a.r * (s + 1) / p.splits;
     f(o, j0, std::min(kCols, a.inner - j0), k0, k1 - k0, s);
-  }
+  });
 }
 
 // Each piece writes a partial result per (split, output element); they are combined in split order.
@@ -205,12 +205,11 @@ void sum_kernel(const ReduceArgs& a) {
   });
   T* out = static_cast<T*>(a.out);
   const C scale = static_cast<C>(a.scale);
-#pragma omp parallel for schedule(static) if (nout > kParallel)
-  for (int64_t e = 0; e < nout; ++e) {
+  parallel_for(nout, nout > kParallel, [&](int64_t e) {
     C acc = part[static_cast<size_t>(e)];
     for (int64_t s = 1; s < p.splits; ++s) acc += part[static_cast<size_t>(s * nout + e)];
     out[e] = store<T>(acc * scale);
-  }
+  });
 }
 
 template <bool IsMax, class T>
@@ -231,14 +230,13 @@ void extreme_kernel(const ReduceArgs& a) {
   });
   T* out = static_cast<T*>(a.out);
   const C scale = static_cast<C>(a.scale);
-#pragma omp parallel for schedule(static) if (nout > kParallel)
-  for (int64_t e = 0; e < nout; ++e) {
+  parallel_for(nout, nout > kParallel, [&](int64_t e) {
     size_t b = static_cast<size_t>(e);  // earlier splits win ties: strict comparison in split order
     for (int64_t s = 1; s < p.splits; ++s)
       if (better<IsMax>(val[static_cast<size_t>(s * nout + e)], val[b])) b = static_cast<size_t>(s * nout + e);
     if (out) out[e] = store<T>(val[b] * scale);
     if (a.indices) a.indices[e] = idx[b];
-  }
+  });
 }
 
 template <class T>
@@ -347,12 +345,11 @@ template <class T, size_t N, class F>
 void for_each_row(int64_t outer, int64_t r, int64_t inner, const T* const (&ins)[N], T* out, const F& f) {
   using C = compute_t<T>;
   const int64_t chunks = (inner + kSoftmaxCols - 1) / kSoftmaxCols;
-#pragma omp parallel if (outer * r * inner > kParallel)
-  {
+  // chunks [t0, t1) with this thread's buffers
+  auto run = [&](int64_t t0, int64_t t1) {
     std::vector<C> buf[N];
     for (auto& b : buf) b.resize(static_cast<size_t>(r * std::min(inner, kSoftmaxCols)));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < outer * chunks; ++t) {
+    for (int64_t t = t0; t < t1; ++t) {
       const int64_t o = t / chunks, j0 = (t % chunks) * kSoftmaxCols, w = std::min(kSoftmaxCols, inner - j0);
       const int64_t off = o * r * inner + j0;
       for (size_t q = 0; q < N; ++q) gather_cols(ins[q] + off, r, inner, w, buf[q].data());
@@ -362,6 +359,13 @@ void for_each_row(int64_t outer, int64_t r, int64_t inner, const T* const (&ins)
       }
       scatter_cols(buf[0].data(), r, inner, w, out + off);
     }
+  };
+  const int64_t total = outer * chunks;
+  if (outer * r * inner <= kParallel || total < 2 || omp_get_max_threads() == 1) return run(0, total);
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    run(total * id / nt, total * (id + 1) / nt);
   }
 }
 
