@@ -1,0 +1,185 @@
+// Optimizer updates and gradient clipping on the GPU: grid-stride loops that index memory and call
+// optim/update.h's functors, the same math the CPU loops (optim/cpu_update.cpp) run. One thread per
+// element: widen the parameter (or read its F32 master), update in the compute type, round once.
+// Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
+// last bit.
+#include <type_traits>
+
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/optim.h"
+
+namespace hg::cuda {
+namespace {
+
+using optim::AdamUpdate;
+using optim::GradTransformFn;
+using optim::NormTerm;
+using optim::SgdUpdate;
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+// x = p[i] in the compute type: the master copy when there is one.
+template <class T, class C = compute_t<T>>
+__device__ __forceinline__ C load_param(const T* p, const float* master, int64_t i) {
+  if constexpr (std::is_same_v<T, C>) return p[i];
+  else return master ? master[i] : load(p[i]);
+}
+
+template <class T, class C = compute_t<T>>
+__device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v) {
+  if constexpr (!std::is_same_v<T, C>)
+    if (master) master[i] = v;
+  p[i] = store<T>(v);
+}
+
+// p, g: n elements of T; buf: n of compute_t<T> or null (no momentum); master: n floats or null.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    sgd_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ buf, float* __restrict__ master,
+               int64_t n, SgdUpdate<compute_t<T>> f) {
+  using C = compute_t<T>;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    C x = load_param(p, master, i);
+    C b = buf ? buf[i] : C(0);  // values, not references: a reference to a local would live in local memory
+    f(x, load(g[i]), b);
+    if (buf) buf[i] = b;
+    store_param(p, master, i, x);
+  }
+}
+
+// m, v (and vmax with amsgrad, else null): n elements of compute_t<T>.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    adam_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ m, compute_t<T>* __restrict__ v,
+                compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> f) {
+  using C = compute_t<T>;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    C x = load_param(p, master, i), mi = m[i], vi = v[i], vm = vmax ? vmax[i] : C(0);
+    f(x, load(g[i]), mi, vi, vm);
+    m[i] = mi;
+    v[i] = vi;
+    if (vmax) vmax[i] = vm;
+    store_param(p, master, i, x);
+  }
+}
+
+// *result += sum |g|^p (or = max(*result, max |g|)) over n elements; one atomic per block.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    grad_norm_kernel(const T* __restrict__ g, int64_t n, double norm_type, bool inf, double* __restrict__ result) {
+  __shared__ double sh[kThreads / kWarp];
+  const NormTerm term{norm_type};
+  double acc = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double x = static_cast<double>(load(g[i]));
+    acc = inf ? optim::nan_max(acc, fabs(x)) : acc + term(x);
+  }
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const double other = __shfl_xor_sync(0xffffffffu, acc, o);
+    acc = inf ? optim::nan_max(acc, other) : acc + other;
+  }
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) sh[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < static_cast<int>(blockDim.x) / kWarp; ++w) acc = inf ? optim::nan_max(acc, sh[w]) : acc + sh[w];
+  // acc >= 0 (or a NaN made positive by fabs): such doubles order as their bit patterns, NaN above inf.
+  if (inf) atomicMax(reinterpret_cast<unsigned long long*>(result), static_cast<unsigned long long>(__double_as_longlong(acc)));
+  else atomicAdd(result, acc);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    grad_transform_kernel(T* __restrict__ g, int64_t n, GradTransformFn<compute_t<T>> f) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    g[i] = store<T>(f(load(g[i])));
+}
+
+void check_master(const char* op, DType t, const float* master) {
+  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
+           " parameter; only F16/BF16 parameters take an F32 master");
+}
+
+}  // namespace
+
+template <class T>
+void sgd_update(const optim::SgdArgs& a) {
+  check_master("SGD.step", dtype_v<T>, a.master);
+  if (a.n == 0) return;
+  using C = compute_t<T>;
+  DeviceContext& ctx = context_for(a.param);
+  sgd_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
+      SgdUpdate<C>(a.s));
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void adam_update(const optim::AdamArgs& a) {
+  check_master("Adam.step", dtype_v<T>, a.master);
+  HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
+           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
+  if (a.n == 0) return;
+  using C = compute_t<T>;
+  DeviceContext& ctx = context_for(a.param);
+  adam_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
+      static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s));
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void grad_norm(const optim::GradNormArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.result);
+  const bool inf = a.norm_type == static_cast<double>(INFINITY);
+  grad_norm_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(static_cast<const T*>(a.grad), a.n,
+                                                                                  a.norm_type, inf, a.result);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void grad_transform(const optim::GradTransformArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.grad);
+  grad_transform_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<T*>(a.grad), a.n, GradTransformFn<compute_t<T>>{a.op, static_cast<compute_t<T>>(a.value)});
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+#define HG_INSTANTIATE(T)                                                 \
+  template void sgd_update<T>(const optim::SgdArgs&);                     \
+  template void adam_update<T>(const optim::AdamArgs&);                   \
+  template void grad_norm<T>(const optim::GradNormArgs&);                 \
+  template void grad_transform<T>(const optim::GradTransformArgs&);
+HG_INSTANTIATE(float)
+HG_INSTANTIATE(f16)
+HG_INSTANTIATE(bf16)
+HG_INSTANTIATE(double)
+#undef HG_INSTANTIATE
+
+namespace {
+template <class Fn, class Make>
+void set_cuda(DispatchTable<Fn>& t, const Make& make) {
+  t.set(DeviceType::CUDA, DType::F32, make(float{}));
+  t.set(DeviceType::CUDA, DType::F16, make(f16{}));
+  t.set(DeviceType::CUDA, DType::BF16, make(bf16{}));
+  t.set(DeviceType::CUDA, DType::F64, make(double{}));
+}
+}  // namespace
+
+void register_optim() {
+  set_cuda(optim::sgd_kernels(), [](auto tag) -> optim::SgdKernel { return &sgd_update<decltype(tag)>; });
+  set_cuda(optim::adam_kernels(), [](auto tag) -> optim::AdamKernel { return &adam_update<decltype(tag)>; });
+  set_cuda(optim::grad_norm_kernels(), [](auto tag) -> optim::GradNormKernel { return &grad_norm<decltype(tag)>; });
+  set_cuda(optim::grad_transform_kernels(),
+           [](auto tag) -> optim::GradTransformKernel { return &grad_transform<decltype(tag)>; });
+}
+
+}  // namespace hg::cuda

@@ -1,0 +1,17 @@
+#pragma once
+// Host launchers of the optimizer and clipping kernels (cuda/kernels/optim.cu), with the signatures of
+// optim/update.h's tables; register_optim() puts them there (called from cuda/register.cpp). Every
+// launcher enqueues on the device's stream and checks the launch; none synchronises.
+#include "optim/update.h"
+
+namespace hg::cuda {
+
+// T is float, f16, bf16 or double.
+template <class T> void sgd_update(const optim::SgdArgs& a);
+template <class T> void adam_update(const optim::AdamArgs& a);
+template <class T> void grad_norm(const optim::GradNormArgs& a);
+template <class T> void grad_transform(const optim::GradTransformArgs& a);
+
+void register_optim();
+
+}  // namespace hg::cuda

@@ -1,0 +1,19 @@
+#pragma once
+// Gradient clipping, in place on the parameters' .grad() buffers (torch.nn.utils.clip_grad_norm_ and
+// clip_grad_value_). Parameters without a gradient are skipped.
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::optim {
+
+// The norm of all gradients together (as if concatenated), accumulated in double; norm_type is any
+// p > 0 or infinity (max |g|). When max_norm / (norm + 1e-6) < 1, every gradient is multiplied by that
+// factor (computed in double, applied in the gradient's compute type). Returns the norm before clipping.
+// A NaN or inf norm scales every gradient by NaN or 0, as torch does with error_if_nonfinite=False.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+
+// g = clamp(g, -clip_value, clip_value) for every gradient; NaN stays NaN.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace hg::optim

@@ -1,0 +1,264 @@
+// CPU kernels of the optimizer updates and of gradient clipping, and the tables of optim/update.h.
+// One fused pass per parameter, in blocks of kBlock elements: F16/BF16 blocks are widened to F32 with
+// the bulk converters and rounded back once (or read from and written to the F32 master copy); F32
+// and F64 buffers are updated in place. OpenMP only above kParallel elements: below that a parallel
+// region costs more than the whole update, and tiny models step many small parameters.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "ops/cpu/blocks.h"
+#include "optim/update.h"
+
+namespace hg::optim {
+namespace {
+
+constexpr int64_t kBlock = 512;
+constexpr int64_t kParallel = 65536;
+constexpr int64_t kNormChunk = 65536;  // the norm's partial sums: fixed pieces, so any thread count agrees
+
+// body(begin, count) over [0, n) in blocks of kBlock. Small n stays out of OpenMP altogether: even a
+// parallel region with a false if() clause costs about 0.3 us, more than updating a bias.
+template <class Body>
+void for_blocks(int64_t n, const Body& body) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (n <= kParallel) {
+    for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
+}
+
+// The compute-type values of x[i, i+k): x itself when T is C, else widened into tmp.
+template <class T, class C = compute_t<T>>
+const C* load_block(const T* x, int64_t i, int64_t k, C* tmp) {
+  if constexpr (std::is_same_v<T, C>) {
+    return x + i;
+  } else {
+    cpu::widen(x + i, tmp, k);
+    return tmp;
+  }
+}
+
+// The parameter values to update: the parameter itself (F32, F64), its master copy, or a widened copy.
+template <class T, class C = compute_t<T>>
+C* param_block(T* p, float* master, int64_t i, int64_t k, C* tmp) {
+  if constexpr (std::is_same_v<T, C>) {
+    return p + i;
+  } else {
+    if (master) return master + i;
+    cpu::widen(p + i, tmp, k);
+    return tmp;
+  }
+}
+
+// Rounds the updated values back into a low-precision parameter (no-op when they were updated in place).
+template <class T, class C>
+void store_param(T* p, int64_t i, int64_t k, const C* values) {
+  if constexpr (!std::is_same_v<T, C>) cpu::narrow(values, p + i, k);
+}
+
+// x = sqrt(x) with vector instructions: a libm call in a loop keeps it scalar (errno), 5x slower.
+// sqrtps/sqrtpd round correctly, exactly as sqrtf/sqrt do.
+void sqrt_inplace(float* x, int64_t k) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 4 <= k; i += 4) _mm_storeu_ps(x + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+  for (; i < k; ++i) x[i] = std::sqrt(x[i]);
+}
+void sqrt_inplace(double* x, int64_t k) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 2 <= k; i += 2) _mm_storeu_pd(x + i, _mm_sqrt_pd(_mm_loadu_pd(x + i)));
+#endif
+  for (; i < k; ++i) x[i] = std::sqrt(x[i]);
+}
+
+void check_master(const char* op, DType t, const float* master) {
+  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
+           " parameter; only F16/BF16 parameters take an F32 master");
+}
+
+// ---- SGD ------------------------------------------------------------------------------------------
+
+template <class C>
+void sgd_block(const SgdUpdate<C>& fn, C* __restrict p, const C* __restrict g, C* __restrict buf, int64_t k) {
+  const SgdUpdate<C> f = fn;  // a local copy: its fields are loop invariants
+  if (buf) {
+    for (int64_t i = 0; i < k; ++i) f(p[i], g[i], buf[i]);
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      C unused = 0;
+      f(p[i], g[i], unused);
+    }
+  }
+}
+
+template <class T>
+void sgd_cpu(const SgdArgs& a) {
+  using C = compute_t<T>;
+  check_master("SGD.step", dtype_v<T>, a.master);
+  const SgdUpdate<C> f(a.s);
+  auto* p = static_cast<T*>(a.param);
+  const auto* g = static_cast<const T*>(a.grad);
+  auto* buf = static_cast<C*>(a.momentum_buffer);
+  for_blocks(a.n, [&](int64_t i, int64_t k) {
+    alignas(64) C pt[kBlock], gt[kBlock];
+    C* pc = param_block(p, a.master, i, k, pt);
+    sgd_block(f, pc, load_block(g, i, k, gt), buf ? buf + i : nullptr, k);
+    store_param(p, i, k, pc);
+  });
+}
+
+// ---- Adam / AdamW ---------------------------------------------------------------------------------
+
+template <class C>
+void adam_block(const AdamUpdate<C>& fn, C* __restrict p, const C* __restrict g, C* __restrict m,
+                C* __restrict v, C* __restrict vmax, int64_t k) {
+  const AdamUpdate<C> f = fn;
+  alignas(64) C s[kBlock];
+  if (vmax) {
+    for (int64_t i = 0; i < k; ++i) s[i] = f.moments(p[i], g[i], m[i], v[i], vmax[i]);
+  } else {
+    for (int64_t i = 0; i < k; ++i) {
+      C unused = 0;
+      s[i] = f.moments(p[i], g[i], m[i], v[i], unused);
+    }
+  }
+  sqrt_inplace(s, k);
+  for (int64_t i = 0; i < k; ++i) p[i] = f.param(p[i], m[i], s[i]);
+}
+
+template <class T>
+void adam_cpu(const AdamArgs& a) {
+  using C = compute_t<T>;
+  check_master("Adam.step", dtype_v<T>, a.master);
+  HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
+           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
+  const AdamUpdate<C> f(a.s);
+  auto* p = static_cast<T*>(a.param);
+  const auto* g = static_cast<const T*>(a.grad);
+  auto* m = static_cast<C*>(a.exp_avg);
+  auto* v = static_cast<C*>(a.exp_avg_sq);
+  auto* vmax = static_cast<C*>(a.max_exp_avg_sq);
+  for_blocks(a.n, [&](int64_t i, int64_t k) {
+    alignas(64) C pt[kBlock], gt[kBlock];
+    C* pc = param_block(p, a.master, i, k, pt);
+    adam_block(f, pc, load_block(g, i, k, gt), m + i, v + i, vmax ? vmax + i : nullptr, k);
+    store_param(p, i, k, pc);
+  });
+}
+
+// ---- clipping -------------------------------------------------------------------------------------
+
+constexpr int64_t kLanes = 8;  // independent partial results: a single running sum is a serial chain
+
+// lane[l] = combine(lane[l], x[j]) for j = l mod kLanes.
+template <class C, class Combine>
+void accumulate(const C* x, int64_t k, double* lane, const Combine& combine) {
+  int64_t j = 0;
+  for (; j + kLanes <= k; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = combine(lane[l], static_cast<double>(x[j + l]));
+  for (int64_t l = 0; j < k; ++j, ++l) lane[l] = combine(lane[l], static_cast<double>(x[j]));
+}
+
+// Sum of |g|^p (or max |g|) over one chunk, in double, in an order fixed by n alone.
+template <class T>
+double chunk_norm(const T* g, int64_t n, double norm_type) {
+  using C = compute_t<T>;
+  double lane[kLanes] = {};
+  const bool inf = std::isinf(norm_type);
+  auto run = [&](const auto& combine) {
+    alignas(64) C tmp[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t k = std::min(kBlock, n - i);
+      accumulate(load_block(g, i, k, tmp), k, lane, combine);
+    }
+    for (int64_t w = kLanes / 2; w > 0; w /= 2)
+      for (int64_t l = 0; l < w; ++l) lane[l] = inf ? nan_max(lane[l], lane[l + w]) : lane[l] + lane[l + w];
+  };
+  // NormTerm with a constant p folds to |g|^2 or |g|, which vectorise
+  if (inf) run([](double a, double x) { return nan_max(a, std::fabs(x)); });
+  else if (norm_type == 2.0) run([](double a, double x) { return a + NormTerm{2.0}(x); });
+  else if (norm_type == 1.0) run([](double a, double x) { return a + NormTerm{1.0}(x); });
+  else run([term = NormTerm{norm_type}](double a, double x) { return a + term(x); });
+  return lane[0];
+}
+
+template <class T>
+void grad_norm_cpu(const GradNormArgs& a) {
+  const auto* g = static_cast<const T*>(a.grad);
+  const bool inf = std::isinf(a.norm_type);
+  const int64_t chunks = (a.n + kNormChunk - 1) / kNormChunk;
+  double acc = *a.result;
+  if (chunks <= 1) {
+    const double x = chunk_norm(g, a.n, a.norm_type);
+    *a.result = inf ? nan_max(acc, x) : acc + x;
+    return;
+  }
+  std::vector<double> part(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    part[static_cast<size_t>(c)] = chunk_norm(g + c * kNormChunk, std::min(kNormChunk, a.n - c * kNormChunk), a.norm_type);
+  for (double x : part) acc = inf ? nan_max(acc, x) : acc + x;
+  *a.result = acc;
+}
+
+template <class T>
+void grad_transform_cpu(const GradTransformArgs& a) {
+  using C = compute_t<T>;
+  const GradTransformFn<C> f{a.op, static_cast<C>(a.value)};
+  auto* g = static_cast<T*>(a.grad);
+  for_blocks(a.n, [&](int64_t i, int64_t k) {
+    alignas(64) C tmp[kBlock];
+    C* x = param_block(g, nullptr, i, k, tmp);
+    for (int64_t j = 0; j < k; ++j) x[j] = f(x[j]);
+    store_param(g, i, k, x);
+  });
+}
+
+// A table named `name` with the CPU kernel make(T{}) for each floating dtype T.
+template <class Fn, class Make>
+DispatchTable<Fn> cpu_table(const char* name, const Make& make) {
+  DispatchTable<Fn> d(name);
+  d.set(DeviceType::CPU, DType::F32, make(float{}));
+  d.set(DeviceType::CPU, DType::F16, make(f16{}));
+  d.set(DeviceType::CPU, DType::BF16, make(bf16{}));
+  d.set(DeviceType::CPU, DType::F64, make(double{}));
+  return d;
+}
+
+}  // namespace
+
+DispatchTable<SgdKernel>& sgd_kernels() {
+  static DispatchTable<SgdKernel> t =
+      cpu_table<SgdKernel>("SGD.step", [](auto tag) -> SgdKernel { return &sgd_cpu<decltype(tag)>; });
+  return t;
+}
+
+DispatchTable<AdamKernel>& adam_kernels() {
+  static DispatchTable<AdamKernel> t =
+      cpu_table<AdamKernel>("Adam.step", [](auto tag) -> AdamKernel { return &adam_cpu<decltype(tag)>; });
+  return t;
+}
+
+DispatchTable<GradNormKernel>& grad_norm_kernels() {
+  static DispatchTable<GradNormKernel> t = cpu_table<GradNormKernel>(
+      "clip_grad_norm_", [](auto tag) -> GradNormKernel { return &grad_norm_cpu<decltype(tag)>; });
+  return t;
+}
+
+DispatchTable<GradTransformKernel>& grad_transform_kernels() {
+  static DispatchTable<GradTransformKernel> t = cpu_table<GradTransformKernel>(
+      "clip_grad", [](auto tag) -> GradTransformKernel { return &grad_transform_cpu<decltype(tag)>; });
+  return t;
+}
+
+}  // namespace hg::optim

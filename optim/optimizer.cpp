@@ -1,0 +1,178 @@
+// The optimizer-independent parts of Optimizer: parameter bookkeeping, lazily created state, and the
+// state dict's checked reading and writing.
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "autograd/node.h"
+#include "optim/update.h"
+
+namespace hg::optim {
+namespace {
+
+// A new tensor with t's bytes on `dev` (the state dict hands out and takes in copies).
+Tensor copy_to(const Tensor& t, Device dev) {
+  Tensor c = empty(t.shape(), {.dtype = t.dtype(), .device = dev});
+  copy_bytes(c.data_ptr(), dev, t.data_ptr(), t.device(), t.nbytes());
+  return c;
+}
+
+std::string state_key(size_t i, const char* name) { return "state." + std::to_string(i) + "." + name; }
+
+}  // namespace
+
+void Optimizer::zero_grad() {
+  for (size_t g = 0; g < num_param_groups(); ++g)
+    for (Tensor p : group_params(g)) p.zero_grad();  // a handle: drops the shared tensor's gradient
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> all;
+  for (size_t g = 0; g < num_param_groups(); ++g)
+    all.insert(all.end(), group_params(g).begin(), group_params(g).end());
+  return all;
+}
+
+void Optimizer::add_params(const char* opt, const std::vector<Tensor>& params) {
+  std::set<const TensorImpl*> seen;
+  for (size_t g = 0; g < num_param_groups(); ++g)
+    for (const Tensor& p : group_params(g)) seen.insert(p.unsafe_impl());
+  for (size_t j = 0; j < params.size(); ++j) {
+    const Tensor& p = params[j];
+    HG_CHECK(p.defined(), opt, ": parameter ", j, " of the group is undefined; pass initialised tensors");
+    HG_CHECK(is_floating(p.dtype()), opt, ": parameter ", j, " has dtype ", p.dtype(),
+             "; only floating tensors (F32, F16, BF16, F64) can be optimized");
+    HG_CHECK(p.is_leaf(), opt, ": parameter ", j, " is not a leaf (it was made by '", p.grad_fn()->name,
+             "'); optimize leaf tensors, e.g. the model's parameters or x.detach().requires_grad_()");
+    HG_CHECK(seen.insert(p.unsafe_impl()).second, opt, ": parameter ", j,
+             " appears more than once among the groups; give each parameter to one group");
+  }
+  group_begin_.push_back(state_.size());
+  state_.resize(state_.size() + params.size());
+}
+
+bool Optimizer::ensure_state(const char* opt, size_t i, const Tensor& p, size_t num_buffers) {
+  ParamState& s = state_[i];
+  if (num_buffers == 0) return false;  // a stateless update (SGD without momentum)
+  if (s.buffers.size() == num_buffers) {
+    HG_CHECK(s.buffers[0].numel() == p.numel() && s.buffers[0].device() == p.device(), opt, ": parameter ", i,
+             " has shape ", p.shape(), " on ", p.device(), " but its state has shape ", s.buffers[0].shape(), " on ",
+             s.buffers[0].device(), "; parameters must not be replaced after the optimizer is made");
+    return false;
+  }
+  HG_CHECK(s.buffers.empty(), opt, ": parameter ", i, " has ", s.buffers.size(), " state buffers but its options now need ",
+           num_buffers, " (an option such as amsgrad changed after the first step); make a new optimizer instead");
+  const TensorOptions o{.dtype = state_dtype(p.dtype()), .device = p.device()};
+  for (size_t k = 0; k < num_buffers; ++k) s.buffers.push_back(zeros(p.shape(), o));
+  return true;
+}
+
+void Optimizer::bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
+  HG_FAIL(opt, ": parameter ", i, " (shape ", p.shape(), ", ", p.dtype(), ", ", p.device(), ") has a gradient of shape ",
+          g.shape(), ", ", g.dtype(), ", ", g.device(), "; a gradient must match its parameter");
+}
+
+std::string Optimizer::group_key(size_t g, const char* option) { return "group." + std::to_string(g) + "." + option; }
+
+Tensor Optimizer::scalar(double v) { return full(Shape{}, v, {.dtype = DType::F64}); }
+
+void Optimizer::save_state(StateDict& sd, const std::vector<StateNames>& names, bool with_step) const {
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    const std::vector<Tensor>& params = group_params(g);
+    std::vector<int64_t> idx(params.size());
+    for (size_t j = 0; j < params.size(); ++j) idx[j] = static_cast<int64_t>(group_begin_[g] + j);
+    sd[group_key(g, "params")] = from_vector(idx, {static_cast<int64_t>(idx.size())}, {.dtype = DType::I64});
+    for (size_t j = 0; j < params.size(); ++j) {
+      const size_t i = group_begin_[g] + j;
+      const ParamState& s = state_[i];
+      if (s.buffers.empty() || names[g].empty()) continue;  // no state (yet), or a now stateless update
+      HG_CHECK(s.buffers.size() == names[g].size(), "state_dict: parameter ", i, " has ", s.buffers.size(),
+               " state buffers but its group's options name ", names[g].size());
+      if (with_step) sd[state_key(i, "step")] = scalar(static_cast<double>(s.step));
+      for (size_t k = 0; k < names[g].size(); ++k) sd[state_key(i, names[g][k])] = copy_to(s.buffers[k], s.buffers[k].device());
+    }
+  }
+}
+
+// A 0-d F64 entry that must be present.
+double Optimizer::read_option(const char* opt, const StateDict& sd, const std::string& key, std::set<std::string>& used) {
+  auto it = sd.find(key);
+  HG_CHECK(it != sd.end() && it->second.defined(), opt, ".load_state_dict: missing entry '", key,
+           "'; the state dict was saved by another optimizer or with other parameter groups");
+  const Tensor& t = it->second;
+  HG_CHECK(t.ndim() == 0 && t.dtype() == DType::F64, opt, ".load_state_dict: entry '", key, "' has shape ", t.shape(),
+           " and dtype ", t.dtype(), "; it must be a 0-d F64 tensor");
+  used.insert(key);
+  return t.item<double>();
+}
+
+namespace {
+
+// group.<g>.params must list exactly the indices [begin, begin + n).
+void check_group_params(const char* opt, const StateDict& sd, size_t g, size_t begin, size_t n,
+                        std::set<std::string>& used) {
+  const std::string key = "group." + std::to_string(g) + ".params";
+  auto it = sd.find(key);
+  HG_CHECK(it != sd.end() && it->second.defined(), opt, ".load_state_dict: missing entry '", key,
+           "'; the state dict was saved by another optimizer or with other parameter groups");
+  const Tensor& t = it->second;
+  HG_CHECK(t.dtype() == DType::I64 && t.ndim() == 1 && t.numel() == static_cast<int64_t>(n), opt,
+           ".load_state_dict: entry '", key, "' has shape ", t.shape(), " and dtype ", t.dtype(), " but group ", g,
+           " has ", n, " parameter(s); it must be a 1-d I64 tensor of their indices");
+  const std::vector<int64_t> idx = t.to_vector<int64_t>();
+  for (size_t j = 0; j < n; ++j)
+    HG_CHECK(idx[j] == static_cast<int64_t>(begin + j), opt, ".load_state_dict: entry '", key, "' lists parameter ",
+             idx[j], " at position ", j, " but this optimizer's group ", g, " has parameter ", begin + j,
+             " there; load into an optimizer over the same parameters in the same groups and order");
+  used.insert(key);
+}
+
+// Parameter i's buffer `key`, checked against the parameter, copied to its device.
+Tensor read_buffer(const char* opt, const Tensor& t, const std::string& key, const Tensor& p) {
+  const DType want = state_dtype(p.dtype());
+  HG_CHECK(t.shape() == p.shape() && t.dtype() == want, opt, ".load_state_dict: entry '", key, "' has shape ",
+           t.shape(), " and dtype ", t.dtype(), " but its parameter needs shape ", p.shape(), " and dtype ", want,
+           "; the state dict belongs to other parameters");
+  return copy_to(t, p.device());
+}
+
+}  // namespace
+
+std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const StateDict& sd,
+                                                         const std::vector<StateNames>& names, bool with_step,
+                                                         std::set<std::string>& used) const {
+  std::vector<ParamState> out(state_.size());
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    const std::vector<Tensor>& params = group_params(g);
+    check_group_params(opt, sd, g, group_begin_[g], params.size(), used);
+    for (size_t j = 0; j < params.size(); ++j) {
+      const size_t i = group_begin_[g] + j;
+      StateNames all = names[g];
+      if (with_step && !all.empty()) all.insert(all.begin(), "step");
+      size_t present = 0;
+      for (const char* name : all) present += sd.count(state_key(i, name));
+      if (present == 0) continue;  // this parameter never took a step
+      for (const char* name : all)
+        HG_CHECK(sd.count(state_key(i, name)) && sd.at(state_key(i, name)).defined(), opt,
+                 ".load_state_dict: missing entry '", state_key(i, name), "' (other state of parameter ", i,
+                 " is there); the state dict is incomplete");
+      if (with_step) {
+        const double step = read_option(opt, sd, state_key(i, "step"), used);
+        HG_CHECK(step >= 0 && step == std::floor(step), opt, ".load_state_dict: entry '", state_key(i, "step"),
+                 "' is ", step, "; a step count is a whole number >= 0");
+        out[i].step = static_cast<int64_t>(step);
+      }
+      for (const char* name : names[g]) {
+        const std::string key = state_key(i, name);
+        out[i].buffers.push_back(read_buffer(opt, sd.at(key), key, params[j]));
+        used.insert(key);
+      }
+    }
+  }
+  for (const auto& [key, t] : sd)
+    HG_CHECK(used.count(key), opt, ".load_state_dict: unexpected entry '", key,
+             "'; the state dict was saved by another optimizer, with other options or other parameters");
+  return out;
+}
+
+}  // namespace hg::optim

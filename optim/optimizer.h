@@ -1,0 +1,175 @@
+#pragma once
+// Optimizer: parameter groups, per-parameter state created at a parameter's first step, zero_grad and
+// a flat state_dict of named tensors (safetensors-ready). OptimizerOf<Derived, Options> holds the typed
+// groups of one optimizer (SGD, Adam, AdamW); Optimizer is the view schedulers, clipping and the grad
+// scaler use, whatever the optimizer. step() makes no tensor and calls no op after a parameter's first
+// step: one kernel call per parameter (optim/update.h).
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::optim {
+
+// A flat map of named tensors. Keys (<i> counts the parameters of all groups in order, as torch's
+// optimizer.state_dict() does):
+//   group.<g>.<option>  0-d F64 (bools as 0/1)    group.<g>.params  1-d I64: the indices <i> of its parameters
+//   state.<i>.<buffer>  the parameter's shape; F32 (F64 for an F64 parameter), on the parameter's device
+//   state.<i>.step      0-d F64 (optimizers that count steps: Adam, AdamW)
+// A parameter that never took a step has no state.<i> entries.
+using StateDict = std::map<std::string, Tensor>;
+
+// The default of an option that has none and must be given (torch's `required`: SGD's lr).
+inline constexpr double kRequired = std::numeric_limits<double>::lowest();
+
+template <class Options>
+struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options = {};  // every option of the group (a group does not inherit another's)
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; a parameter without one is skipped (torch).
+  virtual void step() = 0;
+  // Drops every parameter's gradient (torch's zero_grad(set_to_none=True)).
+  void zero_grad();
+
+  virtual size_t num_param_groups() const = 0;
+  virtual const std::vector<Tensor>& group_params(size_t group) const = 0;
+  virtual double lr(size_t group) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
+  std::vector<Tensor> parameters() const;  // of all groups, in order: parameter <i> of the state dict
+
+  // A snapshot: the state is copied, so later steps do not change a saved dict.
+  virtual StateDict state_dict() const = 0;
+  // For the same parameters in the same groups and order: restores options and state exactly, so
+  // the steps that follow are bit for bit those of the optimizer that saved. All or nothing: a
+  // missing, unexpected or wrongly shaped entry throws hg::Error naming it and changes nothing.
+  virtual void load_state_dict(const StateDict& sd) = 0;
+
+ protected:
+  Optimizer() = default;
+
+  struct ParamState {
+    int64_t step = 0;
+    std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
+  };
+  using StateNames = std::vector<const char*>;
+
+  // Checks the new group's parameters (defined, floating, leaf, in no other group) and gives them the
+  // next indices <i>.
+  void add_params(const char* opt, const std::vector<Tensor>& params);
+  // Parameter i's buffers, created as zeros at its first step; true when they were just created.
+  bool ensure_state(const char* opt, size_t i, const Tensor& p, size_t num_buffers);
+  static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
+    if (g.dtype() != p.dtype() || g.numel() != p.numel() || !(g.device() == p.device())) [[unlikely]]
+      bad_grad(opt, i, p, g);
+  }
+
+  // state_dict helpers; names[g] are the buffer names of group g's parameters.
+  static std::string group_key(size_t g, const char* option);
+  static Tensor scalar(double v);
+  void save_state(StateDict& sd, const std::vector<StateNames>& names, bool with_step) const;
+  static double read_option(const char* opt, const StateDict& sd, const std::string& key,
+                            std::set<std::string>& used);
+  // Reads and checks every group.<g>.params and state.<i>.* entry, then rejects any entry not in `used`.
+  std::vector<ParamState> read_state(const char* opt, const StateDict& sd, const std::vector<StateNames>& names,
+                                     bool with_step, std::set<std::string>& used) const;
+
+  std::vector<ParamState> state_;  // by parameter index <i>
+
+ private:
+  [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
+  std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
+};
+
+// The typed groups of one optimizer. Derived provides (privately, befriending this class):
+//   static constexpr const char* kName;  static constexpr bool kCountsSteps;
+//   static void check_options(const Options&);   // throws hg::Error naming the bad option
+//   static Optimizer::StateNames state_names(const Options&);
+// and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
+template <class Derived, class Options>
+class OptimizerOf : public Optimizer {
+ public:
+  using Group = ParamGroup<Options>;
+
+  explicit OptimizerOf(std::vector<Tensor> params, Options options = {}) {
+    HG_CHECK(!params.empty(), Derived::kName, ": got an empty parameter list; pass the model's parameters");
+    add_param_group({std::move(params), options});
+  }
+  explicit OptimizerOf(std::vector<Group> groups) {
+    HG_CHECK(!groups.empty(), Derived::kName, ": got no parameter groups; pass at least one");
+    for (Group& g : groups) add_param_group(std::move(g));
+  }
+
+  void add_param_group(Group g) {
+    Derived::check_options(g.options);
+    add_params(Derived::kName, g.params);
+    groups_.push_back(std::move(g));
+  }
+  // Options may be changed between steps (schedulers set lr); parameters may not.
+  std::span<Group> param_groups() { return groups_; }
+  std::span<const Group> param_groups() const { return groups_; }
+
+  size_t num_param_groups() const override { return groups_.size(); }
+  const std::vector<Tensor>& group_params(size_t g) const override { return group(g).params; }
+  double lr(size_t g) const override { return group(g).options.lr; }
+  void set_lr(size_t g, double lr) override {
+    (void)group(g);  // checks g
+    HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
+    groups_[g].options.lr = lr;
+  }
+
+  StateDict state_dict() const override {
+    StateDict sd;
+    std::vector<StateNames> names;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      visit_options(groups_[g].options,
+                    [&](const char* name, const auto& v) { sd[group_key(g, name)] = scalar(static_cast<double>(v)); });
+      names.push_back(Derived::state_names(groups_[g].options));
+    }
+    save_state(sd, names, Derived::kCountsSteps);
+    return sd;
+  }
+
+  void load_state_dict(const StateDict& sd) override {
+    std::set<std::string> used;
+    std::vector<Options> options;
+    std::vector<StateNames> names;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      Options o = groups_[g].options;
+      visit_options(o, [&](const char* name, auto& v) {
+        v = static_cast<std::remove_reference_t<decltype(v)>>(read_option(Derived::kName, sd, group_key(g, name), used));
+      });
+      Derived::check_options(o);
+      names.push_back(Derived::state_names(o));
+      options.push_back(o);
+    }
+    std::vector<ParamState> state = read_state(Derived::kName, sd, names, Derived::kCountsSteps, used);
+    for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
+    state_ = std::move(state);
+  }
+
+ protected:
+  OptimizerOf() = default;
+  const Group& group(size_t g) const {
+    HG_CHECK(g < groups_.size(), Derived::kName, ": group ", g, " does not exist; the optimizer has ",
+             groups_.size(), " group(s)");
+    return groups_[g];
+  }
+
+  std::vector<Group> groups_;
+};
+
+}  // namespace hg::optim

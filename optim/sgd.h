@@ -1,0 +1,45 @@
+#pragma once
+// SGD with momentum, dampening, Nesterov momentum and L2 weight decay: torch.optim.SGD (1.13), e.g.
+//   hg::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+// The momentum buffer is set to the first step's gradient (undamped), then
+// buf = momentum * buf + (1 - dampening) * grad (optim/update.h).
+#include <concepts>
+#include <type_traits>
+
+#include "optim/optimizer.h"
+
+namespace hg::optim {
+
+struct SGDOptions {
+  double lr = kRequired;  // no default: must be given (torch)
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening == 0
+};
+
+template <class O, class F>
+  requires std::same_as<std::remove_const_t<O>, SGDOptions>
+void visit_options(O& o, F&& f) {
+  f("lr", o.lr);
+  f("momentum", o.momentum);
+  f("dampening", o.dampening);
+  f("weight_decay", o.weight_decay);
+  f("nesterov", o.nesterov);
+}
+
+// State per parameter (with momentum): momentum_buffer.
+class SGD final : public OptimizerOf<SGD, SGDOptions> {
+ public:
+  using OptimizerOf::OptimizerOf;
+  void step() override;
+
+ private:
+  friend class OptimizerOf<SGD, SGDOptions>;
+  static constexpr const char* kName = "SGD";
+  static constexpr bool kCountsSteps = false;
+  static void check_options(const SGDOptions& o);
+  static StateNames state_names(const SGDOptions& o);
+};
+
+}  // namespace hg::optim

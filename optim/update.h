@@ -1,0 +1,212 @@
+#pragma once
+// The per-element math of the optimizer updates and of gradient clipping, written once as HG_HD
+// functors (DESIGN.md §2.3) and called by the CPU loops (optim/cpu_update.cpp) and the CUDA kernels
+// (cuda/kernels/optim.cu); then the kernels' argument structs and their dispatch tables.
+//
+// The formulas are torch 1.13's non-fused single-tensor ones (torch/optim/sgd.py, adam.py, adamw.py)
+// in their operation order. Every scalar (1 - beta1, lr / bias_correction1, ...) is derived in double
+// on the host, as torch does with Python floats, and rounded once to the compute type C: float for
+// F32/F16/BF16 parameters, double for F64. Each operation then rounds in C.
+//
+// Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
+// buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
+// update then reads and writes the master and rounds it into the parameter (DESIGN.md §5).
+#include <math.h>
+
+#include <cstdint>
+
+#include "core/macros.h"
+#include "ops/dispatch.h"
+#include "ops/functors.h"
+
+namespace hg::optim {
+
+// ---- SGD (torch.optim.SGD) --------------------------------------------------------------------
+
+struct SgdScalars {
+  double lr = 0;
+  double momentum = 0;  // 0: no momentum buffer
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  bool first_step = false;  // the buffer was just created: torch sets it to the gradient, undamped
+};
+
+template <class C>
+struct SgdUpdate {
+  C neg_lr, momentum, keep, weight_decay;  // keep = 1 - dampening
+  bool use_momentum, nesterov, first_step;
+
+  explicit SgdUpdate(const SgdScalars& s)
+      : neg_lr(static_cast<C>(-s.lr)), momentum(static_cast<C>(s.momentum)), keep(static_cast<C>(1.0 - s.dampening)),
+        weight_decay(static_cast<C>(s.weight_decay)), use_momentum(s.momentum != 0), nesterov(s.nesterov),
+        first_step(s.first_step) {}
+
+  // p and buf are updated in place; buf is unused without momentum.
+  HG_HD void operator()(C& p, C g, C& buf) const {
+    if (weight_decay != C(0)) g = g + weight_decay * p;  // torch skips it at 0 (0 * inf would be NaN)
+    if (use_momentum) {
+      buf = first_step ? g : buf * momentum + keep * g;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    p = p + neg_lr * g;
+  }
+};
+
+// ---- Adam / AdamW (torch.optim.Adam, torch.optim.AdamW) ------------------------------------------
+
+// The hyper-parameters of one group.
+struct AdamHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * weight_decay; Adam: grad += weight_decay * p
+  bool amsgrad = false;
+};
+
+// The scalars of one step of one parameter, derived in double.
+struct AdamScalars {
+  double beta1 = 0.9, one_minus_beta1 = 0.1, beta2 = 0.999, one_minus_beta2 = 1e-3;
+  double neg_step_size = 0;          // -lr / (1 - beta1^step)
+  double bias_correction2_sqrt = 1;  // sqrt(1 - beta2^step)
+  double eps = 1e-8;
+  double l2 = 0;     // Adam's weight decay, added to the gradient
+  double decay = 1;  // AdamW's factor 1 - lr * weight_decay on the parameter
+  bool amsgrad = false;
+};
+
+// step counts from 1 (torch increments state['step'] before using it).
+inline AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
+  const double t = static_cast<double>(step);
+  const double bias_correction1 = 1.0 - ::pow(h.beta1, t);
+  const double bias_correction2 = 1.0 - ::pow(h.beta2, t);
+  return {.beta1 = h.beta1,
+          .one_minus_beta1 = 1.0 - h.beta1,
+          .beta2 = h.beta2,
+          .one_minus_beta2 = 1.0 - h.beta2,
+          .neg_step_size = -(h.lr / bias_correction1),
+          .bias_correction2_sqrt = ::sqrt(bias_correction2),
+          .eps = h.eps,
+          .l2 = h.decoupled ? 0.0 : h.weight_decay,
+          .decay = h.decoupled ? 1.0 - h.lr * h.weight_decay : 1.0,
+          .amsgrad = h.amsgrad};
+}
+
+// Two stages around one square root, so a CPU loop can take the roots of a block with vector
+// instructions (a libm sqrtf call keeps a loop scalar); operator() is both stages.
+template <class C>
+struct AdamUpdate {
+  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay;
+  bool amsgrad;
+
+  explicit AdamUpdate(const AdamScalars& s)
+      : beta1(static_cast<C>(s.beta1)), one_minus_beta1(static_cast<C>(s.one_minus_beta1)),
+        beta2(static_cast<C>(s.beta2)), one_minus_beta2(static_cast<C>(s.one_minus_beta2)),
+        neg_step_size(static_cast<C>(s.neg_step_size)), bc2_sqrt(static_cast<C>(s.bias_correction2_sqrt)),
+        eps(static_cast<C>(s.eps)), l2(static_cast<C>(s.l2)), decay(static_cast<C>(s.decay)), amsgrad(s.amsgrad) {}
+
+  // Stage 1: AdamW's decay of p, Adam's L2 term, the moments m and v (and the running max vmax of v
+  // with amsgrad; unused otherwise). Returns the second moment whose root the denominator takes.
+  HG_HD C moments(C& p, C g, C& m, C& v, C& vmax) const {
+    if (decay != C(1)) p = p * decay;   // torch: param.mul_(1 - lr * weight_decay)
+    if (l2 != C(0)) g = g + l2 * p;     // torch: grad.add(param, alpha=weight_decay)
+    m = m * beta1 + one_minus_beta1 * g;        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+    v = v * beta2 + (one_minus_beta2 * g) * g;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    if (!amsgrad) return v;
+    vmax = (v > vmax || v != v) ? v : vmax;  // torch.maximum: NaN propagates
+    return vmax;
+  }
+  // Stage 2: the new p from m and root = sqrt(the moment stage 1 returned).
+  HG_HD C param(C p, C m, C root) const {
+    const C denom = root / bc2_sqrt + eps;  // (sqrt(v) / bias_correction2_sqrt).add_(eps)
+    return p + (neg_step_size * m) / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
+  }
+  HG_HD void operator()(C& p, C g, C& m, C& v, C& vmax) const {
+    const C s = moments(p, g, m, v, vmax);
+    p = param(p, m, fn::m_sqrt(s));
+  }
+};
+
+// ---- gradient clipping (torch.nn.utils.clip_grad_norm_, clip_grad_value_) -----------------------
+
+// |g|^p, accumulated in double; the inf-norm takes max |g| instead.
+struct NormTerm {
+  double p;
+  HG_HD double operator()(double g) const {
+    const double a = ::fabs(g);
+    if (p == 2.0) return a * a;
+    if (p == 1.0) return a;
+    return ::pow(a, p);
+  }
+};
+// max that lets a NaN win, so a NaN gradient makes the inf-norm NaN (as torch).
+HG_HD double nan_max(double a, double b) { return (b > a || b != b) ? b : a; }
+
+enum class GradTransform : uint8_t { Scale, Clamp };
+template <class C>
+struct GradTransformFn {
+  GradTransform op;
+  C value;  // the factor, or the clip value c of clamp(g, -c, c)
+  HG_HD C operator()(C g) const {
+    if (op == GradTransform::Scale) return g * value;
+    // torch.clamp: NaN stays NaN
+    return g < -value ? -value : (g > value ? value : g);
+  }
+};
+
+// ---- kernel arguments and tables ------------------------------------------------------------------
+
+// n elements; param and grad have the table's dtype T, momentum_buffer the compute type C (null
+// without momentum); master, when not null, is the F32 master copy of an F16/BF16 param.
+struct SgdArgs {
+  int64_t n = 0;
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* momentum_buffer = nullptr;
+  float* master = nullptr;
+  SgdScalars s;
+};
+
+// max_exp_avg_sq is null unless amsgrad.
+struct AdamArgs {
+  int64_t n = 0;
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
+  void* max_exp_avg_sq = nullptr;
+  float* master = nullptr;
+  AdamScalars s;
+};
+
+// *result (memory on the grad's device, set by the caller) is combined with the sum of |g|^p, or with
+// max |g| when norm_type is inf. The CPU sums in a fixed order; a GPU's order is unspecified.
+struct GradNormArgs {
+  int64_t n = 0;
+  const void* grad = nullptr;
+  double norm_type = 2.0;
+  double* result = nullptr;
+};
+
+// g = transform(g) in place.
+struct GradTransformArgs {
+  int64_t n = 0;
+  void* grad = nullptr;
+  GradTransform op = GradTransform::Scale;
+  double value = 1.0;
+};
+
+using SgdKernel = void (*)(const SgdArgs& a);
+using AdamKernel = void (*)(const AdamArgs& a);
+using GradNormKernel = void (*)(const GradNormArgs& a);
+using GradTransformKernel = void (*)(const GradTransformArgs& a);
+
+// Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
+// (optim/cpu_update.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
+DispatchTable<SgdKernel>& sgd_kernels();
+DispatchTable<AdamKernel>& adam_kernels();
+DispatchTable<GradNormKernel>& grad_norm_kernels();
+DispatchTable<GradTransformKernel>& grad_transform_kernels();
+
+// The dtype of the optimizer state of a parameter of dtype t: F64 for F64, F32 otherwise.
+constexpr DType state_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+
+}  // namespace hg::optim
