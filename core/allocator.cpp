@@ -48,11 +48,13 @@ class CpuAllocator final : public Allocator {
         return p;
       }
     }
-    // 64-byte alignment: one cache line, and what AVX-512 loads like; 2 MiB for huge pages.
-    void* p = std::aligned_alloc(size >= kBig ? kHuge : 64, size);
+    // 64-byte alignment: one cache line, and what AVX-512 loads like; 2 MiB for huge pages (only for
+    // sizes that are multiples of it: aligned_alloc requires the size to be a multiple of the alignment).
+    const bool huge = size % kHuge == 0;
+    void* p = std::aligned_alloc(huge ? kHuge : 64, size);
     HG_CHECK(p != nullptr, "empty: out of host memory allocating ", nbytes, " bytes");
 #ifdef MADV_HUGEPAGE
-    if (size >= kBig) madvise(p, size, MADV_HUGEPAGE);
+    if (huge) madvise(p, size, MADV_HUGEPAGE);
 #endif
     return p;
   }
