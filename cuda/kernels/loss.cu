@@ -1,0 +1,250 @@
+// Cross-entropy / NLL forward and backward and dropout on the GPU. The math is ops/loss_math.h (shared
+// with ops/cpu/loss.cpp); these kernels only index memory and combine partial results.
+//  * forward: a group of G threads per row of x viewed as (outer, classes, inner): G = 1 when the
+//    class dim is strided and short (adjacent threads then read adjacent columns: coalesced), one warp
+//    for up to 1024 classes, a block beyond. Two passes over the row (max, then the shifted exp-sum),
+//    like the CPU. Mean/Sum then reduce the row losses in one block, in a fixed order (deterministic).
+//  * backward: one thread per element of dx.
+//  * dropout: one thread per Philox block of 4 elements.
+// A target outside [0, classes) that is not ignore_index cannot throw here without a host sync: its
+// loss and gradient are NaN instead (the CPU throws).
+#include <cmath>
+
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
+#include "cuda/kernels/loss.h"
+#include "ops/loss_math.h"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+struct SumF {
+  template <class C> __device__ C operator()(C a, C b) const { return a + b; }
+};
+struct MaxF {
+  template <class C> __device__ C operator()(C a, C b) const { return lossfn::max_step(a, b); }
+};
+
+// Every thread of a group of G (1, 32, or the whole block of kThreads) gets the combination of the
+// group's values. `sh` (kThreads / kWarp values) is used only by whole-block groups.
+template <int G, class C, class Op>
+__device__ C group_all(C v, Op op, C* sh) {
+  if constexpr (G == 1) {
+    return v;
+  } else {
+    for (int o = kWarp / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if constexpr (G > kWarp) {
+      const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+      __syncthreads();  // sh may still be read from the previous call
+      if (lane == 0) sh[warp] = v;
+      __syncthreads();
+      v = sh[0];
+      for (int w = 1; w < G / kWarp; ++w) v = op(v, sh[w]);
+    }
+    return v;
+  }
+}
+
+struct CeGeometry {
+  int64_t rows, classes, inner, ignore_index;
+};
+
+// lse[r] and loss[r] (row losses: the output for None, the scratch for Mean/Sum) of every row. The row
+// loop is uniform across a group (G == 32: a warp; G == kThreads: the block), as the shuffles and
+// __syncthreads need.
+template <class T, int G>
+__global__ void __launch_bounds__(kThreads)
+    ce_forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, compute_t<T>* __restrict__ lse,
+                      compute_t<T>* __restrict__ loss, CeGeometry g, compute_t<T> eps, bool log_probs) {
+  using C = compute_t<T>;
+  __shared__ C sh[kThreads / kWarp];
+  constexpr int kRowsPerBlock = kThreads / G;
+  const int lane = threadIdx.x % G;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / G; r < g.rows; r += step) {
+    const int64_t o = r / g.inner, j = r - o * g.inner, t = target[r];
+    const T* row = x + o * g.classes * g.inner + j;
+    const lossfn::TargetKind kind = lossfn::classify_target(t, g.ignore_index, g.classes);
+    if (kind != lossfn::TargetKind::Valid || log_probs) {
+      if (lane == 0) {
+        lse[r] = 0;
+        loss[r] = kind == lossfn::TargetKind::Ignored ? C(0)
+                  : kind == lossfn::TargetKind::OutOfRange ? C(NAN)
+                                                           : -load(row[t * g.inner]);
+      }
+      continue;
+    }
+    C m = load(row[0]);
+    for (int64_t k = lane; k < g.classes; k += G) m = lossfn::max_step(m, load(row[k * g.inner]));
+    m = group_all<G>(m, MaxF{}, sh);
+    C e = 0, d = 0;
+    for (int64_t k = lane; k < g.classes; k += G) {
+      const C v = load(row[k * g.inner]) - m;
+      e += fn::m_exp(v);
+      d += v;
+    }
+    e = group_all<G>(e, SumF{}, sh);
+    d = group_all<G>(d, SumF{}, sh);
+    if (lane == 0) {
+      lse[r] = lossfn::log_sum_exp(m, e);
+      loss[r] = lossfn::ce_row_loss(e, load(row[t * g.inner]) - m, d, eps, static_cast<C>(g.classes));
+    }
+  }
+}
+
+// One block: out = sum of the row losses (Sum) or that over the non-ignored rows (Mean, 0/0 = NaN when
+// none); count_out = that number, which backward divides by.
+template <class C>
+__global__ void __launch_bounds__(kThreads)
+    ce_reduce_kernel(const C* __restrict__ row_loss, const int64_t* __restrict__ target, CeGeometry g, bool mean,
+                     C* __restrict__ count_out, C* __restrict__ out) {
+  __shared__ C sh[kThreads / kWarp];
+  C s = 0, n = 0;
+  for (int64_t r = threadIdx.x; r < g.rows; r += kThreads) {
+    s += row_loss[r];
+    n += target[r] != g.ignore_index ? C(1) : C(0);
+  }
+  s = group_all<kThreads>(s, SumF{}, sh);
+  n = group_all<kThreads>(n, SumF{}, sh);
+  if (threadIdx.x == 0) {
+    *count_out = n;
+    *out = mean ? s / n : s;
+  }
+}
+
+// dx[i] for every element: softmax - smoothed one-hot (or -one-hot for log-probabilities) times the
+// row's upstream gradient; 0 on ignored rows.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    ce_backward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target,
+                       const compute_t<T>* __restrict__ stats, const compute_t<T>* __restrict__ dy,
+                       T* __restrict__ dx, CeGeometry g, Reduction red, compute_t<T> eps, bool log_probs) {
+  using C = compute_t<T>;
+  const int64_t n = g.rows * g.classes, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    const int64_t q = i / g.inner, j = i - q * g.inner, o = q / g.classes, k = q - o * g.classes;
+    const int64_t r = o * g.inner + j, t = target[r];
+    const lossfn::TargetKind kind = lossfn::classify_target(t, g.ignore_index, g.classes);
+    C v = kind == lossfn::TargetKind::Ignored ? C(0) : C(NAN);
+    if (kind == lossfn::TargetKind::Valid) {
+      const C up = red == Reduction::None ? dy[r] : red == Reduction::Sum ? dy[0] : dy[0] / stats[2 * g.rows];
+      v = log_probs ? lossfn::nll_grad(k == t, up)
+                    : lossfn::ce_grad(lossfn::softmax_prob(load(x[i]), stats[r]), k == t, eps,
+                                      static_cast<C>(g.classes), up);
+    }
+    dx[i] = store<T>(v);
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset,
+                   uint32_t threshold, compute_t<T> scale) {
+  const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step) {
+    uint32_t w[4];
+    Philox4x32::words(seed, offset, static_cast<uint64_t>(b), w);
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const int64_t i = 4 * b + l;
+      if (i < n) y[i] = store<T>(lossfn::dropout_apply(load(x[i]), w[l], threshold, scale));
+    }
+  }
+}
+
+CeGeometry geometry(const CrossEntropyArgs& a) {
+  return {a.outer * a.inner, a.classes, a.inner, a.ignore_index};
+}
+
+template <class T, int G>
+void launch_rows(const DeviceContext& ctx, const CrossEntropyArgs& a, compute_t<T>* loss) {
+  const CeGeometry g = geometry(a);
+  ce_forward_kernel<T, G><<<grid_for(ctx, g.rows * G, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<const T*>(a.x), a.target, static_cast<compute_t<T>*>(a.stats), loss, g,
+      static_cast<compute_t<T>>(a.label_smoothing), a.scores == ClassScores::LogProbs);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+template <class T>
+void cross_entropy_forward(const CrossEntropyArgs& a) {
+  using C = compute_t<T>;
+  DeviceContext& ctx = context_for(a.stats);
+  const CeGeometry g = geometry(a);
+  C* stats = static_cast<C*>(a.stats);
+  C* rows_out = a.reduction == Reduction::None ? static_cast<C*>(a.loss) : stats + g.rows;
+  if (g.rows > 0) {
+    // log-probabilities need one read per row; short strided rows are read coalesced across threads
+    if (a.scores == ClassScores::LogProbs || (a.inner > 1 && a.classes <= 64)) launch_rows<T, 1>(ctx, a, rows_out);
+    else if (a.classes <= 1024) launch_rows<T, kWarp>(ctx, a, rows_out);
+    else launch_rows<T, kThreads>(ctx, a, rows_out);
+  }
+  if (a.reduction == Reduction::None) return;
+  ce_reduce_kernel<C><<<1, kThreads, 0, ctx.stream>>>(rows_out, a.target, g, a.reduction == Reduction::Mean,
+                                                     stats + 2 * g.rows, static_cast<C*>(a.loss));
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void cross_entropy_backward(const CrossEntropyArgs& a) {
+  using C = compute_t<T>;
+  const CeGeometry g = geometry(a);
+  const int64_t n = g.rows * g.classes;
+  if (n == 0) return;
+  DeviceContext& ctx = context_for(a.dx);
+  ce_backward_kernel<T><<<grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<const T*>(a.x), a.target, static_cast<const C*>(a.stats), static_cast<const C*>(a.dy),
+      static_cast<T*>(a.dx), g, a.reduction, static_cast<C>(a.label_smoothing), a.scores == ClassScores::LogProbs);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+void dropout_forward(const DropoutArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.y);
+  dropout_kernel<T><<<grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.seed, a.offset, a.threshold,
+      static_cast<compute_t<T>>(a.scale));
+  HG_CUDA_LAUNCH_CHECK();
+}
+
+#define HG_INSTANTIATE(T)                                                  \
+  template void cross_entropy_forward<T>(const CrossEntropyArgs&);         \
+  template void cross_entropy_backward<T>(const CrossEntropyArgs&);        \
+  template void dropout_forward<T>(const DropoutArgs&);
+HG_INSTANTIATE(float)
+HG_INSTANTIATE(f16)
+HG_INSTANTIATE(bf16)
+HG_INSTANTIATE(double)
+#undef HG_INSTANTIATE
+
+namespace {
+template <class Fn>
+void set_floating(DispatchTable<Fn>& t, Fn f32, Fn f16v, Fn bf16v, Fn f64) {
+  t.set(DeviceType::CUDA, DType::F32, f32);
+  t.set(DeviceType::CUDA, DType::F16, f16v);
+  t.set(DeviceType::CUDA, DType::BF16, bf16v);
+  t.set(DeviceType::CUDA, DType::F64, f64);
+}
+}  // namespace
+
+void register_loss() {
+  set_floating<CrossEntropyKernel>(cross_entropy_kernels(), &cross_entropy_forward<float>, &cross_entropy_forward<f16>,
+                                   &cross_entropy_forward<bf16>, &cross_entropy_forward<double>);
+  set_floating<CrossEntropyKernel>(cross_entropy_backward_kernels(), &cross_entropy_backward<float>,
+                                   &cross_entropy_backward<f16>, &cross_entropy_backward<bf16>,
+                                   &cross_entropy_backward<double>);
+  set_floating<DropoutKernel>(dropout_kernels(), &dropout_forward<float>, &dropout_forward<f16>,
+                              &dropout_forward<bf16>, &dropout_forward<double>);
+  set_floating<EmbeddingKernel>(embedding_kernels(), &embedding_forward<float>, &embedding_forward<f16>,
+                                &embedding_forward<bf16>, &embedding_forward<double>);
+  set_floating<EmbeddingKernel>(embedding_backward_kernels(), &embedding_backward<float>, &embedding_backward<f16>,
+                                &embedding_backward<bf16>, &embedding_backward<double>);
+}
+
+}  // namespace hg::cuda

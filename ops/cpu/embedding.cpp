@@ -1,0 +1,66 @@
+// CPU embedding kernels: the row gather (with the bounds check that names a bad index) and the
+// deterministic scatter-add of its gradient.
+#include <omp.h>
+
+#include <cstring>
+
+#include "ops/cpu/parallel_for.h"
+#include "ops/dispatch.h"
+#include "ops/embedding.h"
+
+namespace hg::cpu {
+namespace {
+
+constexpr int64_t kParallel = 32768;  // elements below which one thread is faster
+
+template <class T>
+void embedding_forward(const EmbeddingArgs& a) {
+  for (int64_t i = 0; i < a.n; ++i) {  // before the parallel region: an exception must not leave one
+    const int64_t v = a.indices[i];
+    HG_CHECK(v >= 0 && v < a.num, "embedding: index ", v, " at position ", i, " is out of range for ", a.num,
+             " embeddings; indices must be in [0, ", a.num, ")");
+  }
+  const T* w = static_cast<const T*>(a.weight);
+  T* y = static_cast<T*>(a.y);
+  const size_t row_bytes = static_cast<size_t>(a.dim) * sizeof(T);
+  parallel_for(a.n, a.n * a.dim > kParallel,
+               [&](int64_t i) { std::memcpy(y + i * a.dim, w + a.indices[i] * a.dim, row_bytes); });
+}
+
+// Each piece (one per thread) owns a contiguous range of weight rows and adds, in index order, every dy
+// row whose index falls in it: no two threads touch one row, and each row's sum has the same order for
+// any thread count.
+template <class T>
+void embedding_backward(const EmbeddingArgs& a) {
+  using C = compute_t<T>;
+  C* g = static_cast<C*>(a.grad);
+  const T* dy = static_cast<const T*>(a.dy);
+  std::memset(g, 0, static_cast<size_t>(a.num * a.dim) * sizeof(C));
+  const bool parallel = a.n * a.dim > kParallel;
+  const int64_t pieces = parallel ? omp_get_max_threads() : 1;
+  parallel_for(pieces, parallel, [&](int64_t p) {
+    const int64_t lo = a.num * p / pieces, hi = a.num * (p + 1) / pieces;
+    for (int64_t i = 0; i < a.n; ++i) {
+      const int64_t v = a.indices[i];
+      if (v < lo || v >= hi || v == a.padding_idx) continue;
+      C* dst = g + v * a.dim;
+      const T* src = dy + i * a.dim;
+      for (int64_t k = 0; k < a.dim; ++k) dst[k] += load(src[k]);
+    }
+  });
+}
+
+}  // namespace
+
+void register_embedding(DispatchTable<EmbeddingKernel>& fwd, DispatchTable<EmbeddingKernel>& bwd) {
+  fwd.set(DeviceType::CPU, DType::F32, &embedding_forward<float>);
+  fwd.set(DeviceType::CPU, DType::F16, &embedding_forward<f16>);
+  fwd.set(DeviceType::CPU, DType::BF16, &embedding_forward<bf16>);
+  fwd.set(DeviceType::CPU, DType::F64, &embedding_forward<double>);
+  bwd.set(DeviceType::CPU, DType::F32, &embedding_backward<float>);
+  bwd.set(DeviceType::CPU, DType::F16, &embedding_backward<f16>);
+  bwd.set(DeviceType::CPU, DType::BF16, &embedding_backward<bf16>);
+  bwd.set(DeviceType::CPU, DType::F64, &embedding_backward<double>);
+}
+
+}  // namespace hg::cpu

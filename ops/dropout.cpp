@@ -1,0 +1,68 @@
+// dropout: check -> dispatch -> record backward (DESIGN.md §4). One fused kernel draws the Philox mask
+// and scales; backward runs the same kernel on dy with the same (seed, offset), so the mask is
+// regenerated instead of stored (no mask memory, and the same bits on every backend).
+#include "ops/dropout.h"
+
+#include <cmath>
+#include <mutex>
+#include <utility>
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+#include "ops/elementwise.h"
+
+namespace hg {
+
+namespace {
+
+// Reserves `blocks` Philox blocks of g's stream as one step: a generator may be shared by threads (the
+// default one always is), and two draws at one offset would repeat their numbers.
+// core/factory.cpp guards hg::rand with its own lock; the two only race if rand and dropout use one
+// generator from two threads at the same moment.
+std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  return {g.seed(), g.advance(blocks)};
+}
+
+void run_dropout(DropoutArgs a, const Tensor& in, Tensor& out) {
+  a.n = in.numel();
+  a.x = in.data_ptr();
+  a.y = out.data_ptr();
+  if (a.n > 0) dropout_kernels().get(in.device(), in.dtype())(a);
+}
+
+}  // namespace
+
+DispatchTable<DropoutKernel>& dropout_kernels() {
+  static DispatchTable<DropoutKernel> t = [] {
+    DispatchTable<DropoutKernel> d("dropout");
+    cpu::register_dropout(d);
+    return d;
+  }();
+  return t;
+}
+
+Tensor dropout(const Tensor& x, DropoutOptions o) {
+  check_floating("dropout", x);
+  HG_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p=", o.p, " is not a probability; pass p in [0, 1)");
+  if (!o.training || o.p == 0.0) return x;
+  if (o.p == 1.0) return mul(x, 0.0);  // torch: input * 0, so NaN and inf become NaN rather than 0
+  Generator& g = o.generator ? *o.generator : default_generator();
+  const auto [seed, offset] = reserve_blocks(g, static_cast<uint64_t>((x.numel() + 3) / 4));
+  DropoutArgs a;
+  a.seed = seed;
+  a.offset = offset;
+  a.threshold = static_cast<uint32_t>(std::ceil(o.p * 16777216.0));  // p * 2^24 is exact: no rounding doubt
+  a.scale = 1.0 / (1.0 - o.p);
+  Tensor y = empty_like(x);
+  run_dropout(a, x, y);
+  autograd::record(y, "dropout", {x}, [a](const Tensor& dy, const GradMask&) {
+    Tensor dx = empty_like(dy);
+    run_dropout(a, dy, dx);
+    return std::vector<Tensor>{dx};
+  });
+  return y;
+}
+
+}  // namespace hg

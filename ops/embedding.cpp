@@ -1,0 +1,68 @@
+// embedding: check -> dispatch -> record backward (DESIGN.md §4). Forward gathers weight rows; backward
+// scatter-adds dy rows into a (num, dim) gradient accumulated in F32 (F64 for F64) and cast once to
+// weight's dtype, so repeated F16/BF16 indices do not round at every addition.
+#include "ops/embedding.h"
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+
+namespace hg {
+
+namespace {
+
+struct EmbeddingTables {
+  DispatchTable<EmbeddingKernel> fwd{"embedding"};
+  DispatchTable<EmbeddingKernel> bwd{"embedding backward"};
+  EmbeddingTables() { cpu::register_embedding(fwd, bwd); }
+};
+EmbeddingTables& embedding_tables() {
+  static EmbeddingTables t;
+  return t;
+}
+
+void check_embedding(const Tensor& indices, const Tensor& weight, const EmbeddingOptions& o) {
+  HG_CHECK(indices.dtype() == DType::I64, "embedding: indices have dtype ", indices.dtype(),
+           "; indices must be I64 (convert them with .to(DType::I64))");
+  check_floating("embedding", weight);
+  check_same_device("embedding", indices, weight);
+  HG_CHECK(weight.ndim() == 2, "embedding: weight has shape ", weight.shape(),
+           "; it must be 2-d (num_embeddings, embedding_dim)");
+  HG_CHECK(o.padding_idx >= -1 && o.padding_idx < weight.shape()[0], "embedding: padding_idx=", o.padding_idx,
+           " is out of range for ", weight.shape()[0], " embeddings; pass -1 (none) or an index in [0, ",
+           weight.shape()[0], ")");
+}
+
+}  // namespace
+
+DispatchTable<EmbeddingKernel>& embedding_kernels() { return embedding_tables().fwd; }
+DispatchTable<EmbeddingKernel>& embedding_backward_kernels() { return embedding_tables().bwd; }
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingOptions o) {
+  check_embedding(indices, weight, o);
+  std::vector<int64_t> out = indices.shape().dims();
+  out.push_back(weight.shape()[1]);
+  Tensor y = empty(Shape(out), {.dtype = weight.dtype(), .device = weight.device()});
+  EmbeddingArgs a;
+  a.n = indices.numel();
+  a.num = weight.shape()[0];
+  a.dim = weight.shape()[1];
+  a.padding_idx = o.padding_idx;
+  a.indices = static_cast<const int64_t*>(indices.data_ptr());
+  a.weight = weight.data_ptr();
+  a.y = y.data_ptr();
+  if (a.n > 0) embedding_tables().fwd.get(weight.device(), weight.dtype())(a);
+  autograd::record(y, "embedding", {weight}, [indices, a, dt = weight.dtype()](const Tensor& dy, const GradMask&) {
+    Tensor grad = empty({a.num, a.dim}, {.dtype = dt == DType::F64 ? DType::F64 : DType::F32, .device = dy.device()});
+    EmbeddingArgs b = a;
+    b.indices = static_cast<const int64_t*>(indices.data_ptr());
+    b.weight = nullptr;
+    b.y = nullptr;
+    b.dy = dy.data_ptr();
+    b.grad = grad.data_ptr();
+    if (grad.numel() > 0) embedding_tables().bwd.get(dy.device(), dt)(b);
+    return std::vector<Tensor>{grad.to(dt)};
+  });
+  return y;
+}
+
+}  // namespace hg

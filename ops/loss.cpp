@@ -1,0 +1,166 @@
+// Losses (torch.nn.functional definitions): check -> dispatch -> record backward (DESIGN.md §4).
+// cross_entropy and nll_loss run one fused kernel per direction (ops/cpu/loss.cpp, cuda/kernels/loss.cu):
+// forward keeps one log-sum-exp per row, backward rebuilds softmax - smoothed one-hot from the logits.
+// mse, l1 and BCE-with-logits are composed from differentiable elementwise ops and reductions, so they
+// run on every backend. Every loss computes in F32 (F64 for F64) and returns F32 for F16/BF16 input.
+#include "ops/loss.h"
+
+#include <cmath>
+#include <utility>
+
+#include "autograd/node.h"
+#include "ops/dispatch.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace hg {
+
+namespace {
+
+struct CrossEntropyTables {
+  DispatchTable<CrossEntropyKernel> fwd{"cross_entropy"};
+  DispatchTable<CrossEntropyKernel> bwd{"cross_entropy backward"};
+  CrossEntropyTables() { cpu::register_cross_entropy(fwd, bwd); }
+};
+CrossEntropyTables& cross_entropy_tables() {
+  static CrossEntropyTables t;
+  return t;
+}
+
+DType compute_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+
+// The (outer, classes, inner) view of x (C), (N,C) or (N,C,d1,...) and the checks of its target:
+// I64 class indices with x's shape less the class dim (torch's nll_loss_nd shape rules).
+CrossEntropyArgs class_view(const char* op, const Tensor& x, const Tensor& target) {
+  check_floating(op, x);
+  HG_CHECK(x.ndim() >= 1, op, ": input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
+  HG_CHECK(target.dtype() == DType::I64, op, ": target has dtype ", target.dtype(),
+           "; targets are class indices: convert them with .to(DType::I64)");
+  check_same_device(op, x, target);
+  std::vector<int64_t> want;
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (d != (x.ndim() == 1 ? 0 : 1)) want.push_back(x.shape()[d]);
+  HG_CHECK(target.shape() == Shape(want), op, ": target shape ", target.shape(), " does not match input shape ",
+           x.shape(), "; the target must have the input's shape without the class dim, ", Shape(want));
+  CrossEntropyArgs a;
+  a.outer = x.ndim() == 1 ? 1 : x.shape()[0];
+  a.classes = x.ndim() == 1 ? x.shape()[0] : x.shape()[1];
+  for (int64_t d = 2; d < x.ndim(); ++d) a.inner *= x.shape()[d];
+  return a;
+}
+
+// Shared by cross_entropy (Logits) and nll_loss (LogProbs): one forward kernel writes the loss and the
+// per-row statistics that the one backward kernel reads.
+Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x, const Tensor& target) {
+  const int64_t rows = a.outer * a.inner;
+  const TensorOptions copt{.dtype = compute_dtype(x.dtype()), .device = x.device()};
+  Tensor stats = empty({2 * rows + 1}, copt);
+  Tensor loss = empty(a.reduction == Reduction::None ? target.shape() : Shape{}, copt);
+  a.x = x.data_ptr();
+  a.target = static_cast<const int64_t*>(target.data_ptr());
+  a.stats = stats.data_ptr();
+  a.loss = loss.data_ptr();
+  cross_entropy_tables().fwd.get(x.device(), x.dtype())(a);
+  autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
+    HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
+             stats.dtype());
+    Tensor dx = empty_like(x);
+    CrossEntropyArgs b = a;
+    b.x = x.data_ptr();
+    b.target = static_cast<const int64_t*>(target.data_ptr());
+    b.stats = stats.data_ptr();
+    b.dy = dy.data_ptr();
+    b.dx = dx.data_ptr();
+    if (x.numel() > 0) cross_entropy_tables().bwd.get(x.device(), x.dtype())(b);
+    return std::vector<Tensor>{dx};
+  });
+  return loss;
+}
+
+// Same shape, floating, same device; both cast (differentiably) to their promoted dtype, F32 for F16/BF16.
+std::pair<Tensor, Tensor> pointwise_operands(const char* op, const Tensor& input, const Tensor& target) {
+  check_floating(op, input);
+  check_floating(op, target);
+  check_same_device(op, input, target);
+  HG_CHECK(input.shape() == target.shape(), op, ": input shape ", input.shape(), " and target shape ", target.shape(),
+           " differ; pass a target of the input's shape (torch would broadcast with a warning, halfgrad refuses)");
+  DType dt = promote_types(input.dtype(), target.dtype());
+  if (is_low_precision(dt)) dt = DType::F32;
+  return {input.to(dt), target.to(dt)};
+}
+
+// True when s broadcasts to `to` without changing it (trailing dims equal or 1).
+bool broadcasts_to(const Shape& s, const Shape& to) {
+  if (s.ndim() > to.ndim()) return false;
+  for (int64_t i = 1; i <= s.ndim(); ++i)
+    if (s[s.ndim() - i] != 1 && s[s.ndim() - i] != to[to.ndim() - i]) return false;
+  return true;
+}
+
+Tensor reduce_loss(const Tensor& l, Reduction r) {
+  switch (r) {
+    case Reduction::Mean: return mean(l);
+    case Reduction::Sum: return sum(l);
+    case Reduction::None: return l;
+  }
+  return l;
+}
+
+}  // namespace
+
+DispatchTable<CrossEntropyKernel>& cross_entropy_kernels() { return cross_entropy_tables().fwd; }
+DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels() { return cross_entropy_tables().bwd; }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
+  HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
+           o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
+  CrossEntropyArgs a = class_view("cross_entropy", logits, target);
+  a.scores = ClassScores::Logits;
+  a.reduction = o.reduction;
+  a.ignore_index = o.ignore_index;
+  a.label_smoothing = o.label_smoothing;
+  return class_loss("cross_entropy", a, logits, target);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o) {
+  CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
+  a.scores = ClassScores::LogProbs;
+  a.reduction = o.reduction;
+  a.ignore_index = o.ignore_index;
+  return class_loss("nll_loss", a, log_probs, target);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
+  auto [x, t] = pointwise_operands("mse_loss", input, target);
+  const Tensor d = sub(x, t);
+  return reduce_loss(mul(d, d), o.reduction);
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o) {
+  auto [x, t] = pointwise_operands("l1_loss", input, target);
+  return reduce_loss(abs(sub(x, t)), o.reduction);
+}
+
+// torch's form: softplus(-x) = m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0). Its value does not
+// depend on m, so neither does its gradient: it is right even at x == 0, where relu and abs have kinks
+// (a zero-initialised output layer gives exactly 0 logits).
+// loss = (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BceWithLogitsOptions o) {
+  const char* op = "binary_cross_entropy_with_logits";
+  auto [x, t] = pointwise_operands(op, logits, target);
+  const Tensor nx = neg(x);
+  const Tensor m = relu(nx);
+  const Tensor softplus = add(m, log(add(exp(neg(m)), exp(sub(nx, m)))));
+  Tensor weighted = softplus;
+  if (o.pos_weight.defined()) {
+    check_floating(op, o.pos_weight);
+    check_same_device(op, o.pos_weight, x);
+    HG_CHECK(broadcasts_to(o.pos_weight.shape(), x.shape()), op, ": pos_weight shape ", o.pos_weight.shape(),
+             " does not broadcast to the input shape ", x.shape(), "; pass one weight per class, shape (C) for an input (N,C)");
+    const Tensor pw = o.pos_weight.to(x.dtype());
+    weighted = mul(add(mul(sub(pw, 1.0), t), 1.0), softplus);
+  }
+  return reduce_loss(add(mul(rsub(1.0, t), x), weighted), o.reduction);
+}
+
+}  // namespace hg
