@@ -1,0 +1,108 @@
+// Pooling ops: check -> dispatch -> record backward (DESIGN.md §4). The window math lives in
+// ops/pool_math.h; here only torch's argument rules and shapes. Max pooling saves the flat index of
+// each window's maximum (I64, like torch's return_indices) for its backward.
+#include "ops/pool.h"
+
+#include "autograd/node.h"
+
+namespace hg {
+namespace {
+
+struct PoolTables {
+  DispatchTable<PoolKernel> fwd{"pool2d"};
+  DispatchTable<PoolKernel> bwd{"pool2d backward"};
+  PoolTables() { cpu::register_pool(fwd, bwd); }
+};
+PoolTables& tables() {
+  static PoolTables t;
+  return t;
+}
+
+// x as (N,C,H,W): a 3-D (C,H,W) input is a batch of one.
+Tensor as_batched(const char* op, const Tensor& x) {
+  check_floating(op, x);
+  HG_CHECK(x.ndim() == 3 || x.ndim() == 4, op, ": x has shape ", x.shape(),
+           "; it must be 4-D (N,C,H,W) or 3-D (C,H,W)");
+  const Shape& s = x.shape();
+  return x.ndim() == 4 ? x : x.reshape({1, s[0], s[1], s[2]});
+}
+
+void check_at_least(const char* op, const char* what, Size2 v, int64_t min, const char* fix) {
+  HG_CHECK(v.h >= min && v.w >= min, op, ": ", what, "=(", v.h, ", ", v.w, ") must be >= ", min, "; ", fix);
+}
+
+// torch's rules for a windowed pool, and its geometry (dilation 1 for avg pooling).
+PoolGeom window_geom(const char* op, PoolKind kind, const Shape& s, const Pool2dOptions& o) {
+  const Size2 k = o.kernel_size;
+  const Size2 st{o.stride.h == 0 ? k.h : o.stride.h, o.stride.w == 0 ? k.w : o.stride.w};
+  check_at_least(op, "kernel_size", k, 1, "pass e.g. .kernel_size = 2 for 2x2 windows");
+  check_at_least(op, "stride", st, 1, "0 (the default) means stride = kernel_size");
+  check_at_least(op, "padding", o.padding, 0, "padding cannot be negative");
+  check_at_least(op, "dilation", o.dilation, 1, "pass .dilation = 1 for dense windows");
+  HG_CHECK(kind == PoolKind::Max || o.dilation == Size2(1), op, ": dilation=(", o.dilation.h, ", ", o.dilation.w,
+           ") is not supported (torch's avg_pool2d has none); leave .dilation = 1");
+  HG_CHECK(o.padding.h <= k.h / 2 && o.padding.w <= k.w / 2, op, ": padding=(", o.padding.h, ", ", o.padding.w,
+           ") must be at most half of kernel_size=(", k.h, ", ", k.w,
+           ") (as in torch: every window must overlap the input); pad less or use a larger kernel");
+  const int64_t oh = pool_out_size(s[2], k.h, st.h, o.padding.h, o.dilation.h, o.ceil_mode);
+  const int64_t ow = pool_out_size(s[3], k.w, st.w, o.padding.w, o.dilation.w, o.ceil_mode);
+  HG_CHECK(oh >= 1 && ow >= 1, op, ": x of shape ", s, " gives an output of ", oh, "x", ow, " for kernel_size=(",
+           k.h, ", ", k.w, "), stride=(", st.h, ", ", st.w, "), padding=(", o.padding.h, ", ", o.padding.w,
+           "), dilation=(", o.dilation.h, ", ", o.dilation.w, "); the input is smaller than one window");
+  return {.kind = kind,
+          .h = {.in = s[2], .out = oh, .k = k.h, .s = st.h, .p = o.padding.h, .d = o.dilation.h},
+          .w = {.in = s[3], .out = ow, .k = k.w, .s = st.w, .p = o.padding.w, .d = o.dilation.w},
+          .count_include_pad = o.count_include_pad};
+}
+
+int64_t* index_ptr(const Tensor& idx) {
+  return idx.defined() ? static_cast<int64_t*>(idx.data_ptr()) : nullptr;
+}
+
+// Runs the pool described by g on x (3-D or 4-D) and records its backward.
+Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom& g) {
+  const Shape& s = x.shape();
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  Tensor y = empty({s[0], s[1], g.h.out, g.w.out}, opts);
+  const Tensor idx = g.kind == PoolKind::Max ? empty(y.shape(), {.dtype = DType::I64, .device = x.device()}) : Tensor();
+  const int64_t planes = s[0] * s[1];
+  if (y.numel() > 0)
+    tables().fwd.get(x.device(), x.dtype())(
+        {.g = g, .planes = planes, .x = x.data_ptr(), .y = y.data_ptr(), .indices = index_ptr(idx)});
+  autograd::record(y, op, {x}, [g, planes, xs = s, idx](const Tensor& dy, const GradMask&) {
+    Tensor dx = empty(xs, {.dtype = dy.dtype(), .device = dy.device()});
+    if (dx.numel() > 0)
+      tables().bwd.get(dy.device(), dy.dtype())(
+          {.g = g, .planes = planes, .indices = index_ptr(idx), .dy = dy.data_ptr(), .dx = dx.data_ptr()});
+    return std::vector<Tensor>{dx};
+  });
+  return x_in.ndim() == 3 ? y.reshape({s[1], g.h.out, g.w.out}) : y;
+}
+
+}  // namespace
+
+DispatchTable<PoolKernel>& pool2d_forward_kernels() { return tables().fwd; }
+DispatchTable<PoolKernel>& pool2d_backward_kernels() { return tables().bwd; }
+
+Tensor max_pool2d(const Tensor& x_in, Pool2dOptions o) {
+  const Tensor x = as_batched("max_pool2d", x_in);
+  return pool("max_pool2d", x_in, x, window_geom("max_pool2d", PoolKind::Max, x.shape(), o));
+}
+
+Tensor avg_pool2d(const Tensor& x_in, Pool2dOptions o) {
+  const Tensor x = as_batched("avg_pool2d", x_in);
+  return pool("avg_pool2d", x_in, x, window_geom("avg_pool2d", PoolKind::Avg, x.shape(), o));
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  const Tensor x = as_batched(op, x_in);
+  const Shape& s = x.shape();
+  check_at_least(op, "output_size", output_size, 1, "pass e.g. output_size = 1 for global average pooling");
+  HG_CHECK(s[2] >= 1 && s[3] >= 1, op, ": x has shape ", s, "; its height and width must be >= 1");
+  const PoolGeom g{.kind = PoolKind::AdaptiveAvg, .h = {.in = s[2], .out = output_size.h},
+                   .w = {.in = s[3], .out = output_size.w}};
+  return pool(op, x_in, x, g);
+}
+
+}  // namespace hg
