@@ -121,6 +121,24 @@ DeviceContext& context_for(const void* device_ptr) {
   return context(attr.device);
 }
 
+cudnnHandle_t dnn_handle(DeviceContext& c) {
+  std::lock_guard<std::mutex> lock(g_create_mutex);
+  if (c.dnn == nullptr) {
+    make_current(c.device);
+    cudnnHandle_t h = nullptr;
+    cudnnStatus_t st = cudnnCreate(&h);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetStream(h, c.stream);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      char why[1024] = {};
+      cudnnGetLastErrorString(why, sizeof why);
+      HG_FAIL("cudnn: creating the handle of cuda:", c.device, " failed: ", cudnnGetErrorString(st), " (", why,
+              "); cuDNN runtime version ", cudnnGetVersion(), ", check that libcudnn 9 matches the CUDA runtime");
+    }
+    c.dnn = h;
+  }
+  return c.dnn;
+}
+
 unsigned grid_for(const DeviceContext& c, long long n, int threads) {
   const long long needed = (n + threads - 1) / threads;
   const long long cap = static_cast<long long>(std::max(c.sm_count, 1)) * 32;

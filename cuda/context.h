@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstddef>
 #include <string>
@@ -23,6 +24,7 @@ struct DeviceContext {
   cublasLtHandle_t blas_lt = nullptr;  // Lt takes the stream per call: pass `stream`
   void* blas_workspace = nullptr;
   size_t blas_workspace_bytes = 0;
+  cudnnHandle_t dnn = nullptr;  // created on first use by dnn_handle(), bound to `stream`
   bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
   int sm_count = 0;
 };
@@ -40,6 +42,10 @@ DeviceContext& context(int device);
 // The context of the device that owns a device pointer (device 0 on a one-GPU machine, where no
 // lookup is needed); makes that device current.
 DeviceContext& context_for(const void* device_ptr);
+
+// c's cuDNN handle (cuda/dnn.cpp's convolutions), created on first use and bound to c.stream. Lazily,
+// because creating it loads cuDNN's sub-libraries and costs time and memory nothing else needs.
+cudnnHandle_t dnn_handle(DeviceContext& c);
 
 // The allocator registered for DeviceType::CUDA (cuda/allocator.cpp).
 Allocator& allocator();

@@ -11,6 +11,10 @@
 namespace hg::cuda {
 
 void register_backend();
+void register_dnn();  // cuda/dnn.cpp: the conv2d tables
+void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embedding tables
+void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
+void register_pool();  // cuda/kernels/pool.cu: the pooling tables
 
 namespace {
 
@@ -36,6 +40,10 @@ void register_backend() {
   set_floating<SoftmaxKernel>(softmax_kernels(), &softmax<float>, &softmax<f16>, &softmax<bf16>, &softmax<double>);
   set_floating<SoftmaxBackwardKernel>(softmax_backward_kernels(), &softmax_backward<float>, &softmax_backward<f16>,
                                       &softmax_backward<bf16>, &softmax_backward<double>);
+  register_dnn();
+  register_loss();
+  register_optim();
+  register_pool();
 }
 
 }  // namespace hg::cuda
