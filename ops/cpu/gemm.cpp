@@ -115,13 +115,14 @@ struct PlanKey {
   Trans ta, tb;
   int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
   uint32_t alpha, beta;
+  int threads;  // oneDNN fixes a primitive's thread count when it is created
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& p) const {
     size_t h = static_cast<size_t>(p.dtype) | size_t(p.ta) << 8 | size_t(p.tb) << 9;
     for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.sa, p.sb, p.sc,
-                      int64_t(p.alpha) << 32 | p.beta})
+                      int64_t(p.alpha) << 32 | p.beta, int64_t(p.threads)})
       h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;  // FNV-1a style mixing
     return h;
   }
@@ -166,7 +167,25 @@ dnnl::matmul::primitive_desc matmul_pd(const GemmArgs& g, int64_t batch) {
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine());
 }
 
-Plan make_plan(const GemmArgs& g) {
+// Below this many multiply-adds a GEMM runs on one thread: splitting a few microseconds of work
+// costs more in fork/join than it saves (a 32x64x64 layer ran 2x slower on 2 threads than on 1).
+constexpr int64_t kSerialMacs = int64_t(1) << 19;
+
+int plan_threads(const GemmArgs& g) {
+  const int max = omp_get_max_threads();
+  return g.batch * g.m * g.n * g.k < kSerialMacs ? 1 : max;
+}
+
+// Creates the primitive while OpenMP offers `threads`: oneDNN sizes its parallel loops then.
+Plan make_plan(const GemmArgs& g, int threads) {
+  const int max = omp_get_max_threads();
+  if (threads != max) omp_set_num_threads(threads);
+  struct Restore {
+    int max, threads;
+    ~Restore() {
+      if (threads != max) omp_set_num_threads(max);
+    }
+  } restore{max, threads};
   Plan p;
   dnnl::matmul::primitive_desc pd;
   try {
@@ -192,11 +211,11 @@ Plan& plan_for(const GemmArgs& g) {
   const bool one = g.batch == 1;
   const PlanKey key{g.dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch,
                     one ? 0 : g.stride_a, one ? 0 : g.stride_b, one ? 0 : g.stride_c,
-                    std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta)};
+                    std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta), plan_threads(g)};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 1024) cache.clear();  // bound memory when shapes keep changing
-  return cache.emplace(key, make_plan(g)).first->second;
+  return cache.emplace(key, make_plan(g, key.threads)).first->second;
 }
 
 void onednn_gemm(const GemmArgs& g) {
