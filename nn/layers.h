@@ -1,0 +1,106 @@
+#pragma once
+// Layers with parameters. Constructors initialise like PyTorch's reset_parameters() (Linear and Conv2d:
+// kaiming-uniform with a = sqrt(5) for the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias),
+// so accuracies are comparable with the same recipe in PyTorch.
+#include <vector>
+
+#include "nn/module.h"
+#include "ops/conv.h"
+#include "ops/elementwise.h"
+
+namespace hg::nn {
+
+struct LinearOptions {
+  bool bias = true;
+};
+// x (*, in_features) -> (*, out_features); weight (out, in), bias (out).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, LinearOptions o = {});
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t in_features, out_features;
+};
+
+struct Conv2dModuleOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+// x (N, in, H, W) -> (N, out, OH, OW); weight (out, in/groups, kh, kw), bias (out).
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dModuleOptions o = {});
+  std::string type_name() const override { return "Conv2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t in_channels, out_channels;
+  Size2 kernel_size;
+  Conv2dModuleOptions options;
+};
+
+struct BatchNormModuleOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;
+  bool affine = true;
+  bool track_running_stats = true;
+};
+// x (N, C, H, W); weight/bias (C) when affine; buffers running_mean, running_var (C) and
+// num_batches_tracked (I64 scalar), as in PyTorch's state_dict.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormModuleOptions o = {});
+  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  int64_t num_features;
+  BatchNormModuleOptions options;
+};
+
+struct LayerNormModuleOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+};
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, LayerNormModuleOptions o = {});
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  std::vector<int64_t> normalized_shape;
+  LayerNormModuleOptions options;
+};
+
+struct EmbeddingModuleOptions {
+  int64_t padding_idx = -1;  // >= 0: that row starts at zero and gets no gradient
+};
+// indices (I64, any shape) -> indices.shape + (embedding_dim); weight ~ N(0, 1) like torch.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingModuleOptions o = {});
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& indices) override;
+  Tensor weight;
+  int64_t num_embeddings, embedding_dim;
+  EmbeddingModuleOptions options;
+};
+
+// Dropout: active in train(), identity in eval().
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+}  // namespace hg::nn

@@ -1,0 +1,98 @@
+#pragma once
+// Module: the base of every layer. It owns named parameters (leaf tensors that require grad),
+// buffers (state that is saved but not trained, e.g. batch norm's running statistics) and child
+// modules, in registration order, so names and state_dict keys read like PyTorch's
+// ("0.weight", "features.conv1.bias").
+//
+// Parameters are shared handles: `weight` in a layer, the entry in parameters() and the tensor an
+// optimizer holds are the same tensor. to(Device)/to(DType)/load_state_dict replace a parameter's
+// data in place (like torch's `param.data = ...`), so an optimizer built before them stays valid.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::nn {
+
+// Name -> tensor, sorted by name (safetensors stores tensors sorted by name too).
+using StateDict = std::map<std::string, Tensor>;
+
+struct LoadOptions {
+  bool strict = true;  // a missing or unexpected entry is an error (torch's strict=True)
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
+
+  // The type name printed by operator<< ("Linear") and the text inside its parentheses.
+  virtual std::string type_name() const = 0;
+  virtual std::string extra_repr() const { return ""; }
+
+  // The single-tensor forward that Sequential chains. A module with another signature defines its
+  // own forward overloads and leaves this one throwing.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Registration: the returned handle is the registered tensor/module itself.
+  Tensor register_parameter(const std::string& name, Tensor t);  // marks it requires_grad
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+  // All parameters of this module and its descendants, depth first in registration order.
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  int64_t num_parameters() const;  // total element count
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves every parameter and buffer (to(Device)), or converts the floating ones (to(DType); integer
+  // buffers such as num_batches_tracked stay I64), in place. Gradients are dropped.
+  Module& to(Device d);
+  Module& to(DType t);
+  void zero_grad();
+
+  // Parameters and buffers by dotted name, detached (sharing storage with the module).
+  StateDict state_dict() const;
+  // Copies values into the existing tensors (converting dtype/device to theirs). Wrong shapes are
+  // always an error; missing/unexpected names are errors when strict. Each error names the key.
+  void load_state_dict(const StateDict& sd, LoadOptions o = {});
+
+  friend std::ostream& operator<<(std::ostream& os, const Module& m);
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  void print(std::ostream& os, int indent) const;
+  template <class F> void visit(const std::string& prefix, F&& f) const;
+
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// Replaces dst's data (storage, dtype, shape) with src's while keeping dst's identity and
+// requires_grad, like torch's `param.data = src`. dst must be a leaf; its gradient is dropped.
+void set_data(const Tensor& dst, const Tensor& src);
+
+}  // namespace hg::nn

@@ -1,0 +1,7 @@
+#pragma once
+// The whole nn/ API: Module, layers, Sequential, init.
+#include "nn/activation.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/sequential.h"
