@@ -2,7 +2,7 @@
 # Installs what halfgrad needs to build and test, from Debian's archive only. Idempotent:
 # a package already present is not touched, and apt is not called at all when nothing is missing.
 set -euo pipefail
-pkgs=(g++ cmake ccache catch2 libeigen3-dev libdnnl-dev zlib1g-dev pkg-config)
+pkgs=(g++ cmake ccache catch2 libeigen3-dev libdnnl-dev zlib1g-dev pkg-config dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

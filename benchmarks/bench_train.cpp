@@ -1,0 +1,131 @@
+// Training-step speed of the workloads benchmarks/compare_pytorch compares with PyTorch (the same
+// shapes, optimizers and steps as benchmarks/torch/train_workloads.py). Synthetic data of the real
+// shapes, so data loading is not timed; each step is zero_grad + forward + loss + backward + step.
+//   ./build/bench_train --workload mlp|cnn|recipe|tiny|all [--steps N] [--threads N]
+// Prints one JSON line per workload: median and mean ms per step.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "halfgrad.h"
+#include "nn/nn.h"
+#include "ops/loss.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace {
+
+namespace nn = hg::nn;
+using hg::Tensor;
+
+struct Workload {
+  std::string name;
+  int default_steps;
+  std::function<std::shared_ptr<nn::Module>()> model;
+  std::function<std::unique_ptr<hg::optim::Optimizer>(nn::Module&)> optimizer;
+  hg::Shape input;
+  int64_t classes;  // > 0: cross-entropy over this many classes; 0: MSE against a target like the output
+};
+
+std::vector<Workload> workloads() {
+  using Seq = nn::Sequential;
+  return {
+      {"tiny", 2000, [] { return std::make_shared<Seq>(nn::Linear(64, 64), nn::ReLU(), nn::Linear(64, 10)); },
+       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 0.01}); },
+       {32, 64}, 10},
+      {"mlp", 300,
+       [] {
+         return std::make_shared<Seq>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128),
+                                      nn::ReLU(), nn::Linear(128, 10));
+       },
+       [](nn::Module& m) {
+         return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+       },
+       {64, 1, 28, 28}, 10},
+      {"recipe", 40,
+       [] {
+         return std::make_shared<Seq>(nn::Linear(1024, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
+                                      nn::Linear(1024, 1024));
+       },
+       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 1e-3}); },
+       {256, 1024}, 0},
+      {"cnn", 30,
+       [] {
+         return std::make_shared<Seq>(nn::Conv2d(1, 32, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
+                                      nn::Conv2d(32, 64, 3, {.padding = 1}), nn::ReLU(),
+                                      nn::MaxPool2d({.kernel_size = 2}), nn::Flatten(), nn::Linear(3136, 128),
+                                      nn::ReLU(), nn::Linear(128, 10));
+       },
+       [](nn::Module& m) { return std::make_unique<hg::optim::Adam>(m.parameters(), hg::optim::AdamOptions{.lr = 1e-3}); },
+       {128, 1, 28, 28}, 10},
+  };
+}
+
+void run(const Workload& w, int steps) {
+  hg::manual_seed(0);
+  auto model = w.model();
+  auto opt = w.optimizer(*model);
+  const Tensor x = hg::randn(w.input);
+  const int64_t batch = w.input[0];
+  Tensor target;
+  if (w.classes > 0) {
+    std::vector<int64_t> labels(static_cast<size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = (i * 7) % w.classes;
+    target = hg::from_vector(labels, {batch}, {.dtype = hg::DType::I64});
+  } else {
+    target = hg::randn(w.input);
+  }
+  auto step = [&] {
+    opt->zero_grad();
+    const Tensor y = model->forward(x);
+    const Tensor loss = w.classes > 0 ? hg::cross_entropy(y, target) : hg::mse_loss(y, target);
+    loss.backward();
+    opt->step();
+  };
+  const int warmup = std::max(3, steps / 10);
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+  std::nth_element(ms.begin(), ms.begin() + static_cast<int64_t>(ms.size() / 2), ms.end());
+  std::printf("{\"framework\": \"halfgrad\", \"workload\": \"%s\", \"threads\": %d, \"steps\": %d, "
+              "\"ms_per_step_median\": %.4f, \"ms_per_step_mean\": %.4f}\n",
+              w.name.c_str(), hg::get_num_threads(), steps, ms[ms.size() / 2], mean);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string which = "all";
+  int steps = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--workload")) which = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) hg::set_num_threads(std::atoi(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|all] [--steps N] [--threads N]\n");
+      return 2;
+    }
+  }
+  bool found = false;
+  for (const Workload& w : workloads()) {
+    if (which != "all" && which != w.name) continue;
+    found = true;
+    run(w, steps > 0 ? steps : w.default_steps);
+  }
+  if (!found) {
+    std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn or all)\n", which.c_str());
+    return 2;
+  }
+}
