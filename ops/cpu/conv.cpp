@@ -7,6 +7,7 @@
 //   cached per problem (building one costs ~10 us, more than a small convolution).
 // * F16: widened to F32 once, run on the F32 engine, rounded once (no f16 convolution on this CPU).
 // * im2col + GEMM (hg::cpu::gemm) for F64, for everything without oneDNN, and as the reference.
+#include "ops/cpu/parallel_for.h"
 #include "ops/cpu/conv.h"
 
 #include <algorithm>
@@ -39,15 +40,6 @@ int64_t y_numel(const ConvArgs& a) { return a.n * a.k * a.oh * a.ow; }
 
 Tensor scratch(int64_t n, DType dt) { return empty({n}, {.dtype = dt}); }
 
-// Converts n elements between dtypes, in parallel pieces when large.
-void convert_par(const void* src, DType sd, void* dst, DType dd, int64_t n) {
-  constexpr int64_t kPiece = int64_t(1) << 16;
-  const auto ss = static_cast<int64_t>(dtype_size(sd)), ds = static_cast<int64_t>(dtype_size(dd));
-#pragma omp parallel for schedule(static) if (n >= 2 * kPiece)
-  for (int64_t o = 0; o < n; o += kPiece)
-    convert_any(static_cast<const char*>(src) + o * ss, sd, static_cast<char*>(dst) + o * ds, dd,
-                std::min(kPiece, n - o));
-}
 
 // ---- im2col + GEMM (T = float or double) --------------------------------------------------------
 
@@ -93,22 +85,20 @@ template <class T>
 void im2col(const ConvArgs& a, const T* x, int64_t nb, ColView<T> col) {
   const Geo q(a);
   const int64_t tasks = q.crs * nb;
-#pragma omp parallel for schedule(static) if (tasks * q.p >= kParallel)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, tasks * q.p >= kParallel, [&](int64_t t) {
     const int64_t row = t / nb, n = t % nb, c = row / q.rs, i = row % q.rs / a.s, j = row % a.s;
     const T* plane = x + (n * a.c + c) * a.h * a.w;
     T* out = col.at(row, n);
     std::fill(out, out + q.p, T(0));
     for_taps(a, i, j, [&](int64_t o, int64_t src) { out[o] = plane[src]; });
-  }
+  });
 }
 
 // dx[n][c] = sum over taps of col(row, n, .) scattered back (the adjoint of im2col), accumulated in T.
 template <class T>
 void col2im(const ConvArgs& a, ColView<const T> col, int64_t nb, T* dx) {
   const int64_t planes = nb * a.c, hw = a.h * a.w;
-#pragma omp parallel for schedule(static) if (planes * hw >= kParallel)
-  for (int64_t t = 0; t < planes; ++t) {
+  parallel_for(planes, planes * hw >= kParallel, [&](int64_t t) {
     const int64_t n = t / a.c, c = t % a.c;
     T* plane = dx + t * hw;
     std::fill(plane, plane + hw, T(0));
@@ -117,7 +107,7 @@ void col2im(const ConvArgs& a, ColView<const T> col, int64_t nb, T* dx) {
         const T* src = col.at((c * a.r + i) * a.s + j, n);
         for_taps(a, i, j, [&](int64_t o, int64_t dst) { plane[dst] += src[o]; });
       }
-  }
+  });
 }
 
 // Images per chunk, so the column buffer stays near kColElems.
@@ -131,20 +121,18 @@ int64_t chunk_images(const ConvArgs& a) {
 template <class T>
 void to_k_major(const ConvArgs& a, const T* src, int64_t nb, T* dst) {
   const int64_t p = a.oh * a.ow;
-#pragma omp parallel for schedule(static) if (a.k * nb * p >= kParallel)
-  for (int64_t t = 0; t < a.k * nb; ++t) {
+  parallel_for(a.k * nb, a.k * nb * p >= kParallel, [&](int64_t t) {
     const int64_t k = t / nb, n = t % nb;
     std::copy(src + (n * a.k + k) * p, src + (n * a.k + k + 1) * p, dst + (k * nb + n) * p);
-  }
+  });
 }
 template <class T>
 void from_k_major(const ConvArgs& a, const T* src, int64_t nb, T* dst) {
   const int64_t p = a.oh * a.ow;
-#pragma omp parallel for schedule(static) if (a.k * nb * p >= kParallel)
-  for (int64_t t = 0; t < a.k * nb; ++t) {
+  parallel_for(a.k * nb, a.k * nb * p >= kParallel, [&](int64_t t) {
     const int64_t k = t / nb, n = t % nb;
     std::copy(src + (k * nb + n) * p, src + (k * nb + n + 1) * p, dst + (n * a.k + k) * p);
-  }
+  });
 }
 
 // Scratch for one chunk: the column matrix (C*R*S, nb*P) and a (K, nb*P) matrix of y or dy.
@@ -241,7 +229,7 @@ void run_widened(const ConvArgs& a, Pass pass, PassFn f32) {
   auto in = [&](const void* p, int64_t n) -> const void* {
     if (!p) return nullptr;
     keep.push_back(scratch(n, DType::F32));
-    convert_par(p, a.dtype, keep.back().data_ptr(), DType::F32, n);
+    cast(p, a.dtype, keep.back().data_ptr(), DType::F32, n);
     return keep.back().data_ptr();
   };
   auto out = [&](void* p, int64_t n) -> void* {
@@ -259,10 +247,10 @@ void run_widened(const ConvArgs& a, Pass pass, PassFn f32) {
   f.dw = out(bwd_w ? a.dw : nullptr, w_numel(a));
   f.db = out(bwd_w ? a.db : nullptr, a.k);
   f32(f, pass);
-  if (f.y) convert_par(f.y, DType::F32, a.y, a.dtype, y_numel(a));
-  if (f.dx) convert_par(f.dx, DType::F32, a.dx, a.dtype, x_numel(a));
-  if (f.dw) convert_par(f.dw, DType::F32, a.dw, a.dtype, w_numel(a));
-  if (f.db) convert_par(f.db, DType::F32, a.db, a.dtype, a.k);
+  if (f.y) cast(f.y, DType::F32, a.y, a.dtype, y_numel(a));
+  if (f.dx) cast(f.dx, DType::F32, a.dx, a.dtype, x_numel(a));
+  if (f.dw) cast(f.dw, DType::F32, a.dw, a.dtype, w_numel(a));
+  if (f.db) cast(f.db, DType::F32, a.db, a.dtype, a.k);
 }
 
 #if HG_HAS_ONEDNN

@@ -2,6 +2,7 @@
 // Engines, per reference/cpu-notes.md §6: oneDNN matmul for F32/BF16 (84-95% of peak), F16 widened
 // to F32 (no f16 GEMM exists on this CPU), Eigen for F64 and for everything when built without oneDNN.
 #include "ops/cpu/parallel_for.h"
+#include "ops/dispatch.h"  // cpu::cast
 #include "ops/gemm.h"
 
 #include <Eigen/Core>
@@ -247,20 +248,10 @@ bool dense(int64_t nmat, Dims d, int64_t ld, int64_t stride) {
   return ld == d.cols && (nmat == 1 || stride == d.rows * d.cols);
 }
 
-// Converts n contiguous elements, in parallel pieces when large.
-void convert_block(const void* src, DType src_dt, void* dst, DType dst_dt, int64_t n) {
-  constexpr int64_t kPiece = int64_t(1) << 16;
-  const int64_t ss = static_cast<int64_t>(dtype_size(src_dt)), ds = static_cast<int64_t>(dtype_size(dst_dt));
-  parallel_for(num_pieces(n, kPiece), n >= 2 * kPiece, [&](int64_t i) {
-    const int64_t o = i * kPiece;
-    convert_any(static_cast<const char*>(src) + o * ss, src_dt, static_cast<char*>(dst) + o * ds, dst_dt,
-                std::min(kPiece, n - o));
-  });
-}
 
 // Copies nmat strided (rows, cols) matrices of dtype dt into one dense float buffer.
 void widen(DType dt, const void* src, int64_t nmat, Dims d, int64_t ld, int64_t stride, float* dst) {
-  if (dense(nmat, d, ld, stride)) return convert_block(src, dt, dst, DType::F32, nmat * d.rows * d.cols);
+  if (dense(nmat, d, ld, stride)) return cast(src, dt, dst, DType::F32, nmat * d.rows * d.cols);
   for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
     const int64_t off = b * stride + i * ld;
     float* out = dst + (b * d.rows + i) * d.cols;
@@ -270,7 +261,7 @@ void widen(DType dt, const void* src, int64_t nmat, Dims d, int64_t ld, int64_t 
 }
 
 void narrow(DType dt, const float* src, int64_t nmat, Dims d, void* dst, int64_t ld, int64_t stride) {
-  if (dense(nmat, d, ld, stride)) return convert_block(src, DType::F32, dst, dt, nmat * d.rows * d.cols);
+  if (dense(nmat, d, ld, stride)) return cast(src, DType::F32, dst, dt, nmat * d.rows * d.cols);
   for_rows(nmat, d.rows, d.cols, [&](int64_t b, int64_t i) {
     const int64_t off = b * stride + i * ld;
     const float* in = src + (b * d.rows + i) * d.cols;

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <omp.h>
+
 #include "ops/cpu/blocks.h"
 #include "ops/pool.h"
 
@@ -48,7 +50,12 @@ void narrow_out(const compute_t<T>* src, T* dst, int64_t n) {
 template <class T, class F>
 void for_planes(const PoolArgs& a, F&& f) {
   const int64_t work = a.planes * a.g.h.in * a.g.w.in;
-#pragma omp parallel if (work >= kParallel)
+  if (work < kParallel || a.planes < 2 || omp_get_max_threads() == 1) {  // see ops/cpu/parallel_for.h
+    std::vector<compute_t<T>> in_buf, out_buf;
+    for (int64_t p = 0; p < a.planes; ++p) f(p, in_buf, out_buf);
+    return;
+  }
+#pragma omp parallel
   {
     std::vector<compute_t<T>> in_buf, out_buf;
 #pragma omp for schedule(static)
