@@ -35,7 +35,8 @@ namespace memory {
 int64_t allocated(Device dev);       // bytes held by live tensors now
 int64_t peak_allocated(Device dev);  // most bytes held at once since start or reset_peak
 void reset_peak(Device dev);
-// The CPU allocator keeps freed blocks of >= 1 MiB for reuse (not counted in allocated()):
+// The CPU allocator keeps freed blocks for reuse (not counted in allocated()): blocks under 1 MiB by
+// power-of-two size class, larger ones rounded to 2 MiB; at most 2 GiB in all:
 int64_t cached_host_bytes();
 void empty_host_cache();  // returns them to the system
 }  // namespace memory

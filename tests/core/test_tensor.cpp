@@ -521,3 +521,27 @@ TEST_CASE("large host blocks are cached for reuse and counted apart from tensors
   memory::empty_host_cache();
   CHECK(memory::cached_host_bytes() == 0);
 }
+
+TEST_CASE("small host blocks are cached by power-of-two size class", "[core]") {
+  const Device cpu = Device::cpu();
+  memory::empty_host_cache();
+  const int64_t before = memory::allocated(cpu);
+  const void* first = nullptr;
+  {
+    const Tensor t = empty({1000});  // 4000 bytes: the 4096-byte class
+    first = t.data_ptr();
+    CHECK(memory::allocated(cpu) == before + 4000);  // statistics count what was asked for
+  }
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(memory::cached_host_bytes() == 0);
+  (void)first;
+#else
+  CHECK(memory::cached_host_bytes() == 4096);
+  const Tensor same_class = empty({1010});  // 4040 bytes: the same class, so the same block
+  CHECK(same_class.data_ptr() == first);
+  CHECK(reinterpret_cast<uintptr_t>(same_class.data_ptr()) % 64 == 0);
+  const Tensor other = empty({2000});  // 8000 bytes: another class, a fresh block
+  CHECK(other.data_ptr() != first);
+#endif
+  memory::empty_host_cache();
+}
