@@ -1,4 +1,5 @@
-// Built against the installed package: a tiny forward/backward through the public API.
+// Built against the installed package: a forward/backward through the public API, then one
+// optimizer step on an nn module (so the installed nn/ and optim/ headers are usable too).
 #include <cstdio>
 
 #include <halfgrad.h>
@@ -10,5 +11,14 @@ int main() {
   loss.backward();
   const auto g = w.grad().to_vector<float>();  // each weight gets the 3 ones of its column
   std::printf("loss=%g grad=[%g %g %g %g]\n", loss.item(), g[0], g[1], g[2], g[3]);
-  return loss.item() == 30.0 && g[0] == 3 && g[3] == 3 ? 0 : 1;
+  if (!(loss.item() == 30.0 && g[0] == 3 && g[3] == 3)) return 1;
+
+  hg::nn::Linear layer(2, 1);
+  hg::optim::SGD opt(layer.parameters(), {.lr = 0.1});
+  const hg::Tensor before = layer.weight.clone();
+  hg::mse_loss(layer.forward(hg::ones({4, 2})), hg::zeros({4, 1})).backward();
+  opt.step();
+  const double moved = hg::sum(hg::abs(layer.weight - before)).item();
+  std::printf("sgd step moved the weights by %g\n", moved);
+  return moved > 0 ? 0 : 1;
 }
