@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "core/rng.h"
 #include "core/tensor.h"
 #include "data/cifar.h"
 #include "data/dataloader.h"
@@ -646,4 +647,24 @@ TEST_CASE("DataLoader: bad options and an empty dataset", "[data]") {
   DataLoader one(numbered(3), {.batch_size = 8});
   CHECK(one.size() == 1);
   CHECK(run_epoch(one).front().size() == 3);
+}
+
+TEST_CASE("the shuffle stream is independent of the tensor RNG under the same seed", "[data]") {
+  // hg::rand after manual_seed(seed) reads Philox blocks {i, 0, 0} keyed by the seed. A Fisher-Yates
+  // driven by those same blocks would tie the data order to the model's initial weights.
+  constexpr int64_t n = 1000;
+  constexpr uint64_t seed = 7;
+  std::vector<int64_t> aliased(n);
+  std::iota(aliased.begin(), aliased.end(), int64_t{0});
+  for (int64_t i = n - 1; i > 0; --i) {
+    uint32_t w[4];
+    Philox4x32::words(seed, 0, static_cast<uint64_t>(i), w);
+    const uint64_t r = static_cast<uint64_t>(w[0]) << 32 | w[1];
+    const auto j = static_cast<int64_t>((static_cast<unsigned __int128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(aliased[static_cast<size_t>(i)], aliased[static_cast<size_t>(j)]);
+  }
+  const std::vector<int64_t> p = data::shuffled_indices(n, seed, 0);
+  int64_t same = 0;
+  for (int64_t i = 0; i < n; ++i) same += p[static_cast<size_t>(i)] == aliased[static_cast<size_t>(i)];
+  CHECK(same < n / 20);  // independent permutations agree in about one position
 }
