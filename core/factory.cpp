@@ -45,22 +45,26 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
   return t;
 }
 
-// Reserves `blocks` Philox blocks of g's stream and returns (seed, first offset). A generator may be
-// shared by threads (the default one always is), so reading the seed and advancing is one locked step:
-// otherwise two draws can get the same offset, i.e. the same numbers.
-std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
+std::mutex& generator_mutex() {
   static std::mutex m;
-  std::lock_guard<std::mutex> lock(m);
-  return {g.seed(), g.advance(blocks)};
+  return m;
 }
 
 }  // namespace
+
+std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  return {g.seed(), g.advance(blocks)};
+}
 
 Generator& default_generator() {
   static Generator g;
   return g;
 }
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(generator_mutex());  // not in the middle of another thread's reserve
+  default_generator().manual_seed(seed);
+}
 
 Tensor empty(Shape s, TensorOptions o) {
   check_shape("empty", s);

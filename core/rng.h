@@ -3,6 +3,7 @@
 // Element i of a draw uses counter (offset + i/4, ...) and lane i%4, so the numbers depend only on
 // (seed, offset, i): the same on any thread count and, later, on the GPU.
 #include <cstdint>
+#include <utility>
 
 #include "core/macros.h"
 
@@ -71,5 +72,10 @@ class Generator {
 
 Generator& default_generator();
 void manual_seed(uint64_t seed);
+
+// Reserves `blocks` Philox blocks of g's stream and returns (seed, first offset) as one locked step:
+// a generator may be shared by threads (the default one always is), and two draws at one offset
+// would repeat their numbers. Every op that draws random numbers (rand, randn, dropout) uses it.
+std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks);
 
 }  // namespace hg

@@ -4,7 +4,6 @@
 #include "ops/dropout.h"
 
 #include <cmath>
-#include <mutex>
 #include <utility>
 
 #include "autograd/node.h"
@@ -14,16 +13,6 @@
 namespace hg {
 
 namespace {
-
-// Reserves `blocks` Philox blocks of g's stream as one step: a generator may be shared by threads (the
-// default one always is), and two draws at one offset would repeat their numbers.
-// core/factory.cpp guards hg::rand with its own lock; the two only race if rand and dropout use one
-// generator from two threads at the same moment.
-std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock(m);
-  return {g.seed(), g.advance(blocks)};
-}
 
 void run_dropout(DropoutArgs a, const Tensor& in, Tensor& out) {
   a.n = in.numel();
