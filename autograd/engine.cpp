@@ -2,6 +2,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "autograd/backward_state.h"
 #include "autograd/node.h"
 
 namespace hg::autograd {
@@ -14,12 +15,14 @@ std::atomic<int64_t> g_live_nodes{0};
 // Iterative destruction: a node's edges and captured tensors would otherwise free the previous node
 // inside this node's destructor, recursing once per op (a 100,000-op chain overflows the stack).
 thread_local bool t_draining = false;
+thread_local bool t_in_backward = false;
 thread_local std::vector<std::shared_ptr<Node>> t_pending_nodes;
 thread_local std::vector<BackwardFn> t_pending_fns;
 
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
+bool in_backward() { return t_in_backward; }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
 int64_t live_nodes() { return g_live_nodes.load(); }
 
@@ -135,6 +138,11 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
            root.shape());
   if (seed.dtype() != root.dtype()) seed = seed.detach().to(root.dtype());
   NoGradGuard no_grad;
+  struct InBackward {  // restores the flag on exit, exceptions included (backward may nest in a hook)
+    bool prev = t_in_backward;
+    InBackward() { t_in_backward = true; }
+    ~InBackward() { t_in_backward = prev; }
+  } in_backward_scope;
 
   std::unordered_map<AutogradMeta*, std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads;
   auto add_leaf = [&](const std::shared_ptr<AutogradMeta>& m, const Tensor& g) {

@@ -1,6 +1,7 @@
 // Public elementwise ops: check -> dispatch -> record backward (DESIGN.md §4).
 #include "ops/elementwise.h"
 
+#include "amp/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
@@ -63,7 +64,8 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
   return sum_to(g, target);
 }
 
-Tensor binary(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
+Tensor binary(const char* name, EwOp op, amp::Op aop, const Tensor& a_in, const Tensor& b_in) {
+  if (amp::OpCast c{aop, {a_in, b_in}}) return binary(name, op, aop, c[0], c[1]);
   auto [a, b] = promote(name, a_in, b_in);
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
@@ -87,12 +89,12 @@ Tensor compare(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", EwOp::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", EwOp::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary("add", EwOp::Add, amp::Op::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", EwOp::Sub, amp::Op::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, amp::Op::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, amp::Op::Div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, amp::Op::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, amp::Op::Minimum, a, b); }
 Tensor add(const Tensor& a, double s) { return unary("add", EwOp::AddScalar, a, s); }
 Tensor sub(const Tensor& a, double s) { return unary("sub", EwOp::AddScalar, a, -s); }
 Tensor mul(const Tensor& a, double s) { return unary("mul", EwOp::MulScalar, a, s); }
@@ -101,11 +103,23 @@ Tensor rsub(double s, const Tensor& a) { return unary("rsub", EwOp::RsubScalar, 
 Tensor rdiv(double s, const Tensor& a) { return unary("rdiv", EwOp::RdivScalar, a, s); }
 
 Tensor neg(const Tensor& x) { return unary("neg", EwOp::Neg, x); }
-Tensor exp(const Tensor& x) { return unary("exp", EwOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary("log", EwOp::Log, x); }
+Tensor exp(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Exp, {x}}) return exp(c[0]);
+  return unary("exp", EwOp::Exp, x);
+}
+Tensor log(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Log, {x}}) return log(c[0]);
+  return unary("log", EwOp::Log, x);
+}
 Tensor sqrt(const Tensor& x) { return unary("sqrt", EwOp::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary("rsqrt", EwOp::Rsqrt, x); }
-Tensor pow(const Tensor& x, double e) { return unary("pow", EwOp::PowScalar, x, e); }
+Tensor rsqrt(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Rsqrt, {x}}) return rsqrt(c[0]);
+  return unary("rsqrt", EwOp::Rsqrt, x);
+}
+Tensor pow(const Tensor& x, double e) {
+  if (amp::OpCast c{amp::Op::Pow, {x}}) return pow(c[0], e);
+  return unary("pow", EwOp::PowScalar, x, e);
+}
 Tensor abs(const Tensor& x) { return unary("abs", EwOp::Abs, x); }
 Tensor relu(const Tensor& x) { return unary("relu", EwOp::Relu, x); }
 Tensor sigmoid(const Tensor& x) { return unary("sigmoid", EwOp::Sigmoid, x); }
@@ -119,6 +133,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  if (amp::OpCast c{amp::Op::Where, {a_in, b_in}}) return where(cond, c[0], c[1]);
   auto [a, b] = promote("where", a_in, b_in);
   check_floating("where", a);
   check_same_device("where", cond, a);

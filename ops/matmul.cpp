@@ -3,6 +3,7 @@
 // the stored layout, so nothing is ever transposed by copying (DESIGN.md §2.7).
 #include "ops/matmul.h"
 
+#include "amp/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"
@@ -132,6 +133,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t
 }  // namespace
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (amp::OpCast c{amp::Op::Linear, {x_in, w_in, b_in}}) return linear(c[0], c[1], c[2]);
   check_linear(x_in, w_in, b_in);
   DType dt = promote_types(x_in.dtype(), w_in.dtype());
   if (b_in.defined()) dt = promote_types(dt, b_in.dtype());
@@ -160,6 +162,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
+  if (amp::OpCast c{amp::Op::Matmul, {a_in, b_in}}) return matmul(c[0], c[1], o);
   check_same_device("matmul", a_in, b_in);
   check_floating("matmul", a_in);
   check_floating("matmul", b_in);

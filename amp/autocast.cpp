@@ -1,0 +1,194 @@
+#include "amp/autocast.h"
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "autograd/backward_state.h"
+#include "autograd/node.h"
+
+namespace hg::amp {
+
+namespace {
+
+struct DeviceState {
+  bool enabled = false;
+  DType dtype;
+};
+
+// torch: autocast_dtype[] defaults (CPU BF16, CUDA F16), everything off in a new thread.
+struct ThreadState {
+  std::array<DeviceState, kNumDeviceTypes> dev{DeviceState{false, DType::BF16}, DeviceState{false, DType::F16}};
+  bool cache_enabled = true;
+  int nesting = 0;
+  bool excluded = false;  // inside an autocast-policed op: nested ops are not cast again
+  bool any_enabled() const { return dev[0].enabled || dev[1].enabled; }
+};
+
+thread_local ThreadState tls;
+
+DeviceState& dev_state(DeviceType d) { return tls.dev[static_cast<size_t>(d)]; }
+
+// --- the cast cache ---
+struct CacheEntry {
+  std::weak_ptr<TensorImpl> src;  // a dead source (reused address) never hits
+  Tensor cast;
+};
+struct CastCache {
+  std::mutex mu;
+  std::map<std::pair<const TensorImpl*, DType>, CacheEntry> map;
+  std::atomic<int64_t> hits{0}, misses{0};
+};
+CastCache& cache() {
+  static CastCache c;
+  return c;
+}
+
+// torch's cached_cast condition, plus grad mode (see autocast.h).
+bool cacheable(const Tensor& t, DType to, DType lower) {
+  return tls.cache_enabled && autograd::grad_enabled() && to == lower && t.dtype() == DType::F32 &&
+         t.requires_grad() && t.is_leaf();
+}
+
+Tensor cached_cast(const Tensor& t, DType to) {
+  CastCache& c = cache();
+  const auto key = std::pair{static_cast<const TensorImpl*>(t.unsafe_impl()), to};
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.map.find(key);
+    if (it != c.map.end() && it->second.src.lock() == t.impl_ptr()) {
+      ++c.hits;
+      return it->second.cast;
+    }
+  }
+  Tensor y = t.to(to);  // outside the lock: a cast may be slow; a racing duplicate is harmless
+  ++c.misses;
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.map[key] = CacheEntry{t.impl_ptr(), y};
+  return y;
+}
+
+// torch's is_eligible: defined, on the autocast device type, floating and not F64.
+bool eligible(const Tensor& t, DeviceType dev) {
+  return t.defined() && t.device().type == dev && is_floating(t.dtype()) && t.dtype() != DType::F64;
+}
+
+// torch's prioritize(): start at the low dtype, any F32 wins, F16 mixed with BF16 is an error.
+DType promote_target(Op op, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
+  DType cur = lower;
+  for (const Tensor& t : xs) {
+    if (!eligible(t, dev) || t.dtype() == cur) continue;
+    HG_CHECK(cur == DType::F32 || t.dtype() == DType::F32 || t.dtype() == lower, "autocast: ", op_name(op),
+             " (policy Promote) got a ", t.dtype(), " input while autocast lowers to ", lower, ", and ", t.dtype(),
+             " with ", lower, " has no common low-precision type; cast the inputs to one dtype first");
+    cur = DType::F32;
+  }
+  return cur;
+}
+
+DType target_dtype(Op op, CastPolicy p, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
+  switch (p) {
+    case CastPolicy::Lower: return lower;
+    case CastPolicy::Fp32: return DType::F32;
+    case CastPolicy::Promote: return promote_target(op, xs, dev, lower);
+    case CastPolicy::Keep: break;
+  }
+  return DType::F32;
+}
+
+// The inputs [begin, end) cast per policy, or nothing when autocast does not apply to this call (decided
+// before anything is copied: Keep ops under an enabled region stay cheap).
+std::optional<std::vector<Tensor>> plan(Op op, const Tensor* begin, const Tensor* end) {
+  const Tensor* first = begin;
+  while (first != end && !first->defined()) ++first;
+  if (first == end) return std::nullopt;
+  const DeviceType dev = first->device().type;
+  const DeviceState& s = dev_state(dev);
+  if (!s.enabled) return std::nullopt;
+  const CastPolicy p = op_policy(dev, op);
+  if (p == CastPolicy::Keep) return std::nullopt;
+  std::vector<Tensor> xs(begin, end);
+  const DType to = target_dtype(op, p, xs, dev, s.dtype);
+  for (Tensor& t : xs) {
+    if (!eligible(t, dev) || t.dtype() == to) continue;
+    t = cacheable(t, to, s.dtype) ? cached_cast(t, to) : t.to(to);
+  }
+  return xs;
+}
+
+}  // namespace
+
+Autocast::Autocast(DeviceType dev, std::optional<DType> dtype, AutocastOptions o)
+    : dev_(dev), prev_enabled_(dev_state(dev).enabled), prev_dtype_(dev_state(dev).dtype),
+      prev_cache_enabled_(tls.cache_enabled) {
+  HG_CHECK(!dtype || is_low_precision(*dtype), "Autocast: dtype=", *dtype,
+           " is not a low-precision dtype; autocast lowers to F16 or BF16: pass one of them, or "
+           "{.enabled = false} to run a region without autocast");
+  dev_state(dev).enabled = o.enabled;
+  if (dtype) dev_state(dev).dtype = *dtype;
+  tls.cache_enabled = o.cache_enabled;
+  ++tls.nesting;
+}
+
+Autocast::~Autocast() {
+  // torch's __exit__: the cache is cleared when this thread's nesting returns to 0.
+  if (--tls.nesting == 0) clear_cast_cache();
+  dev_state(dev_).enabled = prev_enabled_;
+  dev_state(dev_).dtype = prev_dtype_;
+  tls.cache_enabled = prev_cache_enabled_;
+}
+
+bool is_enabled(DeviceType dev) { return dev_state(dev).enabled; }
+DType get_dtype(DeviceType dev) { return dev_state(dev).dtype; }
+bool is_cache_enabled() { return tls.cache_enabled; }
+int nesting() { return tls.nesting; }
+
+CastCacheStats cast_cache_stats() { return {cache().hits.load(), cache().misses.load()}; }
+void reset_cast_cache_stats() {
+  cache().hits = 0;
+  cache().misses = 0;
+}
+int64_t cast_cache_size() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return static_cast<int64_t>(cache().map.size());
+}
+void clear_cast_cache() {
+  decltype(cache().map) dead;  // destroy the cast tensors outside the lock
+  std::lock_guard<std::mutex> lock(cache().mu);
+  dead.swap(cache().map);
+}
+
+OpCast::OpCast(Op op, std::initializer_list<Tensor> inputs) {
+  if (tls.excluded || !tls.any_enabled() || autograd::in_backward()) return;  // common path: one TLS read
+  activate(plan(op, inputs.begin(), inputs.end()));
+}
+
+OpCast::OpCast(Op op, const std::vector<Tensor>& inputs) {
+  if (tls.excluded || !tls.any_enabled() || autograd::in_backward()) return;
+  activate(plan(op, inputs.data(), inputs.data() + inputs.size()));
+}
+
+void OpCast::activate(std::optional<std::vector<Tensor>> cast) {
+  if (!cast) return;
+  cast_ = std::move(*cast);
+  active_ = true;
+  prev_excluded_ = tls.excluded;
+  tls.excluded = true;
+}
+
+OpCast::~OpCast() {
+  if (active_) tls.excluded = prev_excluded_;
+}
+
+ExcludeGuard::ExcludeGuard() : prev_(tls.excluded) { tls.excluded = true; }
+ExcludeGuard::~ExcludeGuard() { tls.excluded = prev_; }
+
+std::vector<Tensor> autocast_inputs(Op op, std::vector<Tensor> inputs) {
+  if (tls.excluded || !tls.any_enabled()) return inputs;
+  auto cast = plan(op, inputs.data(), inputs.data() + inputs.size());
+  return cast ? std::move(*cast) : std::move(inputs);
+}
+
+}  // namespace hg::amp

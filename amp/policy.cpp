@@ -1,0 +1,107 @@
+#include "amp/policy.h"
+
+#include <atomic>
+
+namespace hg::amp {
+
+const char* op_name(Op op) {
+  static constexpr std::array<const char*, kNumOps> names{
+      "matmul", "linear", "conv2d", "add", "sub", "mul", "div", "maximum", "minimum", "where", "cat",
+      "exp", "log", "pow", "rsqrt", "softmax", "log_softmax", "sum", "mean", "var", "batch_norm", "layer_norm",
+      "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"};
+  const auto i = static_cast<size_t>(op);
+  return i < names.size() ? names[i] : "?";
+}
+
+const char* cast_policy_name(CastPolicy p) {
+  switch (p) {
+    case CastPolicy::Lower: return "Lower";
+    case CastPolicy::Fp32: return "Fp32";
+    case CastPolicy::Promote: return "Promote";
+    case CastPolicy::Keep: return "Keep";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr Op kGemmLike[] = {Op::Matmul, Op::Linear, Op::Conv2d};
+constexpr Op kLosses[] = {Op::CrossEntropy, Op::NllLoss, Op::MseLoss, Op::L1Loss, Op::BceWithLogits};
+
+Policy with(Policy p, std::initializer_list<Op> ops, CastPolicy c) {
+  for (Op op : ops) p.set(op, c);
+  return p;
+}
+
+Policy lower_and_losses() {
+  Policy p;
+  for (Op op : kGemmLike) p.set(op, CastPolicy::Lower);
+  for (Op op : kLosses) p.set(op, CastPolicy::Fp32);
+  return p;
+}
+
+}  // namespace
+
+Policy Policy::pytorch_cuda() {
+  return with(lower_and_losses(),
+              {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Sum, Op::LayerNorm},
+              CastPolicy::Fp32);
+}
+
+Policy Policy::pytorch_cpu() { return with(lower_and_losses(), {Op::Cat}, CastPolicy::Promote); }
+
+Policy Policy::apex_o1() {
+  const Policy p = with(lower_and_losses(),
+                        {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Sum, Op::Var,
+                         Op::LayerNorm},
+                        CastPolicy::Fp32);
+  return with(p, {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Cat}, CastPolicy::Promote);
+}
+
+namespace {
+
+Policy default_policy(DeviceType dev) {
+  return dev == DeviceType::CUDA ? Policy::pytorch_cuda() : Policy::pytorch_cpu();
+}
+
+// One atomic cell per (device type, op): the hook reads one relaxed load, no lock.
+struct ActiveTables {
+  std::array<std::array<std::atomic<uint8_t>, kNumOps>, kNumDeviceTypes> cells;
+  ActiveTables() {
+    for (int d = 0; d < kNumDeviceTypes; ++d) store(static_cast<DeviceType>(d), default_policy(static_cast<DeviceType>(d)));
+  }
+  void store(DeviceType dev, const Policy& p) {
+    for (int i = 0; i < kNumOps; ++i)
+      cells[static_cast<size_t>(dev)][static_cast<size_t>(i)].store(static_cast<uint8_t>(p.get(static_cast<Op>(i))),
+                                                                    std::memory_order_relaxed);
+  }
+};
+
+ActiveTables& active() {
+  static ActiveTables t;
+  return t;
+}
+
+}  // namespace
+
+CastPolicy op_policy(DeviceType dev, Op op) {
+  return static_cast<CastPolicy>(
+      active().cells[static_cast<size_t>(dev)][static_cast<size_t>(op)].load(std::memory_order_relaxed));
+}
+
+Policy active_policy(DeviceType dev) {
+  Policy p;
+  for (int i = 0; i < kNumOps; ++i) p.set(static_cast<Op>(i), op_policy(dev, static_cast<Op>(i)));
+  return p;
+}
+
+void set_policy(DeviceType dev, const Policy& p) { active().store(dev, p); }
+
+void set_op_policy(DeviceType dev, Op op, CastPolicy p) {
+  active().cells[static_cast<size_t>(dev)][static_cast<size_t>(op)].store(static_cast<uint8_t>(p),
+                                                                          std::memory_order_relaxed);
+}
+
+void reset_policy(DeviceType dev) { set_policy(dev, default_policy(dev)); }
+
+}  // namespace hg::amp
