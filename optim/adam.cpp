@@ -35,14 +35,15 @@ void AdamBase<Options>::step() {
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
       s.step += 1;
-      const AdamArgs args{.n = p.numel(),
-                          .param = p.data_ptr(),
-                          .grad = g.data_ptr(),
-                          .exp_avg = s.buffers[0].data_ptr(),
-                          .exp_avg_sq = s.buffers[1].data_ptr(),
-                          .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
-                          .master = nullptr,
-                          .s = adam_scalars(h, s.step)};
+      AdamArgs args{.n = p.numel(),
+                    .param = p.data_ptr(),
+                    .grad = g.data_ptr(),
+                    .exp_avg = s.buffers[0].data_ptr(),
+                    .exp_avg_sq = s.buffers[1].data_ptr(),
+                    .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
+                    .master = this->master_for(index, p),
+                    .s = adam_scalars(h, s.step)};
+      args.s.grad_scale = this->take_grad_scale(index);
       adam_kernels().get(p.device(), p.dtype())(args);
     }
   }

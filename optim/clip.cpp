@@ -60,6 +60,33 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return total;
 }
 
+double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type) {
+  HG_CHECK(norm_type > 0, "clip_grad_norm_: norm_type=", norm_type, "; use a p > 0 (2 for the Euclidean norm) or "
+           "infinity for the max norm");
+  NoGradGuard no_grad;
+  const std::vector<Tensor> params = opt.parameters();
+  const bool inf = std::isinf(norm_type);
+  double acc = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor g = params[i].grad();
+    if (!g.defined()) continue;
+    const double f = std::fabs(opt.grad_scale(i));  // |f g|^p = |f|^p |g|^p
+    const double t = grad_norm_term(g, norm_type);
+    acc = inf ? nan_max(acc, f * t) : acc + (f == 1.0 ? t : std::pow(f, norm_type) * t);
+  }
+  const double total = inf ? acc : (norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type));
+  const double coef = max_norm / (total + 1e-6);
+  if (coef >= 1.0) return total;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor g = params[i].grad();
+    if (!g.defined()) continue;
+    const double f = opt.grad_scale(i);
+    if (f != 1.0) opt.set_grad_scale(i, f * coef);  // still scaled: fold the clip into the pending factor
+    else transform_grads({g}, GradTransform::Scale, coef);
+  }
+  return total;
+}
+
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   HG_CHECK(clip_value >= 0, "clip_grad_value_: clip_value=", clip_value, "; it must be >= 0");
   NoGradGuard no_grad;

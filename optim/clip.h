@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/optimizer.h"
 
 namespace hg::optim {
 
@@ -12,6 +13,13 @@ namespace hg::optim {
 // factor (computed in double, applied in the gradient's compute type). Returns the norm before clipping.
 // A NaN or inf norm scales every gradient by NaN or 0, as torch does with error_if_nonfinite=False.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+
+// The same over opt's parameters, aware of gradients the grad scaler left scaled (F16 gradients after
+// amp::GradScaler::unscale_, whose factor 1/scale is pending in Optimizer::set_grad_scale): their norm
+// is counted as if unscaled, and the clip factor is folded into the pending factor instead of being
+// written into the F16 gradient. Equal to the vector version when nothing is pending. Use this one
+// to clip F16 gradients between scaler.unscale_(opt) and scaler.step(opt).
+double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type = 2.0);
 
 // g = clamp(g, -clip_value, clip_value) for every gradient; NaN stays NaN.
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);

@@ -24,6 +24,48 @@ std::string state_key(size_t i, const char* name) { return "state." + std::to_st
 void Optimizer::zero_grad() {
   for (size_t g = 0; g < num_param_groups(); ++g)
     for (Tensor p : group_params(g)) p.zero_grad();  // a handle: drops the shared tensor's gradient
+  clear_grad_scales();  // a factor belongs to the gradient it was computed for
+}
+
+void Optimizer::set_master_weights(MasterWeights mode) {
+  master_weights_ = mode;
+  if (mode == MasterWeights::Off)
+    for (ParamState& s : state_) s.master = Tensor();
+}
+
+Tensor Optimizer::master(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.master: parameter ", i, " does not exist; the optimizer has ", state_.size(),
+           " parameter(s)");
+  return state_[i].master;
+}
+
+void Optimizer::set_grad_scale(size_t i, double factor) {
+  HG_CHECK(i < state_.size(), "Optimizer.set_grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  state_[i].grad_scale = factor;
+}
+
+double Optimizer::grad_scale(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return state_[i].grad_scale;
+}
+
+void Optimizer::clear_grad_scales() {
+  for (ParamState& s : state_) s.grad_scale = 1.0;
+}
+
+float* Optimizer::master_for(size_t i, const Tensor& p) {
+  if (!is_low_precision(p.dtype()) || master_weights_ == MasterWeights::Off) return nullptr;
+  Tensor& m = state_[i].master;
+  if (!m.defined()) {
+    NoGradGuard no_grad;
+    m = p.detach().to(DType::F32);  // exact: every F16/BF16 value is an F32 value
+  }
+  HG_CHECK(m.numel() == p.numel() && m.device() == p.device(), "Optimizer.step: parameter ", i, " has shape ",
+           p.shape(), " on ", p.device(), " but its master has shape ", m.shape(), " on ", m.device(),
+           "; parameters must not be replaced after the optimizer is made");
+  return static_cast<float*>(m.data_ptr());
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -85,6 +127,7 @@ void Optimizer::save_state(StateDict& sd, const std::vector<StateNames>& names, 
     for (size_t j = 0; j < params.size(); ++j) {
       const size_t i = group_begin_[g] + j;
       const ParamState& s = state_[i];
+      if (s.master.defined()) sd[state_key(i, "master")] = copy_to(s.master, s.master.device());
       if (s.buffers.empty() || names[g].empty()) continue;  // no state (yet), or a now stateless update
       HG_CHECK(s.buffers.size() == names[g].size(), "state_dict: parameter ", i, " has ", s.buffers.size(),
                " state buffers but its group's options name ", names[g].size());
@@ -138,6 +181,20 @@ Tensor read_buffer(const char* opt, const Tensor& t, const std::string& key, con
 
 }  // namespace
 
+void Optimizer::read_master(const char* opt, const StateDict& sd, size_t i, const Tensor& p, ParamState& out,
+                            std::set<std::string>& used) const {
+  const std::string key = state_key(i, "master");
+  auto it = sd.find(key);
+  if (it == sd.end()) return;  // none saved: a master is made from the parameter at its next step
+  HG_CHECK(is_low_precision(p.dtype()), opt, ".load_state_dict: entry '", key, "' is a master copy but parameter ", i,
+           " is ", p.dtype(), "; only F16/BF16 parameters have masters");
+  HG_CHECK(master_weights_ != MasterWeights::Off, opt, ".load_state_dict: entry '", key,
+           "' is a master copy but this optimizer has master weights Off; call set_master_weights(MasterWeights::Auto) "
+           "before loading, or drop the state.<i>.master entries");
+  out.master = read_buffer(opt, it->second, key, p);  // F32, the parameter's shape
+  used.insert(key);
+}
+
 std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const StateDict& sd,
                                                          const std::vector<StateNames>& names, bool with_step,
                                                          std::set<std::string>& used) const {
@@ -147,6 +204,7 @@ std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const 
     check_group_params(opt, sd, g, group_begin_[g], params.size(), used);
     for (size_t j = 0; j < params.size(); ++j) {
       const size_t i = group_begin_[g] + j;
+      read_master(opt, sd, i, params[j], out[i], used);
       StateNames all = names[g];
       if (with_step && !all.empty()) all.insert(all.begin(), "step");
       size_t present = 0;

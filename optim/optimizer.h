@@ -22,11 +22,20 @@ namespace hg::optim {
 //   group.<g>.<option>  0-d F64 (bools as 0/1)    group.<g>.params  1-d I64: the indices <i> of its parameters
 //   state.<i>.<buffer>  the parameter's shape; F32 (F64 for an F64 parameter), on the parameter's device
 //   state.<i>.step      0-d F64 (optimizers that count steps: Adam, AdamW)
+//   state.<i>.master    the F32 master copy of an F16/BF16 parameter (master weights on)
 // A parameter that never took a step has no state.<i> entries.
 using StateDict = std::map<std::string, Tensor>;
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
+
+// FP32 master weights (DESIGN.md §5, Micikevicius et al. 2018). With Auto (the default) an F16/BF16
+// parameter gets an F32 master copy at its first step, made from the parameter's values; every step
+// then updates the master (moments are F32 in any case) and rounds it once (RNE) into the parameter,
+// so updates below half an F16/BF16 ulp of the weight accumulate instead of being swamped. F32 and
+// F64 parameters are their own master. Off updates the low-precision parameter directly (widened to
+// F32, updated, rounded): Apex's O3, pure F16.
+enum class MasterWeights : uint8_t { Auto, Off };
 
 template <class Options>
 struct ParamGroup {
@@ -51,6 +60,23 @@ class Optimizer {
   virtual void set_lr(size_t group, double lr) = 0;
   std::vector<Tensor> parameters() const;  // of all groups, in order: parameter <i> of the state dict
 
+  // Auto by default. Switching to Off drops the masters (the parameters keep their rounded values);
+  // switching back makes new ones from the parameters at their next step.
+  void set_master_weights(MasterWeights mode);
+  MasterWeights master_weights() const { return master_weights_; }
+  // Parameter i's F32 master copy (shares storage: a view, not a snapshot); undefined for F32/F64
+  // parameters, with masters Off, or before the parameter's first step.
+  Tensor master(size_t i) const;
+
+  // The grad scaler's hook (amp::GradScaler): the next step multiplies parameter i's gradient by
+  // `factor` in the compute type (F32 for F16/BF16) as it reads it, in the same pass as the update,
+  // then forgets the factor. The scaler leaves F16 gradients scaled in place (unscaling them in F16
+  // would flush small values to zero, which is why torch refuses) and hands the factor 1/scale here.
+  // zero_grad() and load_state_dict() clear every pending factor.
+  void set_grad_scale(size_t i, double factor);
+  double grad_scale(size_t i) const;
+  void clear_grad_scales();
+
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
   // For the same parameters in the same groups and order: restores options and state exactly, so
@@ -64,6 +90,8 @@ class Optimizer {
   struct ParamState {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
+    Tensor master;                // F32 master of an F16/BF16 parameter; undefined otherwise
+    double grad_scale = 1.0;      // pending factor of set_grad_scale, consumed by the next step
   };
   using StateNames = std::vector<const char*>;
 
@@ -72,6 +100,15 @@ class Optimizer {
   void add_params(const char* opt, const std::vector<Tensor>& params);
   // Parameter i's buffers, created as zeros at its first step; true when they were just created.
   bool ensure_state(const char* opt, size_t i, const Tensor& p, size_t num_buffers);
+  // The master copy the update of parameter i reads and writes (made from p at its first step), or
+  // null when p is its own master or masters are Off.
+  float* master_for(size_t i, const Tensor& p);
+  // The pending gradient factor of parameter i, reset to 1 (step() consumes it).
+  double take_grad_scale(size_t i) {
+    const double f = state_[i].grad_scale;
+    state_[i].grad_scale = 1.0;
+    return f;
+  }
   static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
     if (g.dtype() != p.dtype() || g.numel() != p.numel() || !(g.device() == p.device())) [[unlikely]]
       bad_grad(opt, i, p, g);
@@ -90,8 +127,13 @@ class Optimizer {
   std::vector<ParamState> state_;  // by parameter index <i>
 
  private:
+  void read_master(const char* opt, const StateDict& sd, size_t i, const Tensor& p, ParamState& out,
+                   std::set<std::string>& used) const;
+
+ private:
   [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
+  MasterWeights master_weights_ = MasterWeights::Auto;
 };
 
 // The typed groups of one optimizer. Derived provides (privately, befriending this class):
@@ -158,7 +200,7 @@ class OptimizerOf : public Optimizer {
     }
     std::vector<ParamState> state = read_state(Derived::kName, sd, names, Derived::kCountsSteps, used);
     for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
-    state_ = std::move(state);
+    state_ = std::move(state);  // also clears pending grad scales
   }
 
  protected:

@@ -33,13 +33,14 @@ void SGD::step() {
                          .param = p.data_ptr(),
                          .grad = g.data_ptr(),
                          .momentum_buffer = num_buffers ? state_[index].buffers[0].data_ptr() : nullptr,
-                         .master = nullptr,
+                         .master = master_for(index, p),
                          .s = {.lr = o.lr,
                                .momentum = o.momentum,
                                .dampening = o.dampening,
                                .weight_decay = o.weight_decay,
                                .nesterov = o.nesterov,
-                               .first_step = first}};
+                               .first_step = first,
+                               .grad_scale = take_grad_scale(index)}};
       sgd_kernels().get(p.device(), p.dtype())(args);
     }
   }

@@ -11,6 +11,8 @@
 // Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
 // buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
 // update then reads and writes the master and rounds it into the parameter (DESIGN.md §5).
+// grad_scale (1 unless the grad scaler left an F16 gradient scaled: amp/grad_scaler.h) multiplies the
+// gradient in C before anything else, so unscaling costs no extra pass over memory.
 #include <math.h>
 
 #include <cstdint>
@@ -30,20 +32,22 @@ struct SgdScalars {
   double weight_decay = 0;
   bool nesterov = false;
   bool first_step = false;  // the buffer was just created: torch sets it to the gradient, undamped
+  double grad_scale = 1;    // the gradient is multiplied by it first (the grad scaler's deferred unscale)
 };
 
 template <class C>
 struct SgdUpdate {
-  C neg_lr, momentum, keep, weight_decay;  // keep = 1 - dampening
+  C neg_lr, momentum, keep, weight_decay, grad_scale;  // keep = 1 - dampening
   bool use_momentum, nesterov, first_step;
 
   explicit SgdUpdate(const SgdScalars& s)
       : neg_lr(static_cast<C>(-s.lr)), momentum(static_cast<C>(s.momentum)), keep(static_cast<C>(1.0 - s.dampening)),
-        weight_decay(static_cast<C>(s.weight_decay)), use_momentum(s.momentum != 0), nesterov(s.nesterov),
-        first_step(s.first_step) {}
+        weight_decay(static_cast<C>(s.weight_decay)), grad_scale(static_cast<C>(s.grad_scale)),
+        use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
 
   // p and buf are updated in place; buf is unused without momentum.
   HG_HD void operator()(C& p, C g, C& buf) const {
+    if (grad_scale != C(1)) g = g * grad_scale;  // torch's unscale: val * inv_scale, in the compute type
     if (weight_decay != C(0)) g = g + weight_decay * p;  // torch skips it at 0 (0 * inf would be NaN)
     if (use_momentum) {
       buf = first_step ? g : buf * momentum + keep * g;
@@ -71,6 +75,7 @@ struct AdamScalars {
   double l2 = 0;     // Adam's weight decay, added to the gradient
   double decay = 1;  // AdamW's factor 1 - lr * weight_decay on the parameter
   bool amsgrad = false;
+  double grad_scale = 1;  // the gradient is multiplied by it first (the grad scaler's deferred unscale)
 };
 
 // step counts from 1 (torch increments state['step'] before using it).
@@ -94,18 +99,20 @@ inline AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
 // instructions (a libm sqrtf call keeps a loop scalar); operator() is both stages.
 template <class C>
 struct AdamUpdate {
-  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay;
+  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay, grad_scale;
   bool amsgrad;
 
   explicit AdamUpdate(const AdamScalars& s)
       : beta1(static_cast<C>(s.beta1)), one_minus_beta1(static_cast<C>(s.one_minus_beta1)),
         beta2(static_cast<C>(s.beta2)), one_minus_beta2(static_cast<C>(s.one_minus_beta2)),
         neg_step_size(static_cast<C>(s.neg_step_size)), bc2_sqrt(static_cast<C>(s.bias_correction2_sqrt)),
-        eps(static_cast<C>(s.eps)), l2(static_cast<C>(s.l2)), decay(static_cast<C>(s.decay)), amsgrad(s.amsgrad) {}
+        eps(static_cast<C>(s.eps)), l2(static_cast<C>(s.l2)), decay(static_cast<C>(s.decay)),
+        grad_scale(static_cast<C>(s.grad_scale)), amsgrad(s.amsgrad) {}
 
   // Stage 1: AdamW's decay of p, Adam's L2 term, the moments m and v (and the running max vmax of v
   // with amsgrad; unused otherwise). Returns the second moment whose root the denominator takes.
   HG_HD C moments(C& p, C g, C& m, C& v, C& vmax) const {
+    if (grad_scale != C(1)) g = g * grad_scale;  // torch's unscale: val * inv_scale, in the compute type
     if (decay != C(1)) p = p * decay;   // torch: param.mul_(1 - lr * weight_decay)
     if (l2 != C(0)) g = g + l2 * p;     // torch: grad.add(param, alpha=weight_decay)
     m = m * beta1 + one_minus_beta1 * g;        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
