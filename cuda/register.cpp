@@ -11,6 +11,7 @@
 namespace hg::cuda {
 
 void register_backend();
+void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-check (amp/scaler_math.h)
 void register_dnn();  // cuda/dnn.cpp: the conv2d tables
 void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embedding tables
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
@@ -40,6 +41,7 @@ void register_backend() {
   set_floating<SoftmaxKernel>(softmax_kernels(), &softmax<float>, &softmax<f16>, &softmax<bf16>, &softmax<double>);
   set_floating<SoftmaxBackwardKernel>(softmax_backward_kernels(), &softmax_backward<float>, &softmax_backward<f16>,
                                       &softmax_backward<bf16>, &softmax_backward<double>);
+  register_amp();
   register_dnn();
   register_loss();
   register_optim();

@@ -1,0 +1,453 @@
+// amp::GradScaler against torch.amp.GradScaler's documented algorithm and usage rules
+// (reference/amp-anchors.md §1.4-1.6) and Apex/Megatron's extras (§2.3).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "amp/grad_scaler.h"
+#include "amp/scaler_math.h"
+#include "core/tensor.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/sgd.h"
+
+using namespace hg;
+using namespace hg::amp;
+using hg::optim::SGD;
+using Vec = std::vector<double>;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Tensor make_param(const Vec& v, DType dt = DType::F32) {
+  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}, {.dtype = dt});
+  p.requires_grad_();
+  return p;
+}
+
+void set_grad(const Tensor& p, const Vec& g) {
+  Tensor q = p;
+  q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}));
+}
+
+Vec values(const Tensor& t) { return t.to_vector<double>(); }
+
+// One iteration with the given (already scaled) gradient: step, then update.
+StepResult iterate(GradScaler& s, optim::Optimizer& opt, const Tensor& p, const Vec& g) {
+  set_grad(p, g);
+  const StepResult r = s.step(opt);
+  s.update();
+  return r;
+}
+
+// What fn writes to stderr.
+template <class Fn>
+std::string capture_stderr(const Fn& fn) {
+  std::fflush(stderr);
+  char name[] = "/tmp/hg_scaler_stderr_XXXXXX";
+  const int fd = mkstemp(name);
+  REQUIRE(fd >= 0);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string out;
+  char buf[256];
+  lseek(fd, 0, SEEK_SET);
+  for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(k));
+  close(fd);
+  unlink(name);
+  return out;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("GradScaler: torch's defaults; scale() multiplies the loss in F32 and is differentiable", "[amp][scaler]") {
+  GradScaler s;
+  CHECK(s.options().init_scale == 65536.0);
+  CHECK(s.options().growth_factor == 2.0);
+  CHECK(s.options().backoff_factor == 0.5);
+  CHECK(s.options().growth_interval == 2000);
+  CHECK(s.is_enabled());
+  CHECK(s.get_scale() == 65536.0);
+  GradScaler s1k({.init_scale = 1024.0});  // 2^16 itself is inf in F16 (max 65504): the scaler would back off
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    INFO(dt);
+    Tensor w = make_param({0.5, -0.25, 2.0}, dt);
+    Tensor loss = sum(mul(w, w));
+    Tensor scaled = s1k.scale(loss);
+    CHECK(scaled.dtype() == DType::F32);
+    CHECK(scaled.item<double>() == loss.item<double>() * 1024.0);
+    scaled.backward();
+    const Vec g = values(w.grad()), wv = values(w);
+    for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == 2 * wv[i] * 1024.0);  // exact: powers of two
+  }
+  CHECK(s.scale(make_param({3.0})).item<double>() == 3.0 * 65536.0);
+  REQUIRE_THROWS_WITH(GradScaler({.growth_factor = 1.0}), Catch::Contains("growth_factor=1"));
+  REQUIRE_THROWS_WITH(GradScaler({.backoff_factor = 1.0}), Catch::Contains("backoff_factor=1"));
+  REQUIRE_THROWS_WITH(GradScaler({.init_scale = 8.0, .max_scale = 4.0}), Catch::Contains("max_scale"));
+}
+
+TEST_CASE("GradScaler: grows by growth_factor after growth_interval clean steps, backs off and skips on inf/NaN",
+          "[amp][scaler]") {
+  for (double bad : {kInf, -kInf, kNaN}) {
+    INFO("bad gradient " << bad);
+    GradScaler s({.init_scale = 1024.0, .growth_interval = 3});
+    Tensor p = make_param({1.0, 2.0});
+    SGD opt({p}, {.lr = 0.5});
+    for (int k = 0; k < 2; ++k) {
+      const StepResult r = iterate(s, opt, p, {1024.0, 2048.0});
+      CHECK(r.stepped);
+      CHECK_FALSE(r.found_inf);
+      CHECK(r.scale == 1024.0);
+      CHECK(s.growth_tracker() == k + 1);
+    }
+    CHECK(values(p) == Vec{0.0, 0.0});  // two unscaled steps of grad (1, 2) at lr 0.5
+    iterate(s, opt, p, {1024.0, 1024.0});
+    CHECK(s.get_scale() == 2048.0);  // the third clean step grows the scale
+    CHECK(s.growth_tracker() == 0);
+    const Vec before = values(p);
+    iterate(s, opt, p, {2048.0, 0.0});
+    CHECK(s.growth_tracker() == 1);
+    const StepResult r = iterate(s, opt, p, {1.0, bad});
+    CHECK_FALSE(r.stepped);
+    CHECK(r.found_inf);
+    CHECK(r.scale == 2048.0);
+    CHECK(s.get_scale() == 1024.0);  // backoff 0.5
+    CHECK(s.growth_tracker() == 0);  // and the tracker restarts
+    CHECK(values(p)[0] == before[0] - 0.5);  // only the clean step moved p
+  }
+}
+
+TEST_CASE("GradScaler: never grows to inf; max_scale caps growth; min_scale floors backoff", "[amp][scaler]") {
+  const double big = std::ldexp(1.0, 127);  // F32's largest power of two: doubling it is inf
+  GradScaler s({.init_scale = big, .growth_interval = 1});
+  Tensor p = make_param({0.0});
+  SGD opt({p}, {.lr = 0.1});
+  iterate(s, opt, p, {1.0});
+  CHECK(s.get_scale() == big);  // torch: keep the scale when growth would overflow
+  CHECK(std::isfinite(s.get_scale()));
+
+  GradScaler capped({.init_scale = 4.0, .growth_interval = 1, .min_scale = 1.0, .max_scale = 16.0});
+  for (int k = 0; k < 5; ++k) iterate(capped, opt, p, {1.0});
+  CHECK(capped.get_scale() == 16.0);
+  for (int k = 0; k < 6; ++k) iterate(capped, opt, p, {kInf});
+  CHECK(capped.get_scale() == 1.0);
+}
+
+TEST_CASE("GradScaler: hysteresis backs off only after k overflows in a row", "[amp][scaler]") {
+  GradScaler s({.init_scale = 256.0, .growth_interval = 100, .hysteresis = 2});
+  Tensor p = make_param({0.0});
+  SGD opt({p}, {.lr = 0.1});
+  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped);  // still skipped
+  CHECK(s.get_scale() == 256.0);                     // first overflow: tolerated
+  CHECK(s.hysteresis_left() == 1);
+  iterate(s, opt, p, {1.0});  // a clean step resets the count
+  CHECK(s.hysteresis_left() == 2);
+  iterate(s, opt, p, {kNaN});
+  CHECK(s.get_scale() == 256.0);
+  iterate(s, opt, p, {kNaN});
+  CHECK(s.get_scale() == 128.0);  // the second in a row backs off
+  iterate(s, opt, p, {kInf});
+  CHECK(s.get_scale() == 64.0);  // and every further one in a row
+}
+
+TEST_CASE("GradScaler: a scale below 1 warns once on stderr", "[amp][scaler]") {
+  GradScaler s({.init_scale = 4.0});
+  Tensor p = make_param({0.0});
+  SGD opt({p}, {.lr = 0.1});
+  const std::string err = capture_stderr([&] {
+    for (int k = 0; k < 5; ++k) iterate(s, opt, p, {kInf});
+  });
+  CHECK(s.get_scale() == 0.125);  // torch does not stop at 1
+  CHECK(count_of(err, "fell below 1") == 1);
+  const std::string none = capture_stderr([&] { GradScaler quiet({.init_scale = 4.0}); });
+  CHECK(none.empty());
+}
+
+TEST_CASE("GradScaler: the three misuses of the per-optimizer state machine throw and name the fix", "[amp][scaler]") {
+  GradScaler s;
+  Tensor p = make_param({1.0});
+  SGD opt({p}, {.lr = 0.1});
+  set_grad(p, {65536.0});
+  s.unscale_(opt);
+  REQUIRE_THROWS_WITH(s.unscale_(opt), Catch::Contains("unscale_() has already been called on this optimizer since the last update()"));
+  s.step(opt);
+  REQUIRE_THROWS_WITH(s.step(opt), Catch::Contains("step() has already been called") && Catch::Contains("call update()"));
+  REQUIRE_THROWS_WITH(s.unscale_(opt), Catch::Contains("unscale_() is being called after step()"));
+  s.update();  // every optimizer back to READY
+  set_grad(p, {65536.0});
+  CHECK_NOTHROW(s.unscale_(opt));
+  CHECK_NOTHROW(s.step(opt));
+  s.update();
+  REQUIRE_THROWS_WITH(s.update(), Catch::Contains("no inf checks were recorded"));
+}
+
+TEST_CASE("GradScaler: gradient accumulation over several backward passes, one step", "[amp][scaler]") {
+  const Vec w0 = {0.5, -1.5, 2.0};
+  const std::vector<Vec> xs = {{1.0, 2.0, -1.0}, {0.25, -0.5, 4.0}, {3.0, 1.0, 0.5}};
+  Tensor w = make_param(w0), ref = make_param(w0);
+  SGD opt({w}, {.lr = 0.1}), ref_opt({ref}, {.lr = 0.1});
+  GradScaler s({.init_scale = 1024.0});
+  for (const Vec& x : xs) {  // loss / iters_to_accumulate, scaled, accumulated
+    const Tensor xt = from_vector(x, {3});
+    s.scale(div(sum(mul(w, xt)), 3.0)).backward();
+    div(sum(mul(ref, xt)), 3.0).backward();
+  }
+  const StepResult r = s.step(opt);
+  s.update();
+  ref_opt.step();
+  CHECK(r.stepped);
+  CHECK(values(w) == values(ref));  // scaling by a power of two is exact
+  CHECK(s.get_scale() == 1024.0);   // one update for the effective batch
+  CHECK(s.growth_tracker() == 1);
+}
+
+TEST_CASE("GradScaler: several losses, two optimizers, one update; each optimizer skips on its own", "[amp][scaler]") {
+  Tensor a = make_param({1.0, 2.0}), b = make_param({3.0});
+  SGD oa({a}, {.lr = 0.5});
+  optim::Adam ob({b}, {.lr = 0.1});
+  GradScaler s({.init_scale = 8.0, .growth_interval = 1});
+  const Tensor x = from_vector(Vec{2.0, -1.0}, {2});
+  s.scale(sum(mul(a, x))).backward();  // two losses, each scaled
+  s.scale(mul(sum(mul(b, b)), 0.5)).backward();
+  set_grad(b, {kInf});  // b's optimizer overflows, a's does not
+  const StepResult ra = s.step(oa), rb = s.step(ob);
+  s.update();
+  CHECK(ra.stepped);
+  CHECK_FALSE(rb.stepped);
+  CHECK(values(a) == Vec{0.0, 2.5});  // grad x unscaled, lr 0.5
+  CHECK(values(b) == Vec{3.0});
+  CHECK(s.get_scale() == 4.0);  // one backoff for the iteration, not one per optimizer
+  set_grad(a, {8.0, 8.0});
+  set_grad(b, {4.0});
+  CHECK(s.step(oa).stepped);
+  CHECK(s.step(ob).stepped);
+  s.update();
+  CHECK(s.get_scale() == 8.0);  // growth_interval 1: both clean
+}
+
+TEST_CASE("GradScaler: clipping after unscale_ sees unscaled gradients; step does not unscale twice", "[amp][scaler]") {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    INFO(dt);
+    Tensor p = make_param({1.0, 1.0}, dt), ref = make_param({1.0, 1.0}, dt);
+    SGD opt({p}, {.lr = 1.0}), ref_opt({ref}, {.lr = 1.0});
+    GradScaler s({.init_scale = 4096.0});
+    set_grad(p, {3.0 * 4096, 4.0 * 4096});
+    set_grad(ref, {3.0, 4.0});
+    s.unscale_(opt);
+    CHECK(values(p.grad()) == Vec{3.0, 4.0});
+    const double norm = optim::clip_grad_norm_({p}, 1.0);
+    CHECK(norm == Approx(5.0));
+    optim::clip_grad_norm_({ref}, 1.0);
+    CHECK(s.step(opt).stepped);
+    s.update();
+    ref_opt.step();
+    CHECK(values(p) == values(ref));
+  }
+}
+
+TEST_CASE("GradScaler: state_dict round trip continues identically; empty and bad dicts throw", "[amp][scaler]") {
+  GradScalerOptions o{.init_scale = 64.0, .growth_interval = 3, .min_scale = 0.5, .hysteresis = 2};
+  GradScaler s(o);
+  Tensor p = make_param({0.0});
+  SGD opt({p}, {.lr = 0.1});
+  const Vec pattern = {1.0, kInf, kInf, 1.0, 1.0, kInf, 1.0, 1.0, 1.0, 1.0, kInf};
+  for (size_t k = 0; k < 5; ++k) iterate(s, opt, p, {pattern[k]});
+  const optim::StateDict sd = s.state_dict();
+  CHECK(sd.size() == 10);
+  CHECK(sd.at("scale").item<double>() == s.get_scale());
+  GradScaler t({.init_scale = 2.0});  // other options: all come from the dict
+  t.load_state_dict(sd);
+  CHECK(t.get_scale() == s.get_scale());
+  CHECK(t.options().growth_interval == 3);
+  CHECK(t.options().hysteresis == 2);
+  for (size_t k = 5; k < pattern.size(); ++k) {
+    iterate(s, opt, p, {pattern[k]});
+    iterate(t, opt, p, {pattern[k]});
+    CHECK(t.get_scale() == s.get_scale());
+    CHECK(t.growth_tracker() == s.growth_tracker());
+    CHECK(t.hysteresis_left() == s.hysteresis_left());
+  }
+  REQUIRE_THROWS_WITH(t.load_state_dict({}), Catch::Contains("saved from a disabled GradScaler"));
+  optim::StateDict missing = sd;
+  missing.erase("growth_tracker");
+  REQUIRE_THROWS_WITH(t.load_state_dict(missing), Catch::Contains("missing entry 'growth_tracker'"));
+  optim::StateDict extra = sd;
+  extra["foo"] = full(Shape{}, 1.0, {.dtype = DType::F64});
+  REQUIRE_THROWS_WITH(t.load_state_dict(extra), Catch::Contains("unexpected entry 'foo'"));
+  CHECK(GradScaler({.enabled = false}).state_dict().empty());
+}
+
+TEST_CASE("GradScaler: static scale keeps the scale but still skips inf/NaN steps", "[amp][scaler]") {
+  GradScaler s({.init_scale = 128.0, .growth_interval = 1, .dynamic = false});
+  Tensor p = make_param({1.0});
+  SGD opt({p}, {.lr = 1.0});
+  CHECK(iterate(s, opt, p, {128.0}).stepped);
+  CHECK(s.get_scale() == 128.0);
+  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped);
+  CHECK(s.get_scale() == 128.0);
+  CHECK(values(p) == Vec{0.0});
+  s.update(32.0);  // update(new_scale) sets it
+  CHECK(s.get_scale() == 32.0);
+}
+
+TEST_CASE("GradScaler: disabled, it passes everything through", "[amp][scaler]") {
+  GradScaler s({.enabled = false});
+  Tensor p = make_param({1.0});
+  SGD opt({p}, {.lr = 1.0});
+  Tensor loss = sum(mul(p, p));
+  CHECK(s.scale(loss).same(loss));
+  CHECK(s.get_scale() == 1.0);
+  CHECK_FALSE(s.is_enabled());
+  set_grad(p, {0.5});
+  s.unscale_(opt);
+  CHECK(values(p.grad()) == Vec{0.5});  // no-op
+  CHECK(s.step(opt).stepped);           // just steps
+  CHECK_NOTHROW(s.step(opt));           // no state machine
+  CHECK_NOTHROW(s.update());
+  CHECK(values(p) == Vec{0.0});
+  s.load_state_dict({});  // ignored, as torch
+}
+
+TEST_CASE("GradScaler: F16 gradients stay scaled; the optimizer unscales them in F32 in its update", "[amp][scaler]") {
+  Tensor p = make_param({1.0, 2.0}, DType::F16), ref = make_param({1.0, 2.0}, DType::F32);
+  optim::Adam opt({p}, {.lr = 0.01}), ref_opt({ref}, {.lr = 0.01});
+  GradScaler s({.init_scale = 1024.0});
+  set_grad(p, {0.5 * 1024, -0.25 * 1024});
+  set_grad(ref, {0.5, -0.25});
+  s.unscale_(opt);
+  CHECK(values(p.grad()) == Vec{512.0, -256.0});  // not unscaled in F16
+  CHECK(opt.grad_scale(0) == 1.0 / 1024);
+  s.step(opt);
+  s.update();
+  ref_opt.step();
+  CHECK(values(opt.master(0)) == values(ref));  // the F32 unscale, fused in the update
+  CHECK(opt.grad_scale(0) == 1.0);
+  // An inf F16 gradient skips the step and leaves the master as it was.
+  const Vec master = values(opt.master(0));
+  set_grad(p, {kInf, 1.0});
+  CHECK_FALSE(s.step(opt).stepped);
+  s.update();
+  CHECK(values(opt.master(0)) == master);
+  CHECK(opt.grad_scale(0) == 1.0);
+}
+
+TEST_CASE("GradScaler: F16 parameters with masters train like F32; without scaling, F16 gradients underflow",
+          "[amp][scaler]") {
+  // loss = 1e-4 * sum(w * x): dw = 1e-4 x ~ 1e-8..1e-7, F16 subnormal or zero; scaled by 2^15 it is
+  // a normal F16. lr * dw <= 1e-4 is also below half an ulp of w, so the master is needed too.
+  const Vec w0 = {1.0, -0.5, 0.75, 1.5, -1.25, 0.3};
+  const Vec x0 = {1e-3, 2.5e-4, -7e-4, 4e-4, -1.5e-4, 9e-4};
+  const Tensor x16 = from_vector(x0, {6}, {.dtype = DType::F16});
+  const Tensor x32 = x16.to(DType::F32);  // the same values
+  auto train = [&](const Tensor& w, const Tensor& x, GradScaler& s, optim::Optimizer& opt) {
+    for (int k = 0; k < 50; ++k) {
+      opt.zero_grad();
+      Tensor loss = mul(sum(mul(w, x)).to(DType::F32), 1e-4);
+      s.scale(loss).backward();
+      s.step(opt);
+      s.update();
+    }
+  };
+  Tensor w16 = make_param(w0, DType::F16), w32 = make_param(values(w16), DType::F32), wraw = make_param(w0, DType::F16);
+  SGD o16({w16}, {.lr = 1000.0}), o32({w32}, {.lr = 1000.0}), oraw({wraw}, {.lr = 1000.0});
+  GradScaler s16({.init_scale = 32768.0}), s32({.enabled = false}), off({.enabled = false});
+  train(w16, x16, s16, o16);
+  train(w32, x32, s32, o32);
+  train(wraw, x16, off, oraw);
+  const Vec m = values(o16.master(0)), want = values(w32), raw = values(oraw.master(0));
+  double err = 0, err_raw = 0, moved = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    moved = std::max(moved, std::fabs(want[i] - w0[i]));
+    err = std::max(err, std::fabs(m[i] - want[i]));
+    err_raw = std::max(err_raw, std::fabs(raw[i] - want[i]));
+  }
+  CHECK(moved > 1e-3);          // the F32 run moved the weights by more than an F16 ulp
+  INFO("moved " << moved << ", error with scaling " << err << ", without " << err_raw);
+  CHECK(err < 2e-3 * moved);    // scaled F16 gradients + F32 master: within F16 gradient rounding
+  CHECK(err_raw > 10 * err);    // unscaled: subnormal/zero gradients
+  CHECK(values(w16) != values(make_param(w0, DType::F16)));  // the F16 parameters changed
+  CHECK(s16.get_scale() == 32768.0);  // no overflow: the scale held
+}
+
+TEST_CASE("unscale kernel: g * inv_scale in the compute type, finite check in the same pass, any size",
+          "[amp][scaler]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    for (int64_t n : {int64_t{7}, int64_t{200003}}) {  // the serial and the OpenMP path
+      INFO(dt << " n=" << n);
+      Vec v(static_cast<size_t>(n));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i)) * 512.0;
+      Tensor g = from_vector(v, {n}, {.dtype = dt});
+      const Vec before = values(g);
+      const double inv = static_cast<float>(1.0 / 3.0);  // not a power of two: the product rounds
+      float found = 0.0f;
+      UnscaleArgs a{.n = n, .grad = g.data_ptr(), .inv_scale = inv, .write = false, .found_inf = &found};
+      unscale_kernels().get(Device::cpu(), dt)(a);
+      CHECK(values(g) == before);  // check only
+      CHECK(found == 0.0f);
+      a.write = true;
+      unscale_kernels().get(Device::cpu(), dt)(a);
+      CHECK(found == 0.0f);
+      // the reference: widen, multiply in the compute type, round to dt
+      Vec want(before.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] = dt == DType::F64 ? before[i] * inv : static_cast<double>(static_cast<float>(before[i]) * static_cast<float>(inv));
+      CHECK(values(g) == values(from_vector(want, {n}, {.dtype = dt})));
+      for (double bad : {kInf, kNaN}) {
+        Vec w = before;
+        w[w.size() - 1] = bad;  // in the last block
+        Tensor h = from_vector(w, {n}, {.dtype = dt});
+        float f = 0.0f;
+        unscale_kernels().get(Device::cpu(), dt)({.n = n, .grad = h.data_ptr(), .inv_scale = inv, .write = true, .found_inf = &f});
+        CHECK(f == 1.0f);
+      }
+    }
+  }
+  ScaleState st{.scale = 8.0f, .growth_tracker = 0, .hysteresis_left = 1};
+  scale_update(st, true, {});
+  CHECK(st.scale == 4.0f);
+}
+
+TEST_CASE("GradScaler: clip_grad_norm_(opt) after unscale_ clips still-scaled F16 gradients as unscaled ones",
+          "[amp][scaler]") {
+  Tensor a = make_param({1.0, 2.0}, DType::F16), b = make_param({0.5}, DType::F32);
+  Tensor ra = make_param({1.0, 2.0}, DType::F32), rb = make_param({0.5}, DType::F32);
+  SGD opt({a, b}, {.lr = 0.5}), ref({ra, rb}, {.lr = 0.5});
+  GradScaler s({.init_scale = 256.0});
+  set_grad(a, {3.0 * 256, 0.0});
+  set_grad(b, {4.0 * 256});
+  set_grad(ra, {3.0, 0.0});
+  set_grad(rb, {4.0});
+  s.unscale_(opt);
+  const double norm = optim::clip_grad_norm_(opt, 1.0);
+  CHECK(norm == Approx(5.0).epsilon(1e-12));                   // the unscaled norm
+  CHECK(values(a.grad()) == Vec{768.0, 0.0});                  // F16 gradient untouched, still scaled
+  CHECK(opt.grad_scale(0) == Approx(1.0 / 256 / (5.0 + 1e-6)));  // the clip folded into the factor
+  CHECK(optim::clip_grad_norm_({ra, rb}, 1.0) == Approx(5.0).epsilon(1e-12));
+  CHECK(optim::clip_grad_norm_(ref, 100.0) == Approx(1.0).epsilon(1e-6));  // no pending factor: the plain norm
+  CHECK(s.step(opt).stepped);
+  s.update();
+  ref.step();
+  const Vec got = values(opt.master(0)), want = values(ra);
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
+  CHECK(values(b) == values(rb));
+}
