@@ -1,5 +1,8 @@
 #pragma once
 // The whole public API of halfgrad.
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "amp/policy.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "core/allocator.h"
@@ -8,10 +11,12 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"
 #include "data/cifar.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
