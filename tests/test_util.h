@@ -2,7 +2,15 @@
 // Shared by the op tests: the relative tolerance of a result stored in each dtype, against the F64
 // result of the same rounded inputs (about a few units of the dtype's last place, with room for
 // F32 accumulation order).
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace hg::test {
 
@@ -14,5 +22,39 @@ inline double dtype_tolerance(DType dt) {
     default: return 1e-5;
   }
 }
+
+// A 1-D parameter (or of shape s) holding v in dtype dt, requiring grad.
+inline Tensor make_param(const std::vector<double>& v, DType dt = DType::F32, Shape s = {}) {
+  if (s.ndim() == 0) s = Shape{static_cast<int64_t>(v.size())};
+  Tensor p = from_vector(v, s, {.dtype = dt});
+  p.requires_grad_();
+  return p;
+}
+
+// Sets p's gradient to g (rounded to p's dtype), as a backward would.
+inline void set_grad(const Tensor& p, const std::vector<double>& g) {
+  Tensor q = p;
+  q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}));
+}
+
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// A fresh directory for one test under the system temp dir, removed (permissions restored) afterwards.
+struct TempDir {
+  std::filesystem::path dir;
+  explicit TempDir(const std::string& tag) {
+    dir = std::filesystem::temp_directory_path() / ("hg_" + tag + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(dir, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+};
 
 }  // namespace hg::test

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "amp/grad_scaler.h"
 #include "amp/scaler_math.h"
 #include "core/tensor.h"
@@ -29,18 +30,9 @@ namespace {
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Tensor make_param(const Vec& v, DType dt = DType::F32) {
-  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}, {.dtype = dt});
-  p.requires_grad_();
-  return p;
-}
-
-void set_grad(const Tensor& p, const Vec& g) {
-  Tensor q = p;
-  q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}));
-}
-
-Vec values(const Tensor& t) { return t.to_vector<double>(); }
+using test::make_param;
+using test::set_grad;
+using test::values;
 
 // One iteration with the given (already scaled) gradient: step, then update.
 StepResult iterate(GradScaler& s, optim::Optimizer& opt, const Tensor& p, const Vec& g) {

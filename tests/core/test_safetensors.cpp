@@ -14,6 +14,7 @@
 #include <random>
 #include <sys/wait.h>
 
+#include "test_util.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 
@@ -22,21 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory for one test, removed afterwards.
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& tag) {
-    dir = fs::temp_directory_path() / ("hg_st_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-};
+using test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

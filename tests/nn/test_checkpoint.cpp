@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "test_util.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
@@ -21,19 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path dir;
-  explicit TempDir(const std::string& tag) {
-    dir = fs::temp_directory_path() / ("hg_ckpt_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-};
+using test::TempDir;
 
 std::shared_ptr<nn::Sequential> make_mlp(uint64_t seed, DType dt = DType::F32) {
   manual_seed(seed);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "core/tensor.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -17,18 +18,9 @@ using Vec = std::vector<double>;
 
 namespace {
 
-Tensor make_param(const Vec& v, DType dt) {
-  Tensor p = from_vector(v, {static_cast<int64_t>(v.size())}, {.dtype = dt});
-  p.requires_grad_();
-  return p;
-}
-
-void set_grad(const Tensor& p, const Vec& g) {
-  Tensor q = p;
-  q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}));
-}
-
-Vec values(const Tensor& t) { return t.to_vector<double>(); }
+using test::make_param;
+using test::set_grad;
+using test::values;
 
 // A different gradient at every step, rounded to dt so the F32 run sees the same values.
 Vec grad_at(int step, size_t n, DType dt) {

@@ -27,19 +27,9 @@ namespace {
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-Tensor make_param(const Vec& v, DType dt, Shape s = {}) {
-  if (s.ndim() == 0) s = Shape{static_cast<int64_t>(v.size())};
-  Tensor p = from_vector(v, s, {.dtype = dt});
-  p.requires_grad_();
-  return p;
-}
-
-void set_grad(const Tensor& p, const Vec& g) {
-  Tensor q = p;
-  q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}));
-}
-
-Vec values(const Tensor& t) { return t.to_vector<double>(); }
+using test::make_param;
+using test::set_grad;
+using test::values;
 
 // A different gradient at every step, with both signs and a spread of magnitudes.
 Vec grad_at(int step, size_t n, double scale = 1.0) {
