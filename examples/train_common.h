@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,13 @@ struct Args {
   std::string data = {};  // empty: $HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist
   int64_t limit = 0;     // >0: train on the first `limit` samples only (quick runs)
   int64_t max_steps = 0; // >0: stop each epoch after this many steps (timing runs)
+  std::string amp = "off";  // off | fp16 | bf16: autocast dtype for forward and loss (fp16 adds a GradScaler)
 };
 
 [[noreturn]] inline void usage(const Args& a, const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
-               "          [--data DIR] [--limit N] [--max-steps N]\n"
+               "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16]\n"
                "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
@@ -61,6 +63,7 @@ inline Args parse_args(int argc, char** argv, Args a) {
       else if (f == "--data") a.data = v;
       else if (f == "--limit") a.limit = std::stoll(v);
       else if (f == "--max-steps") a.max_steps = std::stoll(v);
+      else if (f == "--amp") a.amp = v;
       else usage(a, "unknown flag " + f);
     } catch (const std::logic_error&) {
       usage(a, "bad value '" + v + "' for " + f);
@@ -68,6 +71,7 @@ inline Args parse_args(int argc, char** argv, Args a) {
   }
   if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) usage(a, "epochs, batch and lr must be positive");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
+  if (a.amp != "off" && a.amp != "fp16" && a.amp != "bf16") usage(a, "amp must be off, fp16 or bf16, got " + a.amp);
   return a;
 }
 
@@ -136,14 +140,27 @@ inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& tes
 struct Summary {
   double accuracy = 0, ms_per_step_median = 0, total_s = 0;
   int64_t steps = 0, peak_bytes = 0;  // peak tensor bytes above the datasets'
+  int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients)
+  double final_scale = 1.0;
 };
 
-// Trains with cross-entropy, prints a progress bar per epoch, then the test accuracy.
+// The loss of one batch, under autocast when --amp asks for it (the torch.autocast recipe: forward and
+// loss inside the region, backward outside).
+inline hg::Tensor batch_loss(const Args& a, hg::nn::Module& model, const hg::Tensor& x, const hg::Tensor& y) {
+  std::optional<hg::amp::Autocast> ac;
+  if (a.amp != "off") ac.emplace(x.device().type, a.amp == "fp16" ? hg::DType::F16 : hg::DType::BF16);
+  return hg::cross_entropy(model.forward(x), y);
+}
+
+// Trains with cross-entropy, prints a progress bar per epoch, then the test accuracy. With --amp fp16 a
+// dynamic GradScaler scales the loss and skips steps whose gradients overflow.
 inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& opt, const Data& d) {
   using clock = std::chrono::steady_clock;
   const hg::Device dev = device_of(a);
+  hg::amp::GradScaler scaler({.enabled = a.amp == "fp16"});
   hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed});
   std::vector<double> step_ms;
+  Summary s;
   hg::memory::reset_peak(dev);
   const int64_t baseline = hg::memory::allocated(dev);  // the datasets (on the CPU) are not training memory
   const auto t_start = clock::now();
@@ -155,10 +172,11 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     const auto t_epoch = clock::now();
     auto t_prev = t_epoch;
     for (auto& [x, y] : loader) {
-      const hg::Tensor loss = hg::cross_entropy(model.forward(x.to(dev)), y.to(dev));
+      const hg::Tensor loss = batch_loss(a, model, x.to(dev), y.to(dev));
       opt.zero_grad();
-      loss.backward();
-      opt.step();
+      scaler.scale(loss).backward();
+      s.skipped += scaler.step(opt).stepped ? 0 : 1;
+      scaler.update();
       const double l = loss.item();
       running = step == 0 ? l : 0.98 * running + 0.02 * l;
       const auto now = clock::now();
@@ -170,9 +188,9 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     }
     bar.finish();
   }
-  Summary s;
   s.total_s = std::chrono::duration<double>(clock::now() - t_start).count();
   s.steps = static_cast<int64_t>(step_ms.size());
+  s.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
   s.peak_bytes = hg::memory::peak_allocated(dev) - baseline;
   std::nth_element(step_ms.begin(), step_ms.begin() + static_cast<int64_t>(step_ms.size() / 2), step_ms.end());
   s.ms_per_step_median = step_ms.empty() ? 0 : step_ms[step_ms.size() / 2];
@@ -184,10 +202,12 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
 inline void print_summary(const Args& a, const Summary& s) {
   std::printf("{\"example\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %g, \"seed\": %llu, \"threads\": %d, "
               "\"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, \"ms_per_step_median\": %.4f, "
-              "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld}\n",
+              "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, \"amp\": \"%s\", \"skipped_steps\": %lld, "
+              "\"final_scale\": %g}\n",
               a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
               static_cast<unsigned long long>(a.seed), hg::get_num_threads(), a.device.c_str(), s.accuracy,
-              static_cast<long long>(s.steps), s.ms_per_step_median, s.total_s, static_cast<long long>(s.peak_bytes));
+              static_cast<long long>(s.steps), s.ms_per_step_median, s.total_s, static_cast<long long>(s.peak_bytes),
+              a.amp.c_str(), static_cast<long long>(s.skipped), s.final_scale);
 }
 
 // Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed).
