@@ -2,6 +2,7 @@
 // The whole public API of halfgrad.
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "amp/opt_level.h"
 #include "amp/policy.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
