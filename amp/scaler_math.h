@@ -12,14 +12,14 @@
 
 namespace hg::amp {
 
-// Never -ffast-math (DESIGN.md §7): it folds this test away. inf - inf and NaN - NaN are NaN.
+// Never compile with fast-math (DESIGN.md §7): it folds this test away. inf - inf and NaN - NaN are NaN.
 template <class C>
 HG_HD bool amp_is_finite(C x) {
   return x - x == C(0);
 }
 
 // g * inv_scale in the compute type C (F32 for F16/BF16 gradients), noting whether g was finite.
-// torch: `if (!isfinite(val)) *found_inf = 1.f; return inv_scale == 1.f ? val : val * inv_scale;`
+// The same per-element rule as torch's unscale kernel: a non-finite g sets the flag; g is multiplied unless inv_scale is 1.
 template <class C>
 struct UnscaleCheck {
   C inv_scale;
