@@ -17,18 +17,6 @@ void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embed
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
 void register_pool();  // cuda/kernels/pool.cu: the pooling tables
 
-namespace {
-
-template <class T>
-void set_floating(DispatchTable<T>& table, T f32, T f16, T bf16, T f64) {
-  table.set(DeviceType::CUDA, DType::F32, f32);
-  table.set(DeviceType::CUDA, DType::F16, f16);
-  table.set(DeviceType::CUDA, DType::BF16, bf16);
-  table.set(DeviceType::CUDA, DType::F64, f64);
-}
-
-}  // namespace
-
 void register_backend() {
   HG_CHECK(is_available(), "cuda: no CUDA device is available (", unavailable_reason(), "); use Device::cpu()");
   set_allocator(DeviceType::CUDA, &allocator());

@@ -5,6 +5,7 @@
 #include "amp/scaler_math.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
 
@@ -41,11 +42,8 @@ void unscale(const amp::UnscaleArgs& a) {
 }  // namespace
 
 void register_amp() {
-  DispatchTable<amp::UnscaleKernel>& t = amp::unscale_kernels();
-  t.set(DeviceType::CUDA, DType::F32, &unscale<float>);
-  t.set(DeviceType::CUDA, DType::F16, &unscale<f16>);
-  t.set(DeviceType::CUDA, DType::BF16, &unscale<bf16>);
-  t.set(DeviceType::CUDA, DType::F64, &unscale<double>);
+  set_floating<amp::UnscaleKernel>(amp::unscale_kernels(), &unscale<float>, &unscale<f16>, &unscale<bf16>,
+                                   &unscale<double>);
 }
 
 }  // namespace hg::cuda

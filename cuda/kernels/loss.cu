@@ -223,16 +223,6 @@ HG_INSTANTIATE(bf16)
 HG_INSTANTIATE(double)
 #undef HG_INSTANTIATE
 
-namespace {
-template <class Fn>
-void set_floating(DispatchTable<Fn>& t, Fn f32, Fn f16v, Fn bf16v, Fn f64) {
-  t.set(DeviceType::CUDA, DType::F32, f32);
-  t.set(DeviceType::CUDA, DType::F16, f16v);
-  t.set(DeviceType::CUDA, DType::BF16, bf16v);
-  t.set(DeviceType::CUDA, DType::F64, f64);
-}
-}  // namespace
-
 void register_loss() {
   set_floating<CrossEntropyKernel>(cross_entropy_kernels(), &cross_entropy_forward<float>, &cross_entropy_forward<f16>,
                                    &cross_entropy_forward<bf16>, &cross_entropy_forward<double>);

@@ -7,6 +7,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
 #include "cuda/kernels/optim.h"
 
 namespace hg::cuda {
@@ -164,22 +165,15 @@ HG_INSTANTIATE(bf16)
 HG_INSTANTIATE(double)
 #undef HG_INSTANTIATE
 
-namespace {
-template <class Fn, class Make>
-void set_cuda(DispatchTable<Fn>& t, const Make& make) {
-  t.set(DeviceType::CUDA, DType::F32, make(float{}));
-  t.set(DeviceType::CUDA, DType::F16, make(f16{}));
-  t.set(DeviceType::CUDA, DType::BF16, make(bf16{}));
-  t.set(DeviceType::CUDA, DType::F64, make(double{}));
-}
-}  // namespace
-
 void register_optim() {
-  set_cuda(optim::sgd_kernels(), [](auto tag) -> optim::SgdKernel { return &sgd_update<decltype(tag)>; });
-  set_cuda(optim::adam_kernels(), [](auto tag) -> optim::AdamKernel { return &adam_update<decltype(tag)>; });
-  set_cuda(optim::grad_norm_kernels(), [](auto tag) -> optim::GradNormKernel { return &grad_norm<decltype(tag)>; });
-  set_cuda(optim::grad_transform_kernels(),
-           [](auto tag) -> optim::GradTransformKernel { return &grad_transform<decltype(tag)>; });
+  set_floating<optim::SgdKernel>(optim::sgd_kernels(), &sgd_update<float>, &sgd_update<f16>, &sgd_update<bf16>,
+                                 &sgd_update<double>);
+  set_floating<optim::AdamKernel>(optim::adam_kernels(), &adam_update<float>, &adam_update<f16>, &adam_update<bf16>,
+                                  &adam_update<double>);
+  set_floating<optim::GradNormKernel>(optim::grad_norm_kernels(), &grad_norm<float>, &grad_norm<f16>,
+                                      &grad_norm<bf16>, &grad_norm<double>);
+  set_floating<optim::GradTransformKernel>(optim::grad_transform_kernels(), &grad_transform<float>,
+                                           &grad_transform<f16>, &grad_transform<bf16>, &grad_transform<double>);
 }
 
 }  // namespace hg::cuda

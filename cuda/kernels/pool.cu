@@ -4,6 +4,7 @@
 // run; F16/BF16 widen on load and round once on store.
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
 #include "cuda/kernels/pool.h"
 
 namespace hg::cuda {
@@ -80,16 +81,10 @@ HG_INSTANTIATE(double)
 #undef HG_INSTANTIATE
 
 void register_pool() {
-  DispatchTable<PoolKernel>& fwd = pool2d_forward_kernels();
-  DispatchTable<PoolKernel>& bwd = pool2d_backward_kernels();
-  fwd.set(DeviceType::CUDA, DType::F32, &pool2d_forward<float>);
-  fwd.set(DeviceType::CUDA, DType::F16, &pool2d_forward<f16>);
-  fwd.set(DeviceType::CUDA, DType::BF16, &pool2d_forward<bf16>);
-  fwd.set(DeviceType::CUDA, DType::F64, &pool2d_forward<double>);
-  bwd.set(DeviceType::CUDA, DType::F32, &pool2d_backward<float>);
-  bwd.set(DeviceType::CUDA, DType::F16, &pool2d_backward<f16>);
-  bwd.set(DeviceType::CUDA, DType::BF16, &pool2d_backward<bf16>);
-  bwd.set(DeviceType::CUDA, DType::F64, &pool2d_backward<double>);
+  set_floating<PoolKernel>(pool2d_forward_kernels(), &pool2d_forward<float>, &pool2d_forward<f16>,
+                           &pool2d_forward<bf16>, &pool2d_forward<double>);
+  set_floating<PoolKernel>(pool2d_backward_kernels(), &pool2d_backward<float>, &pool2d_backward<f16>,
+                           &pool2d_backward<bf16>, &pool2d_backward<double>);
 }
 
 }  // namespace hg::cuda
