@@ -4,6 +4,8 @@
 // a failure names the problem and carries cudnnGetLastErrorString's reason (e.g. "is_valid_spatial_dim").
 #include "cuda/dnn.h"
 
+#include <type_traits>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -487,28 +489,25 @@ void zero(void* p, int64_t elems, DType t, const DeviceContext& ctx) {
   HG_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(elems) * dtype_size(t), ctx.stream));
 }
 
+// f(T{}) for a's floating dtype (the bias kernels exist for those only).
+template <class F>
+void visit_conv_dtype(const ConvArgs& a, const char* op, F&& f) {
+  HG_CHECK(is_floating(a.dtype), op, ": dtype ", a.dtype, " has no CUDA bias kernel; use F32, F16, BF16 or F64");
+  visit_dtype(a.dtype, [&](auto tag) {
+    if constexpr (!std::is_same_v<decltype(tag), int64_t>) f(tag);
+  });
+}
+
 void bias_add(const ConvArgs& a, const DeviceContext& ctx) {
-  const int64_t hw = a.oh * a.ow;
-  switch (a.dtype) {
-    case DType::F32: return conv_bias_add<float>(a.y, a.b, a.n, a.k, hw, ctx);
-    case DType::F16: return conv_bias_add<f16>(a.y, a.b, a.n, a.k, hw, ctx);
-    case DType::BF16: return conv_bias_add<bf16>(a.y, a.b, a.n, a.k, hw, ctx);
-    case DType::F64: return conv_bias_add<double>(a.y, a.b, a.n, a.k, hw, ctx);
-    case DType::I64: break;
-  }
-  HG_FAIL("conv2d: dtype ", a.dtype, " has no CUDA bias kernel; use F32, F16, BF16 or F64");
+  visit_conv_dtype(a, "conv2d", [&](auto tag) {
+    conv_bias_add<decltype(tag)>(a.y, a.b, a.n, a.k, a.oh * a.ow, ctx);
+  });
 }
 
 void bias_grad(const ConvArgs& a, const DeviceContext& ctx) {
-  const int64_t hw = a.oh * a.ow;
-  switch (a.dtype) {
-    case DType::F32: return conv_bias_grad<float>(a.dy, a.db, a.n, a.k, hw, ctx);
-    case DType::F16: return conv_bias_grad<f16>(a.dy, a.db, a.n, a.k, hw, ctx);
-    case DType::BF16: return conv_bias_grad<bf16>(a.dy, a.db, a.n, a.k, hw, ctx);
-    case DType::F64: return conv_bias_grad<double>(a.dy, a.db, a.n, a.k, hw, ctx);
-    case DType::I64: break;
-  }
-  HG_FAIL("conv2d backward: dtype ", a.dtype, " has no CUDA bias-grad kernel; use F32, F16, BF16 or F64");
+  visit_conv_dtype(a, "conv2d backward", [&](auto tag) {
+    conv_bias_grad<decltype(tag)>(a.dy, a.db, a.n, a.k, a.oh * a.ow, ctx);
+  });
 }
 
 void check_pointers(bool ok, const char* op, const char* which, const ConvArgs& a) {
