@@ -109,8 +109,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     set_data(num_batches_tracked, full({}, static_cast<double>(n), {.dtype = DType::I64,
                                                                      .device = num_batches_tracked.device()}));
   }
-  return batch_norm(x, use_batch && !is_training() ? Tensor() : running_mean,
-                    use_batch && !is_training() ? Tensor() : running_var, weight, bias,
+  // without track_running_stats the running tensors are undefined, so eval uses batch statistics
+  return batch_norm(x, running_mean, running_var, weight, bias,
                     {.training = use_batch, .momentum = options.momentum, .eps = options.eps});
 }
 
