@@ -1,7 +1,9 @@
 // Fashion-MNIST with a small CNN: conv 1->32 3x3 pad 1, ReLU, maxpool 2, conv 32->64 3x3 pad 1, ReLU,
 // maxpool 2, linear 3136->128, ReLU, linear 128->10; Adam lr 1e-3, batch 128.
 //   ./build/fashion_mnist_cnn --epochs 2
-// Prints a progress bar per epoch, the test accuracy and a one-line JSON summary.
+// Prints a progress bar per epoch, the test accuracy and a one-line JSON summary; --amp fp16|bf16 and
+// --opt-level O1-O3 pick the precision, --compare trains every mode and prints one table, --save/--resume
+// checkpoint the run (examples/train_common.h).
 #include "train_common.h"
 #include "optim/adam.h"
 

@@ -19,6 +19,7 @@
 #include "halfgrad.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
+#include "nn/checkpoint.h"
 #include "optim/optimizer.h"
 
 namespace example {
@@ -34,16 +35,53 @@ struct Args {
   std::string data = {};  // empty: $HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist
   int64_t limit = 0;     // >0: train on the first `limit` samples only (quick runs)
   int64_t max_steps = 0; // >0: stop each epoch after this many steps (timing runs)
-  std::string amp = "off";  // off | fp16 | bf16: autocast dtype for forward and loss (fp16 adds a GradScaler)
+  std::string amp = {};        // off | fp16 | bf16; empty: fp16 when --opt-level is O1-O3, else off
+  std::string opt_level = {};  // O0 | O1 | O2 | O3 (amp::initialize); empty: O1 with --amp fp16|bf16, else O0
+  bool compare = false;        // train once per precision mode and print one table
+  std::string save = {};       // write a training checkpoint here after every epoch
+  std::string resume = {};     // continue the run saved in this checkpoint
 };
+
+// The precision a run trains in, resolved from --amp and --opt-level.
+struct Mode {
+  hg::amp::OptLevel level = hg::amp::OptLevel::O0;
+  hg::DType dtype = hg::DType::F32;  // the low precision (F32 for O0)
+  std::string label() const {
+    if (level == hg::amp::OptLevel::O0) return "fp32";
+    return std::string(dtype == hg::DType::BF16 ? "bf16" : "fp16") + "-O" + std::to_string(static_cast<int>(level));
+  }
+};
+
+// The rows of --compare: FP32, FP16 under O1 (autocast), O2 (F16 weights, FP32 masters) and O3 (pure F16),
+// and BF16 autocast.
+inline std::vector<Mode> compare_modes() {
+  using hg::amp::OptLevel;
+  using hg::DType;
+  return {{OptLevel::O0, DType::F32}, {OptLevel::O1, DType::F16}, {OptLevel::O2, DType::F16},
+          {OptLevel::O3, DType::F16}, {OptLevel::O1, DType::BF16}};
+}
 
 [[noreturn]] inline void usage(const Args& a, const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
-               "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16]\n"
-               "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu\n",
+               "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16] [--opt-level O0|O1|O2|O3]\n"
+               "          [--compare] [--save FILE] [--resume FILE]\n"
+               "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu (FP32)\n"
+               "  --amp fp16|bf16   mixed precision; alone it means --opt-level O1 (autocast; fp16 adds a GradScaler)\n"
+               "  --opt-level O2    F16 weights (batch norm F32) with FP32 master weights; O3 pure F16, no masters\n"
+               "  --compare         train FP32, FP16 O1/O2/O3 and BF16 O1 in turn and print one table\n"
+               "  --save FILE       checkpoint (model, optimizer, scaler, RNG, epoch) after every epoch\n"
+               "  --resume FILE     continue from such a checkpoint up to --epochs (same flags as the saved run)\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
+}
+
+inline Mode mode_of(const Args& a) {
+  Mode m;
+  if (a.opt_level.empty()) m.level = a.amp.empty() || a.amp == "off" ? hg::amp::OptLevel::O0 : hg::amp::OptLevel::O1;
+  else m.level = static_cast<hg::amp::OptLevel>(a.opt_level[1] - '0');
+  if (m.level != hg::amp::OptLevel::O0) m.dtype = a.amp == "bf16" ? hg::DType::BF16 : hg::DType::F16;
+  return m;
 }
 
 // Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
@@ -51,6 +89,10 @@ inline Args parse_args(int argc, char** argv, Args a) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") usage(a, "help");
+    if (f == "--compare") {
+      a.compare = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(a, "flag " + f + " needs a value");
     const std::string v = argv[++i];
     try {
@@ -64,6 +106,9 @@ inline Args parse_args(int argc, char** argv, Args a) {
       else if (f == "--limit") a.limit = std::stoll(v);
       else if (f == "--max-steps") a.max_steps = std::stoll(v);
       else if (f == "--amp") a.amp = v;
+      else if (f == "--opt-level") a.opt_level = v;
+      else if (f == "--save") a.save = v;
+      else if (f == "--resume") a.resume = v;
       else usage(a, "unknown flag " + f);
     } catch (const std::logic_error&) {
       usage(a, "bad value '" + v + "' for " + f);
@@ -71,7 +116,17 @@ inline Args parse_args(int argc, char** argv, Args a) {
   }
   if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) usage(a, "epochs, batch and lr must be positive");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
-  if (a.amp != "off" && a.amp != "fp16" && a.amp != "bf16") usage(a, "amp must be off, fp16 or bf16, got " + a.amp);
+  if (!a.amp.empty() && a.amp != "off" && a.amp != "fp16" && a.amp != "bf16")
+    usage(a, "amp must be off, fp16 or bf16, got " + a.amp);
+  if (!a.opt_level.empty() && (a.opt_level.size() != 2 || a.opt_level[0] != 'O' || a.opt_level[1] < '0' ||
+                               a.opt_level[1] > '3'))
+    usage(a, "opt-level must be O0, O1, O2 or O3, got " + a.opt_level);
+  if (a.amp == "off" && !a.opt_level.empty() && a.opt_level != "O0")
+    usage(a, "--amp off trains in FP32 (O0); drop it, or pick --amp fp16|bf16 for --opt-level " + a.opt_level);
+  if (a.opt_level == "O0" && (a.amp == "fp16" || a.amp == "bf16"))
+    usage(a, "--opt-level O0 is pure FP32; drop --amp " + a.amp + " or pick O1-O3");
+  if (a.compare && (!a.amp.empty() || !a.opt_level.empty() || !a.save.empty() || !a.resume.empty()))
+    usage(a, "--compare runs every precision itself; it takes no --amp, --opt-level, --save or --resume");
   return a;
 }
 
@@ -79,6 +134,7 @@ inline hg::Device device_of(const Args& a) { return a.device == "cuda" ? hg::Dev
 
 struct Data {
   hg::data::TensorDataset train, test;
+  int64_t bytes_before_model = 0;  // tensor bytes on the training device before the model was built
 };
 
 // Fashion-MNIST as (N,1,28,28) F32 images normalised with the dataset's mean/std, I64 labels.
@@ -92,7 +148,7 @@ inline Data load_data(const Args& a) {
     tr.images = tr.images.slice(0, 0, a.limit);
     tr.labels = tr.labels.slice(0, 0, a.limit);
   }
-  return {{tr.images, tr.labels}, {te.images, te.labels}};
+  return {{tr.images, tr.labels}, {te.images, te.labels}, 0};
 }
 
 // One line that redraws itself on a terminal, or a line per quarter epoch in a log.
@@ -122,14 +178,40 @@ class ProgressBar {
   bool tty_ = false;
 };
 
-// Fraction of test samples whose argmax logit is the label (eval mode, no autograd).
-inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& test, hg::Device dev) {
+// How a batch runs: what amp::initialize resolved for the run.
+struct Precision {
+  bool autocast = false;             // O1: forward and loss under amp::Autocast(device, dtype)
+  std::optional<hg::DType> input;    // O2/O3: the model's parameters are this dtype; inputs are cast to it
+  hg::DType dtype = hg::DType::F32;
+  explicit Precision(const hg::amp::Properties& p) : autocast(p.autocast), dtype(p.dtype) {
+    if (p.cast_model) input = p.dtype;
+  }
+  // f() under amp::Autocast(dev, dtype) when the run autocasts (O1), else as it is.
+  template <class F>
+  hg::Tensor region(hg::Device dev, F&& f) const {
+    std::optional<hg::amp::Autocast> ac;
+    if (autocast) ac.emplace(dev.type, dtype);
+    return f();
+  }
+  // The model's logits for x (Apex O2/O3 cast the inputs to the model's dtype; O1 runs under autocast).
+  hg::Tensor forward(hg::nn::Module& model, const hg::Tensor& x) const {
+    return region(x.device(), [&] { return model.forward(input ? x.to(*input) : x); });
+  }
+  // The batch loss (the torch.autocast recipe: forward and loss inside the region, backward outside).
+  hg::Tensor loss(hg::nn::Module& model, const hg::Tensor& x, const hg::Tensor& y) const {
+    return region(x.device(), [&] { return hg::cross_entropy(model.forward(input ? x.to(*input) : x), y); });
+  }
+};
+
+// Fraction of test samples whose argmax logit is the label (eval mode, no autograd), in the precision
+// the model trained in.
+inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& test, hg::Device dev, const Precision& p) {
   hg::NoGradGuard ng;
   model.eval();
   hg::data::DataLoader loader(test, {.batch_size = 1000, .shuffle = false, .prefetch = false});
   int64_t correct = 0;
   for (auto& [x, y] : loader) {
-    const auto pred = hg::argmax(model.forward(x.to(dev)), 1).to_vector<int64_t>();
+    const auto pred = hg::argmax(p.forward(model, x.to(dev)), 1).to_vector<int64_t>();
     const auto lab = y.to_vector<int64_t>();
     for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == lab[i];
   }
@@ -138,33 +220,68 @@ inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& tes
 }
 
 struct Summary {
+  std::string mode = "fp32";  // Mode::label()
   double accuracy = 0, ms_per_step_median = 0, total_s = 0;
-  int64_t steps = 0, peak_bytes = 0;  // peak tensor bytes above the datasets'
+  int64_t steps = 0, peak_bytes = 0;  // peak tensor bytes while training: parameters, masters, gradients,
+                                       // optimizer state, activations (not the datasets)
   int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients)
-  double final_scale = 1.0;
+  double final_scale = 1.0;            // the loss scale at the end (1: no scaling)
 };
 
-// The loss of one batch, under autocast when --amp asks for it (the torch.autocast recipe: forward and
-// loss inside the region, backward outside).
-inline hg::Tensor batch_loss(const Args& a, hg::nn::Module& model, const hg::Tensor& x, const hg::Tensor& y) {
-  std::optional<hg::amp::Autocast> ac;
-  if (a.amp != "off") ac.emplace(x.device().type, a.amp == "fp16" ? hg::DType::F16 : hg::DType::BF16);
-  return hg::cross_entropy(model.forward(x), y);
+// The checkpoint of --save: model, optimizer (masters and moments included), scaler, RNG, the global
+// step and the epoch just finished; the metadata names the example and the precision mode so --resume
+// can refuse a file from another run.
+inline void save_run(const Args& a, const Mode& m, hg::nn::Module& model, hg::optim::Optimizer& opt,
+                     const hg::amp::GradScaler& scaler, int epoch, int64_t step) {
+  hg::nn::save_checkpoint(a.save, model, opt,
+                          {.step = step, .scaler = scaler.state_dict(),
+                           .extra = {{"epoch", hg::full(hg::Shape{}, epoch, {.dtype = hg::DType::I64})}},
+                           .metadata = {{"example", a.name}, {"mode", m.label()}}});
 }
 
-// Trains with cross-entropy, prints a progress bar per epoch, then the test accuracy. With --amp fp16 a
-// dynamic GradScaler scales the loss and skips steps whose gradients overflow.
+// Restores a --save checkpoint into model, optimizer, scaler and loader; returns the epoch it finished
+// and sets step to its global step.
+inline int resume_run(const Args& a, const Mode& m, hg::nn::Module& model, hg::optim::Optimizer& opt,
+                      hg::amp::GradScaler& scaler, hg::data::DataLoader& loader, int64_t& step) {
+  const hg::nn::Checkpoint head = hg::nn::read_checkpoint(a.resume);
+  const auto meta = [&](const char* k) { return head.metadata.count(k) ? head.metadata.at(k) : "(none)"; };
+  HG_CHECK(meta("example") == a.name && meta("mode") == m.label(), "--resume: '", a.resume, "' was saved by ",
+           meta("example"), " in mode ", meta("mode"), ", this run is ", a.name, " in mode ", m.label(),
+           "; resume with the flags of the saved run");
+  HG_CHECK(head.extra.count("epoch"), "--resume: '", a.resume, "' has no extra.epoch; it was not written by --save");
+  const hg::nn::Checkpoint ck = hg::nn::load_checkpoint(a.resume, model, opt);
+  if (scaler.is_enabled()) scaler.load_state_dict(ck.scaler);
+  const int done = static_cast<int>(ck.extra.at("epoch").item<int64_t>());
+  HG_CHECK(done < a.epochs, "--resume: '", a.resume, "' already finished epoch ", done, " of --epochs ", a.epochs,
+           "; ask for more epochs");
+  loader.set_epoch(static_cast<uint64_t>(done));
+  step = ck.step;
+  std::printf("resumed from %s after epoch %d (step %lld, loss scale %g)\n", a.resume.c_str(), done,
+              static_cast<long long>(step), scaler.get_scale());
+  return done;
+}
+
+// Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
+// sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
+// steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
 inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& opt, const Data& d) {
   using clock = std::chrono::steady_clock;
   const hg::Device dev = device_of(a);
-  hg::amp::GradScaler scaler({.enabled = a.amp == "fp16"});
+  const Mode m = mode_of(a);
+  hg::amp::Overrides ov{.verbose = !a.compare && m.level != hg::amp::OptLevel::O0};
+  if (m.level != hg::amp::OptLevel::O0) ov.dtype = m.dtype;
+  if (m.dtype == hg::DType::BF16) ov.loss_scale = 1.0;  // BF16 has F32's range: no scaling (torch's recipe)
+  const hg::amp::Properties props = hg::amp::initialize(model, opt, m.level, ov);
+  const Precision prec(props);
+  hg::amp::GradScaler scaler(props.scaler_options());
   hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed});
+  int64_t global_step = 0;
+  const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);
   std::vector<double> step_ms;
-  Summary s;
+  Summary s{.mode = m.label()};
   hg::memory::reset_peak(dev);
-  const int64_t baseline = hg::memory::allocated(dev);  // the datasets (on the CPU) are not training memory
   const auto t_start = clock::now();
-  for (int e = 1; e <= a.epochs; ++e) {
+  for (int e = done + 1; e <= a.epochs; ++e) {
     const int64_t steps = a.max_steps > 0 ? std::min(a.max_steps, loader.size()) : loader.size();
     ProgressBar bar(e, a.epochs, steps);
     double running = 0;
@@ -172,7 +289,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     const auto t_epoch = clock::now();
     auto t_prev = t_epoch;
     for (auto& [x, y] : loader) {
-      const hg::Tensor loss = batch_loss(a, model, x.to(dev), y.to(dev));
+      const hg::Tensor loss = prec.loss(model, x.to(dev), y.to(dev));
       opt.zero_grad();
       scaler.scale(loss).backward();
       s.skipped += scaler.step(opt).stepped ? 0 : 1;
@@ -182,46 +299,75 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       const auto now = clock::now();
       step_ms.push_back(std::chrono::duration<double, std::milli>(now - t_prev).count());
       t_prev = now;
-      ++step;
+      ++step, ++global_step;
       bar.update(step, step / std::chrono::duration<double>(now - t_epoch).count(), running);
       if (step == steps) break;
     }
     bar.finish();
+    if (!a.save.empty()) save_run(a, m, model, opt, scaler, e, global_step);
   }
   s.total_s = std::chrono::duration<double>(clock::now() - t_start).count();
   s.steps = static_cast<int64_t>(step_ms.size());
   s.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
-  s.peak_bytes = hg::memory::peak_allocated(dev) - baseline;
+  s.peak_bytes = hg::memory::peak_allocated(dev) - d.bytes_before_model;
   std::nth_element(step_ms.begin(), step_ms.begin() + static_cast<int64_t>(step_ms.size() / 2), step_ms.end());
   s.ms_per_step_median = step_ms.empty() ? 0 : step_ms[step_ms.size() / 2];
-  s.accuracy = evaluate(model, d.test, dev);
-  std::printf("test accuracy %.4f after %d epoch(s)\n", s.accuracy, a.epochs);
+  s.accuracy = evaluate(model, d.test, dev, prec);
+  std::printf("test accuracy %.4f after %d epoch(s) [%s]\n", s.accuracy, a.epochs, s.mode.c_str());
   return s;
 }
 
 inline void print_summary(const Args& a, const Summary& s) {
-  std::printf("{\"example\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %g, \"seed\": %llu, \"threads\": %d, "
-              "\"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, \"ms_per_step_median\": %.4f, "
-              "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, \"amp\": \"%s\", \"skipped_steps\": %lld, "
-              "\"final_scale\": %g}\n",
-              a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
+  std::printf("{\"example\": \"%s\", \"mode\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %g, \"seed\": %llu, "
+              "\"threads\": %d, \"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, "
+              "\"ms_per_step_median\": %.4f, \"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, "
+              "\"skipped_steps\": %lld, \"final_scale\": %g}\n",
+              a.name.c_str(), s.mode.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
               static_cast<unsigned long long>(a.seed), hg::get_num_threads(), a.device.c_str(), s.accuracy,
               static_cast<long long>(s.steps), s.ms_per_step_median, s.total_s, static_cast<long long>(s.peak_bytes),
-              a.amp.c_str(), static_cast<long long>(s.skipped), s.final_scale);
+              static_cast<long long>(s.skipped), s.final_scale);
 }
 
-// Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed).
+// The --compare table: one row per precision mode, accuracy also as points against the FP32 row.
+inline void print_table(const std::vector<Summary>& rows) {
+  std::printf("\n%-9s %9s %10s %9s %10s %8s %12s\n", "mode", "test acc", "vs fp32", "ms/step", "peak MB", "skipped",
+              "final scale");
+  for (const Summary& r : rows)
+    std::printf("%-9s %9.4f %+9.2fp %9.3f %10.2f %8lld %12g\n", r.mode.c_str(), r.accuracy,
+                100.0 * (r.accuracy - rows.front().accuracy), r.ms_per_step_median,
+                static_cast<double>(r.peak_bytes) / 1e6, static_cast<long long>(r.skipped), r.final_scale);
+  std::printf("fp16-O1: autocast F16 + dynamic loss scaling; fp16-O2: F16 weights, FP32 masters; fp16-O3: pure F16 "
+              "(no masters, no scaling); bf16-O1: autocast BF16, no scaling. Peak: tensor bytes while training.\n");
+}
+
+// Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed). body builds
+// the model and optimizer for the given flags and trains them (with train()).
 inline int run_example(int argc, char** argv, Args defaults,
                        const std::function<Summary(const Args&, const Data&)>& body) {
   try {
     const Args a = parse_args(argc, argv, std::move(defaults));
     if (a.threads > 0) hg::set_num_threads(a.threads);
-    hg::manual_seed(a.seed);
-    const Data d = load_data(a);
+    Data d = load_data(a);
+    d.bytes_before_model = hg::memory::allocated(device_of(a));
     std::printf("%s: %lld train / %lld test samples, %d thread(s), device %s\n", a.name.c_str(),
                 static_cast<long long>(d.train.size()), static_cast<long long>(d.test.size()), hg::get_num_threads(),
                 a.device.c_str());
-    print_summary(a, body(a, d));
+    if (!a.compare) {
+      hg::manual_seed(a.seed);
+      print_summary(a, body(a, d));
+      return 0;
+    }
+    std::vector<Summary> rows;
+    for (const Mode& m : compare_modes()) {
+      Args am = a;
+      am.opt_level = "O" + std::to_string(static_cast<int>(m.level));
+      am.amp = m.level == hg::amp::OptLevel::O0 ? "off" : m.dtype == hg::DType::BF16 ? "bf16" : "fp16";
+      std::printf("\n== %s ==\n", m.label().c_str());
+      hg::manual_seed(a.seed);  // the same initial weights and data order in every row
+      rows.push_back(body(am, d));
+      print_summary(am, rows.back());
+    }
+    print_table(rows);
     return 0;
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
