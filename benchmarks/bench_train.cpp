@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,10 @@ struct Workload {
   std::function<std::unique_ptr<hg::optim::Optimizer>(nn::Module&)> optimizer;
   hg::Shape input;
   int64_t classes;  // > 0: cross-entropy over this many classes; 0: MSE against a target like the output
+  bool bf16 = false;  // forward and loss under amp::Autocast(CPU, BF16) (PyTorch: torch.autocast("cpu"))
 };
 
-std::vector<Workload> workloads() {
+std::vector<Workload> fp32_workloads() {
   using Seq = nn::Sequential;
   return {
       {"tiny", 2000, [] { return std::make_shared<Seq>(nn::Linear(64, 64), nn::ReLU(), nn::Linear(64, 10)); },
@@ -67,6 +69,19 @@ std::vector<Workload> workloads() {
   };
 }
 
+// The FP32 workloads, then recipe_bf16 and cnn_bf16: the same under BF16 autocast.
+std::vector<Workload> workloads() {
+  std::vector<Workload> all = fp32_workloads();
+  for (size_t i = 0, n = all.size(); i < n; ++i) {
+    if (all[i].name != "recipe" && all[i].name != "cnn") continue;
+    Workload w = all[i];
+    w.name += "_bf16";
+    w.bf16 = true;
+    all.push_back(w);
+  }
+  return all;
+}
+
 void run(const Workload& w, int steps) {
   hg::manual_seed(0);
   auto model = w.model();
@@ -83,8 +98,13 @@ void run(const Workload& w, int steps) {
   }
   auto step = [&] {
     opt->zero_grad();
-    const Tensor y = model->forward(x);
-    const Tensor loss = w.classes > 0 ? hg::cross_entropy(y, target) : hg::mse_loss(y, target);
+    Tensor loss;
+    {
+      std::optional<hg::amp::Autocast> ac;
+      if (w.bf16) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
+      const Tensor y = model->forward(x);
+      loss = w.classes > 0 ? hg::cross_entropy(y, target) : hg::mse_loss(y, target);
+    }
     loss.backward();
     opt->step();
   };
@@ -114,7 +134,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) hg::set_num_threads(std::atoi(argv[i + 1]));
     else {
-      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|all] [--steps N] [--threads N]\n");
+      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|recipe_bf16|cnn_bf16|all] [--steps N] [--threads N]\n");
       return 2;
     }
   }
@@ -125,7 +145,7 @@ int main(int argc, char** argv) {
     run(w, steps > 0 ? steps : w.default_steps);
   }
   if (!found) {
-    std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn or all)\n", which.c_str());
+    std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn, recipe_bf16, cnn_bf16 or all)\n", which.c_str());
     return 2;
   }
 }

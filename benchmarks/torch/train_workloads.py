@@ -27,8 +27,16 @@ def workloads():
     }
 
 
+def with_bf16(ws):
+    """recipe_bf16 and cnn_bf16: the same workloads with forward and loss under torch.autocast("cpu", bfloat16)."""
+    for name in ("recipe", "cnn"):
+        ws[name + "_bf16"] = ws[name] + (True,)
+    return ws
+
+
 def run(name, spec, steps, threads):
-    default_steps, make_model, make_opt, shape, classes = spec
+    default_steps, make_model, make_opt, shape, classes = spec[:5]
+    bf16 = len(spec) > 5 and spec[5]
     steps = steps or default_steps
     torch.manual_seed(0)
     model = make_model()
@@ -43,7 +51,8 @@ def run(name, spec, steps, threads):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), target)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn(model(x), target)
         loss.backward()
         opt.step()
 
@@ -66,7 +75,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    for name, spec in workloads().items():
+    for name, spec in with_bf16(workloads()).items():
         if a.workload in ("all", name):
             run(name, spec, a.steps, a.threads)
 
