@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -118,16 +119,30 @@ std::optional<std::vector<Tensor>> plan(Op op, const Tensor* begin, const Tensor
   return xs;
 }
 
+// Once per (device type, dtype) and process, as Python shows a warning once per call site: a training loop
+// that enters the region every step does not flood stderr, and every distinct mistake is still reported.
+void warn_unsupported_dtype(DeviceType dev, DType dt) {
+  static std::array<std::array<std::atomic<bool>, kNumDTypes>, kNumDeviceTypes> warned{};
+  if (warned[static_cast<size_t>(dev)][static_cast<size_t>(dt)].exchange(true)) return;
+  const char* name = dev == DeviceType::CUDA ? "CUDA" : "CPU";
+  std::fprintf(stderr,
+               "halfgrad warning: Autocast: in %s autocast, but the target dtype %s is not supported. Disabling "
+               "autocast: the region runs with enabled=false. %s autocast supports F16 and BF16 only; pass one "
+               "of them (or std::nullopt for the default, %s). (Shown once per device type and dtype.)\n",
+               name, dtype_name(dt), name, dev == DeviceType::CUDA ? "F16" : "BF16");
+}
+
 }  // namespace
 
 Autocast::Autocast(DeviceType dev, std::optional<DType> dtype, AutocastOptions o)
     : dev_(dev), prev_enabled_(dev_state(dev).enabled), prev_dtype_(dev_state(dev).dtype),
       prev_cache_enabled_(tls.cache_enabled) {
-  HG_CHECK(!dtype || is_low_precision(*dtype), "Autocast: dtype=", *dtype,
-           " is not a low-precision dtype; autocast lowers to F16 or BF16: pass one of them, or "
-           "{.enabled = false} to run a region without autocast");
-  dev_state(dev).enabled = o.enabled;
-  if (dtype) dev_state(dev).dtype = *dtype;
+  // torch.autocast warns and runs the region disabled for an unsupported dtype instead of failing; the
+  // device's dtype stays as it was, so a nested Autocast(dev) still lowers to F16/BF16.
+  const bool supported = !dtype || is_low_precision(*dtype);
+  if (o.enabled && !supported) warn_unsupported_dtype(dev, *dtype);
+  dev_state(dev).enabled = o.enabled && supported;
+  if (dtype && supported) dev_state(dev).dtype = *dtype;
   tls.cache_enabled = o.cache_enabled;
   ++tls.nesting;
 }

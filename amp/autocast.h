@@ -30,7 +30,9 @@ struct AutocastOptions {
 
 // Sets the autocast state of one device type for this thread; restores the previous state (enabled, dtype,
 // cache flag) on exit, also when an exception leaves the scope. The outermost guard's exit (nesting back to
-// 0 on this thread) clears the cast cache. dtype must be F16 or BF16; default F16 on CUDA, BF16 on CPU.
+// 0 on this thread) clears the cast cache. dtype F16 or BF16; default F16 on CUDA, BF16 on CPU. Any other
+// dtype (F32, F64, I64) does what torch.autocast does: a warning on stderr (once per device type and dtype,
+// "... Disabling autocast") and the region runs as enabled=false; the device's autocast dtype is unchanged.
 class Autocast {
  public:
   explicit Autocast(DeviceType dev, std::optional<DType> dtype = std::nullopt, AutocastOptions o = {});

@@ -1,16 +1,19 @@
 #include "amp/policy.h"
 
 #include <atomic>
+#include <iterator>
 
 namespace hg::amp {
 
 const char* op_name(Op op) {
-  static constexpr std::array<const char*, kNumOps> names{
+  static constexpr const char* names[] = {
       "matmul", "linear", "conv2d", "add", "sub", "mul", "div", "maximum", "minimum", "where", "cat",
       "exp", "log", "pow", "rsqrt", "softmax", "log_softmax", "sum", "mean", "var", "batch_norm", "layer_norm",
-      "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"};
+      "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "relu", "sigmoid",
+      "tanh", "gelu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding", "dropout"};
+  static_assert(std::size(names) == kNumOps, "op_name: one name per amp::Op, in enum order");
   const auto i = static_cast<size_t>(op);
-  return i < names.size() ? names[i] : "?";
+  return i < std::size(names) ? names[i] : "?";
 }
 
 const char* cast_policy_name(CastPolicy p) {
@@ -52,8 +55,8 @@ Policy Policy::pytorch_cpu() { return with(lower_and_losses(), {Op::Cat}, CastPo
 
 Policy Policy::apex_o1() {
   const Policy p = with(lower_and_losses(),
-                        {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Sum, Op::Var,
-                         Op::LayerNorm},
+                        {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Gelu, Op::Sum,
+                         Op::Var, Op::LayerNorm},
                         CastPolicy::Fp32);
   return with(p, {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Cat}, CastPolicy::Promote);
 }

@@ -18,6 +18,9 @@ enum class Op : uint8_t {
   Softmax, LogSoftmax, Sum, Mean, Var,            // reductions
   BatchNorm, LayerNorm,                           // norms
   CrossEntropy, NllLoss, MseLoss, L1Loss, BceWithLogits,  // losses
+  Relu, Sigmoid, Tanh, Gelu,                      // unary activations
+  MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,        // 2-D pooling
+  Embedding, Dropout,                             // embedding: only the weight is eligible (indices are I64)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(Op::Count_);
@@ -49,14 +52,19 @@ class Policy {
 
   // torch AutocastCUDA lists (autocast_mode.h): matmul/linear/conv lower; exp/log/pow/rsqrt, layer_norm and
   // the losses fp32; softmax/log_softmax/sum fp32 via fp32_set_opt_dtype; cross_entropy fp32 through its
-  // decomposition. mean, var, batch_norm, cat and the binary ops are in no list (Keep).
+  // decomposition. mean, var, batch_norm, cat, the binary ops, relu/sigmoid/tanh/gelu, the 2-D pools,
+  // embedding and dropout are in no list (Keep).
   static Policy pytorch_cuda();
   // torch AutocastCPU lists (autocast_mode.cpp): matmul/linear/conv lower; the losses fp32; cat promote.
-  // Unlike CUDA, softmax, exp/log/pow, sum and layer_norm are in no CPU list (Keep).
+  // Unlike CUDA, softmax, exp/log/pow, sum and layer_norm are in no CPU list (Keep). The CPU fp32 list has
+  // only the 3-D pools (max_pool3d, avg_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d) and
+  // fractional_max_pool2d / max_unpool2d: max_pool2d, avg_pool2d and adaptive_avg_pool2d are Keep, as are
+  // the activations, embedding and dropout.
   static Policy pytorch_cpu();
   // Apex O1 patch lists (apex/amp/lists): FP16_FUNCS lower; FP32_FUNCS (exp, log, pow, rsqrt, sum, var,
-  // softmax, log_softmax, layer_norm, every loss) fp32; CASTS (add, sub, mul, div) and SEQUENCE_CASTS (cat)
-  // promote. batch_norm is in no list (cuDNN takes fp16 with fp32 statistics).
+  // softmax, log_softmax, F.gelu, layer_norm, every loss) fp32; CASTS (add, sub, mul, div) and SEQUENCE_CASTS
+  // (cat) promote. batch_norm is in no list (cuDNN takes fp16 with fp32 statistics), nor are relu, sigmoid
+  // (Apex's BCELoss ban suggests registering it fp32 by hand), tanh, the pools, embedding and dropout.
   static Policy apex_o1();
 
  private:

@@ -121,10 +121,20 @@ Tensor pow(const Tensor& x, double e) {
   return unary("pow", EwOp::PowScalar, x, e);
 }
 Tensor abs(const Tensor& x) { return unary("abs", EwOp::Abs, x); }
-Tensor relu(const Tensor& x) { return unary("relu", EwOp::Relu, x); }
-Tensor sigmoid(const Tensor& x) { return unary("sigmoid", EwOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary("tanh", EwOp::Tanh, x); }
+Tensor relu(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Relu, {x}}) return relu(c[0]);
+  return unary("relu", EwOp::Relu, x);
+}
+Tensor sigmoid(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Sigmoid, {x}}) return sigmoid(c[0]);
+  return unary("sigmoid", EwOp::Sigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  if (amp::OpCast c{amp::Op::Tanh, {x}}) return tanh(c[0]);
+  return unary("tanh", EwOp::Tanh, x);
+}
 Tensor gelu(const Tensor& x, GeluApprox approx) {
+  if (amp::OpCast c{amp::Op::Gelu, {x}}) return gelu(c[0], approx);
   return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {

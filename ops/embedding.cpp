@@ -3,6 +3,7 @@
 // weight's dtype, so repeated F16/BF16 indices do not round at every addition.
 #include "ops/embedding.h"
 
+#include "amp/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 
@@ -38,6 +39,8 @@ DispatchTable<EmbeddingKernel>& embedding_kernels() { return embedding_tables().
 DispatchTable<EmbeddingKernel>& embedding_backward_kernels() { return embedding_tables().bwd; }
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingOptions o) {
+  // I64 indices are never eligible: only the weight can be cast
+  if (amp::OpCast c{amp::Op::Embedding, {indices, weight}}) return embedding(c[0], c[1], o);
   check_embedding(indices, weight, o);
   std::vector<int64_t> out = indices.shape().dims();
   out.push_back(weight.shape()[1]);

@@ -3,8 +3,11 @@
 // preset and each autocast dtype against the same op run without autocast on inputs cast by a small
 // reference of torch's rules written here; the presets are also checked against torch's lists by hand.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -18,10 +21,13 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/conv.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
@@ -45,10 +51,15 @@ Tensor class_target(int64_t n, int64_t classes) {
 }
 
 using Inputs = std::vector<Tensor>;
+// An op's output dtype without autocast: the promotion of its floating inputs; its first input's dtype
+// (the norms: F16 x with F32 weight and bias gives F16, as torch's mixed-dtype batch_norm/layer_norm); or
+// the promotion widened to F32 (halfgrad's losses return F32 for F16/BF16 input, ops/loss.h).
+enum class NativeOut { Promoted, First, Widened };
 struct OpCase {
   Op op;
   std::vector<Shape> shapes;  // of the floating inputs the hook sees
   std::function<Tensor(const Inputs&)> run;
+  NativeOut native = NativeOut::Promoted;
 };
 
 std::vector<OpCase> op_cases() {
@@ -74,14 +85,53 @@ std::vector<OpCase> op_cases() {
       {Op::Sum, {{3, 4}}, [](const Inputs& x) { return sum(x[0]); }},
       {Op::Mean, {{3, 4}}, [](const Inputs& x) { return mean(x[0], {1}); }},
       {Op::Var, {{3, 4}}, [](const Inputs& x) { return var(x[0], {1}); }},
-      {Op::BatchNorm, {{4, 3}, {3}, {3}}, [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2]); }},
-      {Op::LayerNorm, {{3, 4}, {4}, {4}}, [](const Inputs& x) { return layer_norm(x[0], {4}, x[1], x[2]); }},
-      {Op::CrossEntropy, {{3, 5}}, [](const Inputs& x) { return cross_entropy(x[0], class_target(3, 5)); }},
-      {Op::NllLoss, {{3, 5}}, [](const Inputs& x) { return nll_loss(x[0], class_target(3, 5)); }},
-      {Op::MseLoss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mse_loss(x[0], x[1]); }},
-      {Op::L1Loss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return l1_loss(x[0], x[1]); }},
-      {Op::BceWithLogits, {{3, 4}, {3, 4}}, [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); }},
+      {Op::BatchNorm, {{4, 3}, {3}, {3}}, [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2]); },
+       NativeOut::First},
+      {Op::LayerNorm, {{3, 4}, {4}, {4}}, [](const Inputs& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+       NativeOut::First},
+      {Op::CrossEntropy, {{3, 5}}, [](const Inputs& x) { return cross_entropy(x[0], class_target(3, 5)); },
+       NativeOut::Widened},
+      {Op::NllLoss, {{3, 5}}, [](const Inputs& x) { return nll_loss(x[0], class_target(3, 5)); },
+       NativeOut::Widened},
+      {Op::MseLoss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mse_loss(x[0], x[1]); },
+       NativeOut::Widened},
+      {Op::L1Loss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return l1_loss(x[0], x[1]); },
+       NativeOut::Widened},
+      {Op::BceWithLogits, {{3, 4}, {3, 4}}, [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+       NativeOut::Widened},
+      {Op::Relu, {{3, 4}}, [](const Inputs& x) { return relu(x[0]); }},
+      {Op::Sigmoid, {{3, 4}}, [](const Inputs& x) { return sigmoid(x[0]); }},
+      {Op::Tanh, {{3, 4}}, [](const Inputs& x) { return tanh(x[0]); }},
+      {Op::Gelu, {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
+      {Op::MaxPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return max_pool2d(x[0], {.kernel_size = 2}); }},
+      {Op::AvgPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return avg_pool2d(x[0], {.kernel_size = 3, .stride = 1}); },
+       NativeOut::Promoted},
+      {Op::AdaptiveAvgPool2d, {{2, 5, 5}}, [](const Inputs& x) { return adaptive_avg_pool2d(x[0], 2); }},
+      {Op::Embedding, {{5, 3}}, [](const Inputs& x) { return embedding(class_target(4, 5), x[0]); }},
+      {Op::Dropout, {{3, 4}}, [](const Inputs& x) {
+         Generator g(5);  // a fresh generator per run: the autocast run and the reference draw the same mask
+         return dropout(x[0], {.p = 0.5, .generator = &g});
+       }},
   };
+}
+
+// The output dtype torch gives, written out: the op's own rule (NativeOut) applied to its inputs as the
+// policy casts them: Lower -> all the autocast dtype, Fp32 -> all F32, Promote -> all the widest input
+// (F32 wins over the autocast dtype), Keep (and disabled autocast) -> as they are.
+DType expected_dtype(CastPolicy p, DType lower, NativeOut rule, std::vector<DType> ins) {
+  auto widest = [&ins] {
+    DType w = ins.front();
+    for (DType d : ins) w = promote_types(w, d);
+    return w;
+  };
+  const DType promoted = widest() == DType::F32 ? DType::F32 : lower;
+  for (DType& d : ins) {
+    if (p == CastPolicy::Lower) d = lower;
+    if (p == CastPolicy::Fp32) d = DType::F32;
+    if (p == CastPolicy::Promote) d = promoted;
+  }
+  if (rule == NativeOut::First) return ins.front();
+  return rule == NativeOut::Widened && is_low_precision(widest()) ? DType::F32 : widest();
 }
 
 // torch's rules, written independently of amp/autocast.cpp: the inputs as the op should see them, or
@@ -103,6 +153,35 @@ std::optional<Inputs> reference_cast(CastPolicy p, DType lower, Inputs xs) {
 }
 
 std::vector<double> values(const Tensor& t) { return t.to(DType::F64).to_vector<double>(); }
+
+// What fn writes to stderr (file descriptor 2, where the warnings go through fprintf).
+template <class Fn>
+std::string capture_stderr(const Fn& fn) {
+  std::fflush(stderr);
+  char path[] = "/tmp/hg_autocast_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  struct Redirect {  // restores fd 2 also when a REQUIRE inside fn throws
+    int saved;
+    explicit Redirect(int to) : saved(dup(2)) { dup2(to, 2); }
+    ~Redirect() {
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+    }
+  };
+  {
+    Redirect r(fd);
+    fn();
+  }
+  std::string text;
+  char buf[512];
+  lseek(fd, 0, SEEK_SET);
+  for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(k));
+  close(fd);
+  unlink(path);
+  return text;
+}
 
 Inputs make_inputs(const OpCase& c, const std::vector<DType>& dts) {
   Inputs xs;
@@ -127,6 +206,9 @@ void check_table(const amp::Policy& policy, std::optional<DType> mode) {
         continue;
       }
       const Tensor got = c.run(xs);
+      std::vector<DType> in_dtypes;
+      for (const Tensor& x : xs) in_dtypes.push_back(x.dtype());
+      REQUIRE(got.dtype() == expected_dtype(mode ? policy.get(c.op) : CastPolicy::Keep, lo, c.native, in_dtypes));
       Tensor want;
       {
         amp::Autocast off(kCpu, std::nullopt, {.enabled = false});
@@ -147,6 +229,12 @@ bool is_loss(Op op) {
 }  // namespace
 
 TEST_CASE("autocast policy table: every op under every preset, BF16, F16 and disabled", "[amp][cpu]") {
+  std::vector<int> cases_per_op(amp::kNumOps, 0);
+  for (const OpCase& c : op_cases()) ++cases_per_op[static_cast<size_t>(c.op)];
+  for (int i = 0; i < amp::kNumOps; ++i) {
+    CAPTURE(amp::op_name(static_cast<Op>(i)));
+    REQUIRE(cases_per_op[static_cast<size_t>(i)] == 1);  // the table covers every amp::Op exactly once
+  }
   for (const auto& [name, policy] : {std::pair{"pytorch_cpu", amp::Policy::pytorch_cpu()},
                                      std::pair{"pytorch_cuda", amp::Policy::pytorch_cuda()},
                                      std::pair{"apex_o1", amp::Policy::apex_o1()}}) {
@@ -155,6 +243,18 @@ TEST_CASE("autocast policy table: every op under every preset, BF16, F16 and dis
       INFO("preset " << name);
       check_table(policy, mode);
     }
+  }
+}
+
+TEST_CASE("autocast reaches every op: the table with every op Lower, every op Fp32, every op Promote", "[amp][cpu]") {
+  // The presets leave many ops Keep, where a missing hook would go unseen; a uniform policy shows that
+  // each public op calls the hook (a user override must reach it, and a tracer must see it).
+  for (CastPolicy p : {CastPolicy::Lower, CastPolicy::Fp32, CastPolicy::Promote}) {
+    amp::Policy uniform;
+    for (int i = 0; i < amp::kNumOps; ++i) uniform.set(static_cast<Op>(i), p);
+    INFO("every op " << amp::cast_policy_name(p));
+    check_table(uniform, DType::BF16);
+    check_table(uniform, DType::F16);
   }
 }
 
@@ -169,8 +269,22 @@ TEST_CASE("autocast presets hold torch's CPU and CUDA lists and Apex O1's", "[am
                            op == Op::LogSoftmax || op == Op::Sum || op == Op::LayerNorm;
     REQUIRE(cuda.get(op) == (cuda_fp32 ? CastPolicy::Fp32 : common));
     const bool o1_promote = op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Cat;
-    REQUIRE(o1.get(op) == (o1_promote ? CastPolicy::Promote : cuda_fp32 || op == Op::Var ? CastPolicy::Fp32 : common));
+    const bool o1_fp32 = cuda_fp32 || op == Op::Var || op == Op::Gelu;  // F.gelu is in Apex's functional FP32_FUNCS
+    REQUIRE(o1.get(op) == (o1_promote ? CastPolicy::Promote : o1_fp32 ? CastPolicy::Fp32 : common));
   }
+  // in no list of torch CUDA, torch CPU (only 3-D pools there) or Apex O1: they run in their input's dtype
+  for (Op op : {Op::Relu, Op::Sigmoid, Op::Tanh, Op::MaxPool2d, Op::AvgPool2d, Op::AdaptiveAvgPool2d, Op::Embedding,
+                Op::Dropout}) {
+    CAPTURE(amp::op_name(op));
+    REQUIRE(cpu.get(op) == CastPolicy::Keep);
+    REQUIRE(cuda.get(op) == CastPolicy::Keep);
+    REQUIRE(o1.get(op) == CastPolicy::Keep);
+  }
+  REQUIRE(cpu.get(Op::Gelu) == CastPolicy::Keep);
+  REQUIRE(cuda.get(Op::Gelu) == CastPolicy::Keep);
+  REQUIRE(o1.get(Op::Gelu) == CastPolicy::Fp32);
+  REQUIRE(std::string(amp::op_name(Op::AdaptiveAvgPool2d)) == "adaptive_avg_pool2d");
+  REQUIRE(std::string(amp::op_name(Op::Dropout)) == "dropout");
   REQUIRE(cpu.get(Op::Cat) == CastPolicy::Promote);  // torch's CPU promote list: stack, cat, index_copy
   REQUIRE(cuda.get(Op::Mean) == CastPolicy::Keep);   // mean is in no CUDA list: F16 in, F16 out
   REQUIRE(cuda.get(Op::BatchNorm) == CastPolicy::Keep);
@@ -241,11 +355,46 @@ TEST_CASE("autocast guards nest, restore state on exit and on exceptions", "[amp
   REQUIRE(linear(a, w).dtype() == DType::F32);
 }
 
-TEST_CASE("autocast rejects a dtype that is not F16 or BF16 and leaves the state unchanged", "[amp][cpu]") {
-  REQUIRE_THROWS_WITH(amp::Autocast(kCpu, DType::F32), Catch::Contains("Autocast: dtype=F32") &&
-                                                            Catch::Contains("F16 or BF16"));
-  REQUIRE_THROWS_WITH(amp::Autocast(kCpu, DType::I64), Catch::Contains("dtype=I64"));
+TEST_CASE("autocast with a dtype other than F16 or BF16 warns once and runs disabled, as torch's", "[amp][cpu]") {
+  const Tensor a = input({3, 4}, DType::F32, 1), w = input({5, 4}, DType::F32, 2);
+  // the only test constructing these guards: the once-per-(device type, dtype) flags are fresh here
+  const std::string err = capture_stderr([&] {
+    amp::Autocast outer(kCpu, DType::F16);
+    {
+      amp::Autocast bad(kCpu, DType::F32);
+      REQUIRE_FALSE(amp::is_enabled(kCpu));
+      REQUIRE(amp::get_dtype(kCpu) == DType::F16);  // unchanged: a nested default guard still lowers
+      REQUIRE(amp::nesting() == 2);
+      REQUIRE(linear(a, w).dtype() == DType::F32);
+      amp::Autocast inner(kCpu);
+      REQUIRE(linear(a, w).dtype() == DType::F16);
+    }
+    REQUIRE(amp::is_enabled(kCpu));
+    REQUIRE(linear(a, w).dtype() == DType::F16);
+  });
+  REQUIRE_THAT(err, Catch::Contains("Autocast") && Catch::Contains("CPU") && Catch::Contains("F32") &&
+                        Catch::Contains("Disabling autocast") && Catch::Contains("F16 and BF16"));
+  const std::string again = capture_stderr([&] {
+    amp::Autocast bad(kCpu, DType::F32);
+    REQUIRE(linear(a, w).dtype() == DType::F32);
+  });
+  REQUIRE(again.empty());  // shown once
+  const std::string other = capture_stderr([&] {
+    amp::Autocast i64(kCpu, DType::I64);
+    amp::Autocast f64(DeviceType::CUDA, DType::F64);
+    REQUIRE_FALSE(amp::is_enabled(kCpu));
+    REQUIRE_FALSE(amp::is_enabled(DeviceType::CUDA));
+    REQUIRE(amp::get_dtype(DeviceType::CUDA) == DType::F16);
+  });
+  REQUIRE_THAT(other, Catch::Contains("CPU autocast, but the target dtype I64"));
+  REQUIRE_THAT(other, Catch::Contains("CUDA autocast, but the target dtype F64"));
+  const std::string quiet = capture_stderr([&] {  // torch warns only when the region asks to be enabled
+    amp::Autocast off(kCpu, DType::F64, {.enabled = false});
+    REQUIRE_FALSE(amp::is_enabled(kCpu));
+  });
+  REQUIRE(quiet.empty());
   REQUIRE_FALSE(amp::is_enabled(kCpu));
+  REQUIRE(amp::get_dtype(kCpu) == DType::BF16);
   REQUIRE(amp::nesting() == 0);
 }
 
@@ -298,6 +447,50 @@ TEST_CASE("autocast per-op overrides change the dtype and are restored", "[amp][
   REQUIRE(linear(a, w).dtype() == DType::F32);
   amp::reset_policy(kCpu);
   REQUIRE(amp::active_policy(kCpu) == amp::Policy::pytorch_cpu());
+}
+
+TEST_CASE("autocast per-op overrides reach the activations, pools, embedding and dropout", "[amp][cpu]") {
+  const Tensor h = input({1, 2, 4, 4}, DType::BF16, 1);
+  const Tensor idx = from_vector(std::vector<int64_t>{3, 0, 3, 1}, {2, 2}, {.dtype = DType::I64});
+  Tensor w = input({4, 3}, DType::F32, 2);
+  w.requires_grad_();
+  amp::Autocast ac(kCpu);
+  // the defaults (pytorch_cpu): in no list, so they keep their input's dtype
+  REQUIRE(gelu(h).dtype() == DType::BF16);
+  REQUIRE(max_pool2d(h, {.kernel_size = 2}).dtype() == DType::BF16);
+  REQUIRE(embedding(idx, w).dtype() == DType::F32);
+  amp::PolicyGuard pg(kCpu, amp::active_policy(kCpu));
+  amp::set_op_policy(kCpu, Op::Gelu, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, Op::MaxPool2d, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, Op::Embedding, CastPolicy::Lower);
+  amp::set_op_policy(kCpu, Op::Dropout, CastPolicy::Fp32);
+  const Tensor g = gelu(h);
+  REQUIRE(g.dtype() == DType::F32);
+  REQUIRE(values(g) == values(gelu(h.to(DType::F32))));  // computed from the F32 cast, not rounded to BF16
+  REQUIRE(max_pool2d(h, {.kernel_size = 2}).dtype() == DType::F32);
+  REQUIRE(avg_pool2d(h, {.kernel_size = 2}).dtype() == DType::BF16);  // its own entry: still Keep
+  REQUIRE(relu(h).dtype() == DType::BF16);
+  {
+    Generator g1(9), g2(9);
+    const Tensor d = dropout(h, {.p = 0.25, .generator = &g1});
+    REQUIRE(d.dtype() == DType::F32);
+    REQUIRE(values(d) == values(dropout(h.to(DType::F32), {.p = 0.25, .generator = &g2})));
+  }
+  // embedding: the F32 weight (a leaf that requires grad) is cast once through the cache; the I64
+  // indices pass untouched, and the gradient arrives in F32 on the weight
+  amp::reset_cast_cache_stats();
+  const Tensor e1 = embedding(idx, w), e2 = embedding(idx, w);
+  REQUIRE(e1.dtype() == DType::BF16);
+  REQUIRE(e1.shape() == Shape({2, 2, 3}));
+  REQUIRE(values(e1) == values(embedding(idx, w.detach().to(DType::BF16))));
+  REQUIRE(amp::cast_cache_stats().misses == 1);
+  REQUIRE(amp::cast_cache_stats().hits == 1);
+  const auto cast = amp::autocast_inputs(Op::Embedding, {idx, w});
+  REQUIRE(cast[0].same(idx));
+  REQUIRE(cast[1].dtype() == DType::BF16);
+  sum(add(e1, e2).to(DType::F32)).backward();
+  REQUIRE(w.grad().dtype() == DType::F32);
+  REQUIRE(values(w.grad()) == std::vector<double>{2, 2, 2, 2, 2, 2, 0, 0, 0, 4, 4, 4});  // row r: 2 * uses of r
 }
 
 TEST_CASE("backward after an autocast region gives F32 grads close to the F32 computation", "[amp][cpu]") {
