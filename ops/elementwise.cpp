@@ -34,16 +34,33 @@ void run_elementwise(const char* op, const EwCall& call, const std::vector<Tenso
 
 namespace {
 
+// Which of x and y a unary op's gradient (grad(x, y, dy) in ops/functors.h) reads: backward keeps only
+// that one alive and passes it in both slots. The gradchecks of every unary op catch a wrong entry.
+enum class GradReads : uint8_t { X, Y, Neither };
+GradReads grad_reads(EwOp op) {
+  switch (op) {
+    case EwOp::Exp: case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Relu: case EwOp::Sigmoid: case EwOp::Tanh:
+      return GradReads::Y;
+    case EwOp::Neg: case EwOp::AddScalar: case EwOp::MulScalar: case EwOp::DivScalar: case EwOp::RsubScalar:
+      return GradReads::Neither;
+    default:
+      return GradReads::X;
+  }
+}
+
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
   check_floating(name, x);
   const EwCall fwd{op, EwMode::Forward, p0, p1};
   Tensor y = empty_like(x);
   run_elementwise(name, fwd, {x}, y);
   if (autograd::should_record({&x})) {
-    // capture a detached alias of y: capturing y itself would make a reference cycle
-    autograd::record(y, name, {x}, [x, yd = y.detach(), fwd](const Tensor& dy, const GradMask&) {
-      Tensor dx = empty_like(x);
-      run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {x, yd, dy}, dx);
+    // y as a detached alias: capturing y itself would make a reference cycle
+    const GradReads reads = grad_reads(op);
+    const Tensor kept = reads == GradReads::Y ? y.detach() : reads == GradReads::X ? x : Tensor();
+    autograd::record(y, name, {x}, [kept, fwd](const Tensor& dy, const GradMask&) {
+      const Tensor& v = kept.defined() ? kept : dy;  // Neither: grad() reads neither slot
+      Tensor dx = empty_like(v);
+      run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {v, v, dy}, dx);
       return std::vector<Tensor>{dx};
     });
   }

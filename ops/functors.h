@@ -71,7 +71,9 @@ struct Abs {
 };
 struct Relu {
   template <class C> HG_HD C operator()(C x) const { return x > C(0) || is_nan(x) ? x : C(0); }
-  template <class C> HG_HD C grad(C x, C, C dy) const { return x > C(0) ? dy : C(0); }
+  // from y: relu(x) > 0 exactly when x > 0 (NaN: neither), and backward then keeps only y, which the
+  // next layer saves anyway (torch's threshold_backward on the result)
+  template <class C> HG_HD C grad(C, C y, C dy) const { return y > C(0) ? dy : C(0); }
 };
 struct Sigmoid {
   template <class C> HG_HD C operator()(C x) const { return C(1) / (C(1) + m_exp(-x)); }
