@@ -149,12 +149,15 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor y = alias_with_shape(linear_forward(x2, w, b, m), out);
   std::vector<Tensor> ins{x, w};
   if (b.defined()) ins.push_back(b);
-  autograd::record(y, "linear", ins, [x2, w, m, xs = x.shape()](const Tensor& dy_in, const GradMask& needs) {
-    const Tensor dy = alias_with_shape(dy_in, {m, w.size(0)});
+  // Keep only what the gradients read: dx reads w, dw reads x. A first layer (x is data) thus frees its
+  // input, and under autocast the low-precision copy of its weight, as soon as the forward is done.
+  const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x2 : Tensor();
+  autograd::record(y, "linear", ins, [x_kept, w_kept, m, o = w.size(0), i, xs = x.shape()](const Tensor& dy_in,
+                                                                                           const GradMask& needs) {
+    const Tensor dy = alias_with_shape(dy_in, {m, o});
     std::vector<Tensor> g(needs.size());
-    const int64_t o = w.size(0), i = w.size(1);
-    if (needs[0]) g[0] = alias_with_shape(gemm_op(dy, Trans::N, false, w, Trans::N, false, 1, m, i, o), xs);
-    if (needs[1]) g[1] = alias_with_shape(gemm_op(dy, Trans::T, false, x2, Trans::N, false, 1, o, i, m), w.shape());
+    if (needs[0]) g[0] = alias_with_shape(gemm_op(dy, Trans::N, false, w_kept, Trans::N, false, 1, m, i, o), xs);
+    if (needs[1]) g[1] = alias_with_shape(gemm_op(dy, Trans::T, false, x_kept, Trans::N, false, 1, o, i, m), Shape{o, i});
     if (needs.size() > 2 && needs[2]) g[2] = sum(dy, {0});
     return g;
   });
