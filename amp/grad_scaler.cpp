@@ -42,7 +42,7 @@ bool unscale_block(const UnscaleArgs& a, const UnscaleCheck<compute_t<T>>& f, in
 template <class T>
 void unscale_cpu(const UnscaleArgs& a) {
   using C = compute_t<T>;
-  const UnscaleCheck<C> f{a.write ? static_cast<C>(a.inv_scale) : C(1)};
+  const UnscaleCheck<C> f = unscale_check<C>(a.write, a.inv_scale, a.inv_scale_at);
   const int64_t blocks = (a.n + kBlock - 1) / kBlock;
   bool bad = false;
   if (a.n <= kParallel) {
@@ -99,6 +99,15 @@ void unscale_grad(const Tensor& g, double inv_scale, bool write, FoundInf& found
 
 Tensor scalar(double v) { return full(Shape{}, v, {.dtype = DType::F64}); }
 
+void state_op_cpu(const ScalerStateArgs& a) { scaler_state_op(a); }
+
+template <class T>
+T download(const Tensor& t, int64_t i = 0) {
+  T v{};
+  copy_bytes(&v, Device::cpu(), static_cast<const T*>(t.data_ptr()) + i, t.device(), sizeof v);
+  return v;
+}
+
 // A required 0-d F64 entry.
 double read_entry(const optim::StateDict& sd, const char* key, std::set<std::string>& used) {
   auto it = sd.find(key);
@@ -131,17 +140,100 @@ DispatchTable<UnscaleKernel>& unscale_kernels() {
   return t;
 }
 
+DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
+  static DispatchTable<ScalerStateKernel> t = [] {
+    DispatchTable<ScalerStateKernel> d("GradScaler (device state)");
+    d.set(DeviceType::CPU, DType::F32, &state_op_cpu);
+    return d;
+  }();
+  return t;
+}
+
+const StepResult::Values& StepResult::read() const {
+  if (!values_) {
+    float v[2] = {0.0f, 0.0f};
+    copy_bytes(v, Device::cpu(), snapshot_.data_ptr(), snapshot_.device(), sizeof v);  // waits for the step
+    values_ = Values{.found_inf = v[0] != 0.0f, .scale = static_cast<double>(v[1])};
+  }
+  return *values_;
+}
+
 GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
   check_options(options_);
   state_ = {.scale = static_cast<float>(options_.init_scale), .growth_tracker = 0, .hysteresis_left = options_.hysteresis};
 }
 
-Tensor GradScaler::scale(const Tensor& loss) const {
+void GradScaler::choose_path(Device d) {
+  if (path_chosen_) return;
+  path_chosen_ = true;
+  const bool kernel = options_.step_skip == StepSkip::Kernel || (options_.step_skip == StepSkip::Auto && d.is_cuda());
+  if (!kernel) return;
+  dev_.device = d;
+  upload_state();
+}
+
+// The host state_ into the device tensors (made at the path's choice; later, as at load_state_dict,
+// overwritten in place so that pointers held by captured work stay valid): copies that wait.
+void GradScaler::upload_state() {
+  const Device d = dev_.device;
+  if (!dev_.scale.defined()) {
+    dev_.scale = empty(Shape{}, {.dtype = DType::F32, .device = d});
+    dev_.trackers = empty(Shape{2}, {.dtype = DType::I64, .device = d});
+    dev_.inv_scale = zeros(Shape{}, {.dtype = DType::F32, .device = d});
+    dev_.found_inf = zeros(Shape{4}, {.dtype = DType::F32, .device = d});  // grows with the optimizers
+  }
+  const int64_t trackers[2] = {state_.growth_tracker, state_.hysteresis_left};
+  copy_bytes(dev_.scale.data_ptr(), d, &state_.scale, Device::cpu(), sizeof(float));
+  copy_bytes(dev_.trackers.data_ptr(), d, trackers, Device::cpu(), sizeof trackers);
+}
+
+ScaleState GradScaler::current() const {
+  if (!on_device()) return state_;
+  return {.scale = download<float>(dev_.scale), .growth_tracker = download<int64_t>(dev_.trackers, 0),
+          .hysteresis_left = download<int64_t>(dev_.trackers, 1)};
+}
+
+double GradScaler::get_scale() const {
+  if (!enabled()) return 1.0;
+  const float s = current().scale;
+  warn_if_below_one(s);
+  return static_cast<double>(s);
+}
+
+// opt's found_inf flag on the device; a new optimizer gets the next slot (the flags grow, keeping theirs).
+int64_t GradScaler::slot_for(const optim::Optimizer& opt) {
+  auto it = dev_.slots.find(&opt);
+  if (it != dev_.slots.end()) return it->second;
+  const int64_t slot = static_cast<int64_t>(dev_.slots.size());
+  if (slot >= dev_.found_inf.numel()) {
+    Tensor grown = zeros(Shape{2 * dev_.found_inf.numel()}, {.dtype = DType::F32, .device = dev_.device});
+    copy_bytes(grown.data_ptr(), dev_.device, dev_.found_inf.data_ptr(), dev_.device, dev_.found_inf.nbytes());
+    dev_.found_inf = grown;
+  }
+  dev_.slots.emplace(&opt, slot);
+  return slot;
+}
+
+void GradScaler::run(ScalerStateArgs a) const {
+  a.scale = static_cast<float*>(dev_.scale.data_ptr());
+  a.trackers = static_cast<int64_t*>(dev_.trackers.data_ptr());
+  a.inv_scale = static_cast<float*>(dev_.inv_scale.data_ptr());
+  a.found_inf = static_cast<float*>(dev_.found_inf.data_ptr());
+  a.num_found = dev_.found_inf.numel();
+  scaler_state_kernels().get(dev_.device, DType::F32)(a);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) {
   if (!enabled()) return loss;
   HG_CHECK(loss.defined() && is_floating(loss.dtype()), "GradScaler.scale: the loss is ",
            loss.defined() ? dtype_name(loss.dtype()) : "undefined", "; pass a floating loss tensor");
+  choose_path(loss.device());
   const bool keep = loss.dtype() == DType::F32 || loss.dtype() == DType::F64;
-  return mul(keep ? loss : loss.to(DType::F32), static_cast<double>(state_.scale));
+  const Tensor l = keep ? loss : loss.to(DType::F32);
+  if (!on_device()) return mul(l, static_cast<double>(state_.scale));
+  HG_CHECK(loss.device() == dev_.device, "GradScaler.scale: the loss is on ", loss.device(),
+           " but the scaler's state lives on ", dev_.device, " (the device of its first loss); use one scaler per device");
+  return mul(l, dev_.scale);  // F32 x F32 (F64 x F32 promotes): the host path's product
 }
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
@@ -151,10 +243,19 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
            "since the last update(); call it at most once per optimizer per iteration, before step()");
   HG_CHECK(st.stage != Stage::Stepped, "GradScaler.unscale_: unscale_() is being called after step(); call "
            "unscale_(opt) before step(opt) (step unscales by itself when you did not), then update()");
-  // torch: inv_scale = _scale.double().reciprocal().float()
-  const double inv_scale = static_cast<float>(1.0 / static_cast<double>(state_.scale));
   NoGradGuard no_grad;
   const std::vector<Tensor> params = opt.parameters();
+  if (!path_chosen_) {  // step() without scale(): the gradients' device decides
+    Device d = Device::cpu();
+    for (const Tensor& p : params)
+      if (p.grad().defined()) {
+        d = p.grad().device();
+        break;
+      }
+    choose_path(d);
+  }
+  if (on_device()) return unscale_on_device(opt, st);
+  const double inv_scale = inv_scale_of(state_.scale);  // torch: _scale.double().reciprocal().float()
   FoundInf found;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
@@ -167,10 +268,32 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   st.stage = Stage::Unscaled;
 }
 
+// The device path's unscale_: 1/scale and a zero flag on the device, then one unscale-and-check pass
+// per gradient reading them there; F16 gradients get the device 1/scale as their pending factor.
+void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
+  const int64_t slot = slot_for(opt);
+  run({.op = ScalerOp::PrepareUnscale, .slot = slot});
+  const auto* inv = static_cast<const float*>(dev_.inv_scale.data_ptr());
+  float* found = static_cast<float*>(dev_.found_inf.data_ptr()) + slot;
+  const std::vector<Tensor> params = opt.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor g = params[i].grad();
+    if (!g.defined()) continue;
+    HG_CHECK(g.device() == dev_.device, "GradScaler.unscale_: the gradient of parameter ", i, " is on ", g.device(),
+             " but the scaler's state lives on ", dev_.device, " (the device of its first loss); keep the model and "
+             "the loss on one device, or use one scaler per device");
+    const bool deferred = g.dtype() == DType::F16;  // see grad_scaler.h: the update kernel unscales it
+    unscale_kernels().get(g.device(), g.dtype())(
+        {.n = g.numel(), .grad = g.data_ptr(), .write = !deferred, .found_inf = found, .inv_scale_at = inv});
+    if (deferred) opt.set_device_grad_scale(i, inv);
+  }
+  st.stage = Stage::Unscaled;
+}
+
 StepResult GradScaler::step(optim::Optimizer& opt) {
   if (!enabled()) {
     opt.step();
-    return {.stepped = true, .found_inf = false, .scale = 1.0};
+    return StepResult(false, 1.0);
   }
   auto it = per_optimizer_.find(&opt);
   HG_CHECK(it == per_optimizer_.end() || it->second.stage != Stage::Stepped, "GradScaler.step: step() has already "
@@ -178,10 +301,18 @@ StepResult GradScaler::step(optim::Optimizer& opt) {
            "steps of all optimizers");
   if (it == per_optimizer_.end() || it->second.stage == Stage::Ready) unscale_(opt);
   OptimizerState& st = per_optimizer_.at(&opt);
+  st.stage = Stage::Stepped;
+  if (on_device()) {  // the update kernels read found_inf and skip on the device (torch's fused path)
+    const int64_t slot = slot_for(opt);
+    opt.set_found_inf(static_cast<const float*>(dev_.found_inf.data_ptr()) + slot);
+    opt.step();
+    Tensor snapshot = empty(Shape{2}, {.dtype = DType::F32, .device = dev_.device});
+    run({.op = ScalerOp::Snapshot, .slot = slot, .out = static_cast<float*>(snapshot.data_ptr())});
+    return StepResult(std::move(snapshot));
+  }
   if (st.found_inf) opt.clear_grad_scales();  // skipped: torch does not call optimizer.step()
   else opt.step();
-  st.stage = Stage::Stepped;
-  return {.stepped = !st.found_inf, .found_inf = st.found_inf, .scale = static_cast<double>(state_.scale)};
+  return StepResult(st.found_inf, static_cast<double>(state_.scale));
 }
 
 ScaleUpdateParams GradScaler::update_params() const {
@@ -199,9 +330,13 @@ void GradScaler::update() {
            "step(opt) on the optimizers of this iteration before update()");
   bool found = false;
   for (const auto& [opt, st] : per_optimizer_) found = found || st.found_inf;
-  if (options_.dynamic) scale_update(state_, found, update_params());
   per_optimizer_.clear();
-  warn_if_below_one();
+  if (on_device()) {  // one thread: the OR of every optimizer's flag, scale_update, flags back to 0
+    run({.op = ScalerOp::Update, .params = update_params(), .dynamic = options_.dynamic});
+    return;
+  }
+  if (options_.dynamic) scale_update(state_, found, update_params());
+  warn_if_below_one(state_.scale);
 }
 
 void GradScaler::update(double new_scale) {
@@ -210,25 +345,27 @@ void GradScaler::update(double new_scale) {
            "; it must be finite in F32 and > 0");
   state_.scale = static_cast<float>(new_scale);
   per_optimizer_.clear();
-  warn_if_below_one();
+  if (on_device()) run({.op = ScalerOp::SetScale, .new_scale = state_.scale});
+  warn_if_below_one(state_.scale);
 }
 
-void GradScaler::warn_if_below_one() {
-  if (state_.scale >= 1.0f || warned_below_one_) return;
+void GradScaler::warn_if_below_one(float scale) const {
+  if (scale >= 1.0f || warned_below_one_) return;
   warned_below_one_ = true;
   std::fprintf(stderr,
                "halfgrad warning: GradScaler: the loss scale fell below 1 (scale=%g): gradients are now scaled "
                "down. The model overflows F16 even unscaled (e.g. BF16-pretrained weights); consider BF16 autocast "
                "without a scaler, or GradScalerOptions{.min_scale = 1}. (Shown once.)\n",
-               static_cast<double>(state_.scale));
+               static_cast<double>(scale));
 }
 
 optim::StateDict GradScaler::state_dict() const {
   optim::StateDict sd;
   if (!enabled()) return sd;  // torch: {} when disabled
-  sd["scale"] = scalar(state_.scale);
-  sd["growth_tracker"] = scalar(static_cast<double>(state_.growth_tracker));
-  sd["hysteresis_tracker"] = scalar(static_cast<double>(state_.hysteresis_left));
+  const ScaleState st = current();
+  sd["scale"] = scalar(st.scale);
+  sd["growth_tracker"] = scalar(static_cast<double>(st.growth_tracker));
+  sd["hysteresis_tracker"] = scalar(static_cast<double>(st.hysteresis_left));
   sd["growth_factor"] = scalar(options_.growth_factor);
   sd["backoff_factor"] = scalar(options_.backoff_factor);
   sd["growth_interval"] = scalar(static_cast<double>(options_.growth_interval));
@@ -264,6 +401,7 @@ void GradScaler::load_state_dict(const optim::StateDict& sd) {
              "'; the dict was not saved by GradScaler::state_dict()");
   options_ = o;
   state_ = {.scale = static_cast<float>(scale), .growth_tracker = growth, .hysteresis_left = static_cast<int64_t>(hyst)};
+  if (on_device()) upload_state();  // torch fills the live device tensors
 }
 
 }  // namespace hg::amp

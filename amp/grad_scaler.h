@@ -8,7 +8,7 @@
 //   hg::optim::clip_grad_norm_(params, 1.0);
 //   auto r = scaler.step(opt);                        // skips the step when a gradient is inf/NaN
 //   scaler.update();                                  // once per iteration, after every step
-//   if (r.stepped) sched.step();
+//   if (r.stepped()) sched.step();                    // (on a GPU: waits for the step to finish)
 //
 // Per optimizer the scaler walks READY -> UNSCALED -> STEPPED; update() puts every optimizer back to
 // READY. unscale_ twice, step twice, or unscale_ after step throw hg::Error naming the misuse.
@@ -24,22 +24,46 @@
 // counts the pending factors and folds its clip factor into them; the vector-of-parameters version
 // and clip_grad_value_ would see the scaled F16 values.
 //
-// The scale, growth tracker and hysteresis counter are host values (the scale an F32, as torch's):
-// step() needs found_inf on the host anyway to decide whether to call the optimizer (torch's one sync
-// per step on the non-fused path). On a GPU the unscale kernel (cuda/kernels/amp.cu) writes one
-// found_inf flag per device, read once per unscale_. Not yet: torch's fused path where the optimizer
-// kernel reads a device-resident scale and found_inf and skips on the device without any sync.
+// Two paths, chosen at the first scale() from the loss's device (torch creates its state lazily there),
+// or, when step()/unscale_ come first, from the first gradient's device:
+//  * Host (a CPU loss): the scale, growth tracker and hysteresis counter are host values (the scale an
+//    F32, as torch's); unscale_ reads found_inf back, and step() calls the optimizer only when no
+//    gradient was inf/NaN (torch's non-fused path, one host sync per step on a GPU).
+//  * Kernel (a CUDA loss; StepSkip::Kernel forces it on any device, so the CPU tests run it too): the
+//    state lives on the loss's device (scale, inv_scale, trackers, one found_inf flag per optimizer).
+//    scale() multiplies by the device scale; unscale_ computes 1/scale on the device (in double,
+//    rounded to F32, as the host) and the unscale kernel (cuda/kernels/amp.cu) reads it there and
+//    writes found_inf there; step() always calls the optimizer, handing it found_inf and the device
+//    1/scale of F16 gradients (Optimizer::set_found_inf, set_device_grad_scale), and the update kernels
+//    leave everything untouched when found_inf is set (torch's fused optimizers); update() is a
+//    one-thread kernel over amp::scale_update. No copy to the host, no sync in scale, unscale_, step
+//    and update: a training loop can be captured into a CUDA graph. Reading values does sync:
+//    get_scale(), growth_tracker(), hysteresis_left(), state_dict() and a StepResult's accessors.
+//    The "scale below 1" warning is given when the scale is read (update() cannot see it).
+//    So does optim::clip_grad_norm_ (it returns the norm as a double). One-time copies that wait:
+//    choosing the path (the state goes to the device), a fifth optimizer (the flags grow), a
+//    parameter's first step on this path (its device step counter), load_state_dict. After one
+//    warm-up iteration a loop is sync-free. Gradients must live on the state's device.
+// Both paths run the same math (amp/scaler_math.h, optim/update.h): on the CPU they agree bit for bit
+// (tests/amp/test_grad_scaler.cpp); a GPU's kernels may contract into FMAs (cuda/kernels/optim.cu).
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "amp/scaler_math.h"
 #include "core/tensor.h"
 #include "optim/optimizer.h"
 
 namespace hg::amp {
+
+// Where step() skips the update of an optimizer whose gradients hold an inf/NaN: Host reads found_inf
+// back and does not call the optimizer; Kernel keeps the scaler's state on the loss's device and lets
+// the update kernels skip (no sync); Auto: Kernel for a CUDA loss, Host for a CPU one.
+enum class StepSkip : uint8_t { Auto, Host, Kernel };
 
 struct GradScalerOptions {
   double init_scale = 65536.0;  // 2^16
@@ -52,20 +76,38 @@ struct GradScalerOptions {
   double max_scale = std::numeric_limits<double>::infinity();  // growth stops there
   int64_t hysteresis = 1;  // back off only after this many overflowing iterations in a row
   bool dynamic = true;     // false: a static scale (init_scale forever); inf/NaN steps are still skipped
+  StepSkip step_skip = StepSkip::Auto;  // where an inf/NaN step is skipped (see above)
 };
 
-struct StepResult {
-  bool stepped = false;    // the optimizer's step ran
-  bool found_inf = false;  // some gradient of this optimizer was inf or NaN (the step was skipped)
-  double scale = 1.0;      // the scale these gradients were scaled by (before update())
+// What step(opt) did. On the host path the values are known at once; on the device path they stay on
+// the device (a 2-float snapshot taken by step()) until an accessor is first called, which waits for
+// the GPU once (a sync) and keeps them, so a loop that never asks never waits.
+class StepResult {
+ public:
+  StepResult(bool found_inf, double scale) : values_(Values{found_inf, scale}) {}
+  explicit StepResult(Tensor snapshot) : snapshot_(std::move(snapshot)) {}  // {found_inf, scale} as F32
+
+  bool stepped() const { return !found_inf(); }       // the update was applied
+  bool found_inf() const { return read().found_inf; }  // some gradient of this optimizer was inf or NaN
+  double scale() const { return read().scale; }       // the scale these gradients were scaled by (before update())
+
+ private:
+  struct Values {
+    bool found_inf = false;
+    double scale = 1.0;
+  };
+  const Values& read() const;
+  Tensor snapshot_;
+  mutable std::optional<Values> values_;
 };
 
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  // loss * scale, in F32 (F64 stays F64); differentiable. Disabled: the loss itself.
-  Tensor scale(const Tensor& loss) const;
+  // loss * scale, in F32 (F64 stays F64); differentiable. Disabled: the loss itself. The first call
+  // chooses the path (above) from the loss's device.
+  Tensor scale(const Tensor& loss);
   // Unscales (see above) the gradients of opt's parameters and records whether any was inf/NaN.
   void unscale_(optim::Optimizer& opt);
   // unscale_ unless done, then opt.step() unless a gradient was inf/NaN.
@@ -75,10 +117,14 @@ class GradScaler {
   // Sets the scale (> 0, finite) instead; growth tracker and hysteresis are kept (torch).
   void update(double new_scale);
 
-  double get_scale() const { return enabled() ? static_cast<double>(state_.scale) : 1.0; }
-  int64_t growth_tracker() const { return state_.growth_tracker; }
-  int64_t hysteresis_left() const { return state_.hysteresis_left; }
+  // On the device path these read the device (a sync), as torch's get_scale() does.
+  double get_scale() const;
+  int64_t growth_tracker() const { return current().growth_tracker; }
+  int64_t hysteresis_left() const { return current().hysteresis_left; }
   bool is_enabled() const { return enabled(); }
+  // The scaler keeps its state on a device and lets the optimizers skip there (decided at the first
+  // scale() or unscale_).
+  bool on_device() const { return dev_.scale.defined(); }
   const GradScalerOptions& options() const { return options_; }
 
   // Named 0-d F64 tensors: scale, growth_tracker, hysteresis_tracker and the options growth_factor,
@@ -96,14 +142,29 @@ class GradScaler {
     bool found_inf = false;
   };
 
+  // The device path's state (amp/scaler_math.h's ScalerStateArgs), on `device`.
+  struct DeviceState {
+    Device device;
+    Tensor scale, trackers, inv_scale, found_inf;  // found_inf: one flag per slot
+    std::unordered_map<const optim::Optimizer*, int64_t> slots;
+  };
+
   bool enabled() const { return options_.enabled; }
   ScaleUpdateParams update_params() const;
-  void warn_if_below_one();
+  void warn_if_below_one(float scale) const;
+  void choose_path(Device d);
+  void upload_state();
+  ScaleState current() const;
+  int64_t slot_for(const optim::Optimizer& opt);
+  void run(ScalerStateArgs a) const;
+  void unscale_on_device(optim::Optimizer& opt, OptimizerState& st);
 
   GradScalerOptions options_;
-  ScaleState state_;
+  ScaleState state_;  // the host path's state; on the device path, what upload_state() puts there
+  DeviceState dev_;   // undefined tensors on the host path
+  bool path_chosen_ = false;
   std::unordered_map<const optim::Optimizer*, OptimizerState> per_optimizer_;
-  bool warned_below_one_ = false;
+  mutable bool warned_below_one_ = false;
 };
 
 }  // namespace hg::amp

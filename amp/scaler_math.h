@@ -2,7 +2,8 @@
 // The math of the grad scaler, written once (DESIGN.md §2.3) for the CPU loop (amp/grad_scaler.cpp)
 // and a CUDA kernel: torch's _amp_foreach_non_finite_check_and_unscale_ (per element) and
 // _amp_update_scale_ (one scalar update, with Apex/Megatron's hysteresis and min/max scale added),
-// then the unscale kernel's arguments and its dispatch table.
+// then the unscale kernel's arguments and its dispatch table, then the one-thread ops over the
+// device-resident state of the device path.
 #include <math.h>
 
 #include <cstdint>
@@ -72,6 +73,9 @@ HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams&
   if (grown > st.scale) st.scale = grown;  // at max_scale it stays
 }
 
+// 1/scale as torch computes it, _scale.double().reciprocal().float(): in double, rounded to F32.
+HG_HD float inv_scale_of(float scale) { return static_cast<float>(1.0 / static_cast<double>(scale)); }
+
 // In place over n contiguous elements of the table's dtype: g = UnscaleCheck(g) when `write`, else
 // only the check (the gradient stays as it is); *found_inf (host memory for the CPU, device memory
 // for a GPU kernel, set to 0 by the caller) becomes 1 when an element is inf or NaN.
@@ -81,10 +85,82 @@ struct UnscaleArgs {
   double inv_scale = 1.0;  // already rounded to F32 by the scaler (torch's float inv_scale)
   bool write = true;
   float* found_inf = nullptr;
+  const float* inv_scale_at = nullptr;  // the device path: 1/scale is read here (the gradient's device) instead
 };
 using UnscaleKernel = void (*)(const UnscaleArgs& a);
 
-// The CPU entries are filled at first use (amp/grad_scaler.cpp); a CUDA backend would set its own.
+// The per-element functor of one unscale: factor 1 for a check only, else 1/scale (from inv_scale_at
+// when given, read where the kernel runs).
+template <class C>
+HG_HD UnscaleCheck<C> unscale_check(bool write, double inv_scale, const float* inv_scale_at) {
+  if (!write) return {C(1)};
+  return {inv_scale_at != nullptr ? static_cast<C>(*inv_scale_at) : static_cast<C>(inv_scale)};
+}
+
+// The CPU entries are filled at first use (amp/grad_scaler.cpp); cuda/kernels/amp.cu sets the CUDA ones.
 DispatchTable<UnscaleKernel>& unscale_kernels();
+
+// ---- the device path's scaler state (amp/grad_scaler.h, StepSkip::Kernel) -----------------------
+// The state lives in memory of the loss's device: scale (F32), trackers = {growth tracker, hysteresis
+// left} (I64), inv_scale (F32) and found_inf, one F32 flag per optimizer. Every change to it is one
+// of these ops, run by one thread (a <<<1,1>>> kernel on a GPU), so nothing is read back to the host.
+enum class ScalerOp : uint8_t {
+  PrepareUnscale,  // inv_scale = inv_scale_of(scale); found_inf[slot] = 0
+  Update,          // scale_update with the OR of found_inf[0, num_found) (when dynamic); flags = 0
+  SetScale,        // scale = new_scale; flags = 0 (update(new_scale))
+  Snapshot,        // out[0] = found_inf[slot], out[1] = scale (a StepResult's values)
+};
+
+struct ScalerStateArgs {
+  ScalerOp op = ScalerOp::Update;
+  float* scale = nullptr;
+  int64_t* trackers = nullptr;
+  float* inv_scale = nullptr;
+  float* found_inf = nullptr;
+  int64_t num_found = 0;
+  int64_t slot = 0;
+  ScaleUpdateParams params = {};
+  bool dynamic = true;
+  float new_scale = 1.0f;
+  float* out = nullptr;
+};
+
+HG_HD void scaler_state_update(const ScalerStateArgs& a) {
+  bool found = false;
+  for (int64_t k = 0; k < a.num_found; ++k) found = found || a.found_inf[k] != 0.0f;
+  if (a.dynamic) {
+    ScaleState st{.scale = *a.scale, .growth_tracker = a.trackers[0], .hysteresis_left = a.trackers[1]};
+    scale_update(st, found, a.params);
+    *a.scale = st.scale;
+    a.trackers[0] = st.growth_tracker;
+    a.trackers[1] = st.hysteresis_left;
+  }
+  for (int64_t k = 0; k < a.num_found; ++k) a.found_inf[k] = 0.0f;
+}
+
+HG_HD void scaler_state_op(const ScalerStateArgs& a) {
+  switch (a.op) {
+    case ScalerOp::PrepareUnscale:
+      *a.inv_scale = inv_scale_of(*a.scale);
+      a.found_inf[a.slot] = 0.0f;
+      return;
+    case ScalerOp::Update:
+      scaler_state_update(a);
+      return;
+    case ScalerOp::SetScale:
+      *a.scale = a.new_scale;
+      for (int64_t k = 0; k < a.num_found; ++k) a.found_inf[k] = 0.0f;
+      return;
+    case ScalerOp::Snapshot:
+      a.out[0] = a.found_inf[a.slot];
+      a.out[1] = *a.scale;
+      return;
+  }
+}
+
+using ScalerStateKernel = void (*)(const ScalerStateArgs& a);
+// One entry per device type (dtype F32): the CPU's runs scaler_state_op here (amp/grad_scaler.cpp),
+// the CUDA one as a one-thread kernel on the device's stream (cuda/kernels/amp.cu).
+DispatchTable<ScalerStateKernel>& scaler_state_kernels();
 
 }  // namespace hg::amp

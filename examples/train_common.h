@@ -292,7 +292,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       const hg::Tensor loss = prec.loss(model, x.to(dev), y.to(dev));
       opt.zero_grad();
       scaler.scale(loss).backward();
-      s.skipped += scaler.step(opt).stepped ? 0 : 1;
+      s.skipped += scaler.step(opt).stepped() ? 0 : 1;
       scaler.update();
       const double l = loss.item();
       running = step == 0 ? l : 0.98 * running + 0.02 * l;

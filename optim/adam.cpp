@@ -21,6 +21,7 @@ Optimizer::StateNames AdamBase<Options>::state_names(const Options& o) {
 
 template <class Options>
 void AdamBase<Options>::step() {
+  const float* found_inf = this->take_found_inf();
   size_t i = 0;  // the parameter's index <i>
   for (const auto& group : this->groups_) {
     const Options& o = group.options;
@@ -34,7 +35,8 @@ void AdamBase<Options>::step() {
       this->check_grad(kName, index, p, g);
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
-      s.step += 1;
+      const AmpStep amp = this->take_amp_step(index, p, found_inf, s.step, true);
+      if (amp.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
       AdamArgs args{.n = p.numel(),
                     .param = p.data_ptr(),
                     .grad = g.data_ptr(),
@@ -42,7 +44,10 @@ void AdamBase<Options>::step() {
                     .exp_avg_sq = s.buffers[1].data_ptr(),
                     .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
                     .master = this->master_for(index, p),
-                    .s = adam_scalars(h, s.step)};
+                    // with a device counter the kernel derives them itself; then only amsgrad and grad_scale are read
+                    .s = adam_scalars(h, amp.steps == nullptr ? s.step : 1),
+                    .h = h,
+                    .amp = amp};
       args.s.grad_scale = this->take_grad_scale(index);
       adam_kernels().get(p.device(), p.dtype())(args);
     }

@@ -70,7 +70,7 @@ double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
-    const double f = std::fabs(opt.grad_scale(i));  // |f g|^p = |f|^p |g|^p
+    const double f = opt.has_grad_scale(i) ? std::fabs(opt.grad_scale(i)) : 1.0;  // |f g|^p = |f|^p |g|^p
     const double t = grad_norm_term(g, norm_type);
     acc = inf ? nan_max(acc, f * t) : acc + (f == 1.0 ? t : std::pow(f, norm_type) * t);
   }
@@ -80,8 +80,8 @@ double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
-    const double f = opt.grad_scale(i);
-    if (f != 1.0) opt.set_grad_scale(i, f * coef);  // still scaled: fold the clip into the pending factor
+    // still scaled: fold the clip into the pending factor (its host part on the device path)
+    if (opt.has_grad_scale(i)) opt.mul_grad_scale(i, coef);
     else transform_grads({g}, GradTransform::Scale, coef);
   }
   return total;

@@ -18,7 +18,10 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 // amp::GradScaler::unscale_, whose factor 1/scale is pending in Optimizer::set_grad_scale): their norm
 // is counted as if unscaled, and the clip factor is folded into the pending factor instead of being
 // written into the F16 gradient. Equal to the vector version when nothing is pending. Use this one
-// to clip F16 gradients between scaler.unscale_(opt) and scaler.step(opt).
+// to clip F16 gradients between scaler.unscale_(opt) and scaler.step(opt). On the scaler's device path
+// the pending factor is a device 1/scale: its value is read back once per gradient (this function
+// returns the norm as a double, so it synchronises in any case) and the clip factor is folded into the
+// factor's host part, which the update kernel multiplies with the device value.
 double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type = 2.0);
 
 // g = clamp(g, -clip_value, clip_value) for every gradient; NaN stays NaN.

@@ -105,7 +105,8 @@ template <class T>
 void sgd_cpu(const SgdArgs& a) {
   using C = compute_t<T>;
   check_master("SGD.step", dtype_v<T>, a.master);
-  const SgdUpdate<C> f(a.s);
+  if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
+  const SgdUpdate<C> f(sgd_scalars_for(a.s, a.amp));
   auto* p = static_cast<T*>(a.param);
   const auto* g = static_cast<const T*>(a.grad);
   auto* buf = static_cast<C*>(a.momentum_buffer);
@@ -115,6 +116,7 @@ void sgd_cpu(const SgdArgs& a) {
     sgd_block(f, pc, load_block(g, i, k, gt), buf ? buf + i : nullptr, k);
     store_param(p, i, k, pc);
   });
+  amp_count_step(a.amp);
 }
 
 // ---- Adam / AdamW ---------------------------------------------------------------------------------
@@ -142,7 +144,8 @@ void adam_cpu(const AdamArgs& a) {
   check_master("Adam.step", dtype_v<T>, a.master);
   HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
            "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
-  const AdamUpdate<C> f(a.s);
+  if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
+  const AdamUpdate<C> f(adam_scalars_for(a.s, a.h, a.amp));
   auto* p = static_cast<T*>(a.param);
   const auto* g = static_cast<const T*>(a.grad);
   auto* m = static_cast<C*>(a.exp_avg);
@@ -154,6 +157,7 @@ void adam_cpu(const AdamArgs& a) {
     adam_block(f, pc, load_block(g, i, k, gt), m + i, v + i, vmax ? vmax + i : nullptr, k);
     store_param(p, i, k, pc);
   });
+  amp_count_step(a.amp);
 }
 
 // ---- clipping -------------------------------------------------------------------------------------

@@ -43,16 +43,64 @@ void Optimizer::set_grad_scale(size_t i, double factor) {
   HG_CHECK(i < state_.size(), "Optimizer.set_grad_scale: parameter ", i, " does not exist; the optimizer has ",
            state_.size(), " parameter(s)");
   state_[i].grad_scale = factor;
+  state_[i].device_grad_scale = nullptr;
 }
 
 double Optimizer::grad_scale(size_t i) const {
   HG_CHECK(i < state_.size(), "Optimizer.grad_scale: parameter ", i, " does not exist; the optimizer has ",
            state_.size(), " parameter(s)");
-  return state_[i].grad_scale;
+  const ParamState& s = state_[i];
+  if (s.device_grad_scale == nullptr) return s.grad_scale;
+  float f = 0.0f;
+  copy_bytes(&f, Device::cpu(), s.device_grad_scale, parameters()[i].device(), sizeof f);
+  return static_cast<double>(f) * s.grad_scale;  // the product the update kernel forms (optim/update.h)
+}
+
+bool Optimizer::has_grad_scale(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.has_grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return state_[i].grad_scale != 1.0 || state_[i].device_grad_scale != nullptr;
+}
+
+void Optimizer::mul_grad_scale(size_t i, double factor) {
+  HG_CHECK(i < state_.size(), "Optimizer.mul_grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  state_[i].grad_scale *= factor;
+}
+
+void Optimizer::set_device_grad_scale(size_t i, const float* factor) {
+  HG_CHECK(i < state_.size(), "Optimizer.set_device_grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  state_[i].grad_scale = 1.0;
+  state_[i].device_grad_scale = factor;
 }
 
 void Optimizer::clear_grad_scales() {
-  for (ParamState& s : state_) s.grad_scale = 1.0;
+  for (ParamState& s : state_) {
+    s.grad_scale = 1.0;
+    s.device_grad_scale = nullptr;
+  }
+}
+
+AmpStep Optimizer::take_amp_step(size_t i, const Tensor& p, const float* found_inf, int64_t steps_so_far, bool counts) {
+  ParamState& s = state_[i];
+  AmpStep a{.found_inf = found_inf, .grad_scale = s.device_grad_scale};
+  s.device_grad_scale = nullptr;
+  if (counts && found_inf != nullptr && !s.steps.defined()) {
+    // made once, at a parameter's first step on the device path (a host-to-device copy)
+    s.steps = empty({1}, {.dtype = DType::I64, .device = p.device()});
+    copy_bytes(s.steps.data_ptr(), p.device(), &steps_so_far, Device::cpu(), sizeof steps_so_far);
+  }
+  if (s.steps.defined()) a.steps = static_cast<int64_t*>(s.steps.data_ptr());
+  return a;
+}
+
+int64_t Optimizer::steps_taken(size_t i) const {
+  const ParamState& s = state_[i];
+  if (!s.steps.defined()) return s.step;
+  int64_t v = 0;
+  copy_bytes(&v, Device::cpu(), s.steps.data_ptr(), s.steps.device(), sizeof v);
+  return v;
 }
 
 float* Optimizer::master_for(size_t i, const Tensor& p) {
@@ -131,7 +179,7 @@ void Optimizer::save_state(StateDict& sd, const std::vector<StateNames>& names, 
       if (s.buffers.empty() || names[g].empty()) continue;  // no state (yet), or a now stateless update
       HG_CHECK(s.buffers.size() == names[g].size(), "state_dict: parameter ", i, " has ", s.buffers.size(),
                " state buffers but its group's options name ", names[g].size());
-      if (with_step) sd[state_key(i, "step")] = scalar(static_cast<double>(s.step));
+      if (with_step) sd[state_key(i, "step")] = scalar(static_cast<double>(steps_taken(i)));
       for (size_t k = 0; k < names[g].size(); ++k) sd[state_key(i, names[g][k])] = copy_to(s.buffers[k], s.buffers[k].device());
     }
   }

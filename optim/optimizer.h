@@ -26,6 +26,8 @@ namespace hg::optim {
 // A parameter that never took a step has no state.<i> entries.
 using StateDict = std::map<std::string, Tensor>;
 
+struct AmpStep;  // optim/update.h
+
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
 
@@ -74,8 +76,23 @@ class Optimizer {
   // would flush small values to zero, which is why torch refuses) and hands the factor 1/scale here.
   // zero_grad() and load_state_dict() clear every pending factor.
   void set_grad_scale(size_t i, double factor);
-  double grad_scale(size_t i) const;
+  double grad_scale(size_t i) const;  // the whole pending factor (reads a device factor back: a sync)
+  bool has_grad_scale(size_t i) const;  // a device factor, or a host factor other than exactly 1, is pending
+  void mul_grad_scale(size_t i, double factor);  // folds a host factor (clipping) into the pending one
   void clear_grad_scales();
+
+  // The grad scaler's device path (amp::GradScaler with StepSkip::Kernel: torch's fused optimizers),
+  // pointers into memory of the parameters' device that the update kernels read, so that no value
+  // crosses to the host:
+  //  * set_found_inf(flag): the next step() hands `flag` to every update kernel, which leaves the
+  //    parameter, its master and its state untouched when *flag != 0. The parameter's step counter
+  //    then lives on its device and advances only with steps taken (Adam's bias corrections are
+  //    derived from it in the kernel); state_dict() reads it back.
+  //  * set_device_grad_scale(i, factor): parameter i's pending factor becomes *factor (read by the
+  //    kernel) times a host part that starts at 1 (mul_grad_scale multiplies the host part).
+  // Both are consumed by the next step(); the pointers must stay valid until it has been called.
+  void set_found_inf(const float* flag) { found_inf_ = flag; }
+  void set_device_grad_scale(size_t i, const float* factor);
 
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
@@ -92,6 +109,8 @@ class Optimizer {
     std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
     Tensor master;                // F32 master of an F16/BF16 parameter; undefined otherwise
     double grad_scale = 1.0;      // pending factor of set_grad_scale, consumed by the next step
+    const float* device_grad_scale = nullptr;  // set_device_grad_scale's factor, consumed likewise
+    Tensor steps;  // I64 (1) on the parameter's device: steps taken on the device path; replaces `step` once made
   };
   using StateNames = std::vector<const char*>;
 
@@ -109,6 +128,18 @@ class Optimizer {
     state_[i].grad_scale = 1.0;
     return f;
   }
+  // set_found_inf's flag, reset (step() takes it once, first).
+  const float* take_found_inf() {
+    const float* f = found_inf_;
+    found_inf_ = nullptr;
+    return f;
+  }
+  // The device-path pointers of parameter i's update (optim/update.h's AmpStep): found_inf, the pending
+  // device factor (consumed), and the step counter, made on p's device from steps_so_far at the first
+  // step with a found_inf flag when `counts` (updates with state).
+  AmpStep take_amp_step(size_t i, const Tensor& p, const float* found_inf, int64_t steps_so_far, bool counts);
+  // The steps parameter i took: its device counter when it has one (a sync), else ParamState::step.
+  int64_t steps_taken(size_t i) const;
   static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
     if (g.dtype() != p.dtype() || g.numel() != p.numel() || !(g.device() == p.device())) [[unlikely]]
       bad_grad(opt, i, p, g);
@@ -134,6 +165,7 @@ class Optimizer {
   [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
   MasterWeights master_weights_ = MasterWeights::Auto;
+  const float* found_inf_ = nullptr;  // set_found_inf's flag for the next step
 };
 
 // The typed groups of one optimizer. Derived provides (privately, befriending this class):

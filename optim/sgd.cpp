@@ -19,6 +19,7 @@ Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
 }
 
 void SGD::step() {
+  const float* found_inf = take_found_inf();
   size_t i = 0;  // the parameter's index <i>
   for (const Group& group : groups_) {
     const SGDOptions& o = group.options;
@@ -40,7 +41,8 @@ void SGD::step() {
                                .weight_decay = o.weight_decay,
                                .nesterov = o.nesterov,
                                .first_step = first,
-                               .grad_scale = take_grad_scale(index)}};
+                               .grad_scale = take_grad_scale(index)},
+                         .amp = take_amp_step(index, p, found_inf, first ? 0 : 1, num_buffers != 0)};
       sgd_kernels().get(p.device(), p.dtype())(args);
     }
   }

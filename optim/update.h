@@ -13,6 +13,12 @@
 // update then reads and writes the master and rounds it into the parameter (DESIGN.md §5).
 // grad_scale (1 unless the grad scaler left an F16 gradient scaled: amp/grad_scaler.h) multiplies the
 // gradient in C before anything else, so unscaling costs no extra pass over memory.
+//
+// The grad scaler's device path (AmpStep below) hands the kernels pointers instead of values: the
+// kernel reads found_inf and leaves everything untouched when it is set, multiplies the gradient by a
+// device-resident 1/scale, and derives Adam's bias corrections from a device-resident step counter
+// that only advances when the step was taken (torch's fused optimizers). The scalars are then derived
+// on the device by the same HG_HD functions the host uses (sgd_scalars_for, adam_scalars_for).
 #include <math.h>
 
 #include <cstdint>
@@ -40,7 +46,7 @@ struct SgdUpdate {
   C neg_lr, momentum, keep, weight_decay, grad_scale;  // keep = 1 - dampening
   bool use_momentum, nesterov, first_step;
 
-  explicit SgdUpdate(const SgdScalars& s)
+  HG_HD explicit SgdUpdate(const SgdScalars& s)
       : neg_lr(static_cast<C>(-s.lr)), momentum(static_cast<C>(s.momentum)), keep(static_cast<C>(1.0 - s.dampening)),
         weight_decay(static_cast<C>(s.weight_decay)), grad_scale(static_cast<C>(s.grad_scale)),
         use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
@@ -78,12 +84,13 @@ struct AdamScalars {
   double grad_scale = 1;  // the gradient is multiplied by it first (the grad scaler's deferred unscale)
 };
 
-// step counts from 1 (torch increments state['step'] before using it).
-inline AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
+// step counts from 1 (torch increments state['step'] before using it). HG_HD: the device path derives
+// them in the kernel from its device-resident step counter.
+HG_HD AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
   const double t = static_cast<double>(step);
   const double bias_correction1 = 1.0 - ::pow(h.beta1, t);
   const double bias_correction2 = 1.0 - ::pow(h.beta2, t);
-  return {.beta1 = h.beta1,
+  return AdamScalars{.beta1 = h.beta1,
           .one_minus_beta1 = 1.0 - h.beta1,
           .beta2 = h.beta2,
           .one_minus_beta2 = 1.0 - h.beta2,
@@ -102,7 +109,7 @@ struct AdamUpdate {
   C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay, grad_scale;
   bool amsgrad;
 
-  explicit AdamUpdate(const AdamScalars& s)
+  HG_HD explicit AdamUpdate(const AdamScalars& s)
       : beta1(static_cast<C>(s.beta1)), one_minus_beta1(static_cast<C>(s.one_minus_beta1)),
         beta2(static_cast<C>(s.beta2)), one_minus_beta2(static_cast<C>(s.one_minus_beta2)),
         neg_step_size(static_cast<C>(s.neg_step_size)), bc2_sqrt(static_cast<C>(s.bias_correction2_sqrt)),
@@ -159,6 +166,46 @@ struct GradTransformFn {
   }
 };
 
+// ---- the grad scaler's device path (amp/grad_scaler.h, StepSkip::Kernel) ---------------------------
+
+// Pointers into memory of the parameter's device (host memory for a CPU parameter); all null on the
+// host path, where the kernels behave exactly as without them.
+struct AmpStep {
+  const float* found_inf = nullptr;   // nonzero: leave parameter, master and state untouched (a skipped step)
+  const float* grad_scale = nullptr;  // the scaler's 1/scale of a gradient it left scaled (F16)
+  int64_t* steps = nullptr;           // the updates this parameter took; advanced only by a step not skipped
+};
+
+HG_HD bool amp_skips(const AmpStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
+
+// The gradient factor: the host's part (1, or clip_grad_norm_'s factor) times the device's 1/scale,
+// multiplied in double as the host path does (optim/clip.cpp folds the clip into 1/scale in double),
+// so both paths round the same product to the compute type.
+HG_HD double amp_grad_scale(const AmpStep& a, double host) {
+  return a.grad_scale != nullptr ? static_cast<double>(*a.grad_scale) * host : host;
+}
+
+// After the update (a separate one-thread launch on a GPU: the update's threads read *steps).
+HG_HD void amp_count_step(const AmpStep& a) {
+  if (a.steps != nullptr && !amp_skips(a)) *a.steps += 1;
+}
+
+// SGD's scalars with the device's factor; with a step counter, the first step is the first one taken
+// (the momentum buffer starts as the gradient even when earlier steps were skipped).
+HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a) {
+  s.grad_scale = amp_grad_scale(a, s.grad_scale);
+  if (a.steps != nullptr) s.first_step = *a.steps == 0;
+  return s;
+}
+
+// Adam's scalars: from the host (s, step counted on the host) or, with a device step counter, derived
+// here from it by adam_scalars, so a skipped step does not advance the bias corrections.
+HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const AmpStep& a) {
+  AdamScalars s = a.steps != nullptr ? adam_scalars(h, *a.steps + 1) : host;
+  s.grad_scale = amp_grad_scale(a, host.grad_scale);
+  return s;
+}
+
 // ---- kernel arguments and tables ------------------------------------------------------------------
 
 // n elements; param and grad have the table's dtype T, momentum_buffer the compute type C (null
@@ -169,7 +216,8 @@ struct SgdArgs {
   const void* grad = nullptr;
   void* momentum_buffer = nullptr;
   float* master = nullptr;
-  SgdScalars s;
+  SgdScalars s = {};
+  AmpStep amp = {};  // the kernel uses sgd_scalars_for(s, amp)
 };
 
 // max_exp_avg_sq is null unless amsgrad.
@@ -181,7 +229,9 @@ struct AdamArgs {
   void* exp_avg_sq = nullptr;
   void* max_exp_avg_sq = nullptr;
   float* master = nullptr;
-  AdamScalars s;
+  AdamScalars s = {};  // host-derived; with amp.steps only s.grad_scale is used
+  AdamHyper h = {};    // for scalars derived from amp.steps
+  AmpStep amp = {};    // the kernel uses adam_scalars_for(s, h, amp)
 };
 
 // *result (memory on the grad's device, set by the caller) is combined with the sum of |g|^p, or with

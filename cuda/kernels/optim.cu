@@ -2,7 +2,8 @@
 // optim/update.h's functors, the same math the CPU loops (optim/cpu_update.cpp) run. One thread per
 // element: widen the parameter (or read its F32 master), update in the compute type, round once.
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
-// last bit.
+// last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
+// the step counter (optim/update.h's AmpStep) and derive their scalars with the host's functions.
 #include <type_traits>
 
 #include "cuda/check.h"
@@ -36,11 +37,17 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v)
 }
 
 // p, g: n elements of T; buf: n of compute_t<T> or null (no momentum); master: n floats or null.
+// With the grad scaler's device path (amp: optim/update.h's AmpStep) the kernel reads found_inf and
+// returns at once when it is set, and derives its scalars from s and the device values; else it
+// takes f as the host built it.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ buf, float* __restrict__ master,
-               int64_t n, SgdUpdate<compute_t<T>> f) {
+               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::AmpStep amp) {
   using C = compute_t<T>;
+  if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
+  const bool on_device = amp.grad_scale != nullptr || amp.steps != nullptr;
+  const SgdUpdate<C> f = on_device ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     C x = load_param(p, master, i);
@@ -55,8 +62,13 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ m, compute_t<T>* __restrict__ v,
-                compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> f) {
+                compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> host_f,
+                optim::AdamScalars s, optim::AdamHyper h, optim::AmpStep amp) {
   using C = compute_t<T>;
+  if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
+  const bool on_device = amp.grad_scale != nullptr || amp.steps != nullptr;
+  // with a device step counter: the bias corrections of the step this one is (optim/update.h)
+  const AdamUpdate<C> f = on_device ? AdamUpdate<C>(optim::adam_scalars_for(s, h, amp)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     C x = load_param(p, master, i), mi = m[i], vi = v[i], vm = vmax ? vmax[i] : C(0);
@@ -102,6 +114,15 @@ __global__ void __launch_bounds__(kThreads)
     g[i] = store<T>(f(load(g[i])));
 }
 
+// After an update kernel on the device path: advance the step counter unless the step was skipped.
+__global__ void count_step_kernel(optim::AmpStep amp) { optim::amp_count_step(amp); }
+
+void count_step(const DeviceContext& ctx, const optim::AmpStep& amp) {
+  if (amp.steps == nullptr) return;
+  count_step_kernel<<<1, 1, 0, ctx.stream>>>(amp);
+  HG_CUDA_LAUNCH_CHECK();
+}
+
 void check_master(const char* op, DType t, const float* master) {
   HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
            " parameter; only F16/BF16 parameters take an F32 master");
@@ -112,13 +133,15 @@ void check_master(const char* op, DType t, const float* master) {
 template <class T>
 void sgd_update(const optim::SgdArgs& a) {
   check_master("SGD.step", dtype_v<T>, a.master);
-  if (a.n == 0) return;
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
-  sgd_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
-      static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
-      SgdUpdate<C>(a.s));
-  HG_CUDA_LAUNCH_CHECK();
+  if (a.n > 0) {
+    sgd_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+        static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
+        SgdUpdate<C>(a.s), a.s, a.amp);
+    HG_CUDA_LAUNCH_CHECK();
+  }
+  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }
 
 template <class T>
@@ -126,13 +149,16 @@ void adam_update(const optim::AdamArgs& a) {
   check_master("Adam.step", dtype_v<T>, a.master);
   HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
            "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
-  if (a.n == 0) return;
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
-  adam_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
-      static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
-      static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s));
-  HG_CUDA_LAUNCH_CHECK();
+  if (a.n > 0) {
+    adam_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+        static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
+        static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s), a.s, a.h,
+        a.amp);
+    HG_CUDA_LAUNCH_CHECK();
+  }
+  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }
 
 template <class T>

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -107,9 +109,9 @@ TEST_CASE("GradScaler: grows by growth_factor after growth_interval clean steps,
     SGD opt({p}, {.lr = 0.5});
     for (int k = 0; k < 2; ++k) {
       const StepResult r = iterate(s, opt, p, {1024.0, 2048.0});
-      CHECK(r.stepped);
-      CHECK_FALSE(r.found_inf);
-      CHECK(r.scale == 1024.0);
+      CHECK(r.stepped());
+      CHECK_FALSE(r.found_inf());
+      CHECK(r.scale() == 1024.0);
       CHECK(s.growth_tracker() == k + 1);
     }
     CHECK(values(p) == Vec{0.0, 0.0});  // two unscaled steps of grad (1, 2) at lr 0.5
@@ -120,9 +122,9 @@ TEST_CASE("GradScaler: grows by growth_factor after growth_interval clean steps,
     iterate(s, opt, p, {2048.0, 0.0});
     CHECK(s.growth_tracker() == 1);
     const StepResult r = iterate(s, opt, p, {1.0, bad});
-    CHECK_FALSE(r.stepped);
-    CHECK(r.found_inf);
-    CHECK(r.scale == 2048.0);
+    CHECK_FALSE(r.stepped());
+    CHECK(r.found_inf());
+    CHECK(r.scale() == 2048.0);
     CHECK(s.get_scale() == 1024.0);  // backoff 0.5
     CHECK(s.growth_tracker() == 0);  // and the tracker restarts
     CHECK(values(p)[0] == before[0] - 0.5);  // only the clean step moved p
@@ -149,7 +151,7 @@ TEST_CASE("GradScaler: hysteresis backs off only after k overflows in a row", "[
   GradScaler s({.init_scale = 256.0, .growth_interval = 100, .hysteresis = 2});
   Tensor p = make_param({0.0});
   SGD opt({p}, {.lr = 0.1});
-  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped);  // still skipped
+  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped());  // still skipped
   CHECK(s.get_scale() == 256.0);                     // first overflow: tolerated
   CHECK(s.hysteresis_left() == 1);
   iterate(s, opt, p, {1.0});  // a clean step resets the count
@@ -207,7 +209,7 @@ TEST_CASE("GradScaler: gradient accumulation over several backward passes, one s
   const StepResult r = s.step(opt);
   s.update();
   ref_opt.step();
-  CHECK(r.stepped);
+  CHECK(r.stepped());
   CHECK(values(w) == values(ref));  // scaling by a power of two is exact
   CHECK(s.get_scale() == 1024.0);   // one update for the effective batch
   CHECK(s.growth_tracker() == 1);
@@ -224,15 +226,15 @@ TEST_CASE("GradScaler: several losses, two optimizers, one update; each optimize
   set_grad(b, {kInf});  // b's optimizer overflows, a's does not
   const StepResult ra = s.step(oa), rb = s.step(ob);
   s.update();
-  CHECK(ra.stepped);
-  CHECK_FALSE(rb.stepped);
+  CHECK(ra.stepped());
+  CHECK_FALSE(rb.stepped());
   CHECK(values(a) == Vec{0.0, 2.5});  // grad x unscaled, lr 0.5
   CHECK(values(b) == Vec{3.0});
   CHECK(s.get_scale() == 4.0);  // one backoff for the iteration, not one per optimizer
   set_grad(a, {8.0, 8.0});
   set_grad(b, {4.0});
-  CHECK(s.step(oa).stepped);
-  CHECK(s.step(ob).stepped);
+  CHECK(s.step(oa).stepped());
+  CHECK(s.step(ob).stepped());
   s.update();
   CHECK(s.get_scale() == 8.0);  // growth_interval 1: both clean
 }
@@ -250,7 +252,7 @@ TEST_CASE("GradScaler: clipping after unscale_ sees unscaled gradients; step doe
     const double norm = optim::clip_grad_norm_({p}, 1.0);
     CHECK(norm == Approx(5.0));
     optim::clip_grad_norm_({ref}, 1.0);
-    CHECK(s.step(opt).stepped);
+    CHECK(s.step(opt).stepped());
     s.update();
     ref_opt.step();
     CHECK(values(p) == values(ref));
@@ -293,9 +295,9 @@ TEST_CASE("GradScaler: static scale keeps the scale but still skips inf/NaN step
   GradScaler s({.init_scale = 128.0, .growth_interval = 1, .dynamic = false});
   Tensor p = make_param({1.0});
   SGD opt({p}, {.lr = 1.0});
-  CHECK(iterate(s, opt, p, {128.0}).stepped);
+  CHECK(iterate(s, opt, p, {128.0}).stepped());
   CHECK(s.get_scale() == 128.0);
-  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped);
+  CHECK_FALSE(iterate(s, opt, p, {kInf}).stepped());
   CHECK(s.get_scale() == 128.0);
   CHECK(values(p) == Vec{0.0});
   s.update(32.0);  // update(new_scale) sets it
@@ -313,7 +315,7 @@ TEST_CASE("GradScaler: disabled, it passes everything through", "[amp][scaler]")
   set_grad(p, {0.5});
   s.unscale_(opt);
   CHECK(values(p.grad()) == Vec{0.5});  // no-op
-  CHECK(s.step(opt).stepped);           // just steps
+  CHECK(s.step(opt).stepped());           // just steps
   CHECK_NOTHROW(s.step(opt));           // no state machine
   CHECK_NOTHROW(s.update());
   CHECK(values(p) == Vec{0.0});
@@ -337,7 +339,7 @@ TEST_CASE("GradScaler: F16 gradients stay scaled; the optimizer unscales them in
   // An inf F16 gradient skips the step and leaves the master as it was.
   const Vec master = values(opt.master(0));
   set_grad(p, {kInf, 1.0});
-  CHECK_FALSE(s.step(opt).stepped);
+  CHECK_FALSE(s.step(opt).stepped());
   s.update();
   CHECK(values(opt.master(0)) == master);
   CHECK(opt.grad_scale(0) == 1.0);
@@ -436,10 +438,135 @@ TEST_CASE("GradScaler: clip_grad_norm_(opt) after unscale_ clips still-scaled F1
   CHECK(opt.grad_scale(0) == Approx(1.0 / 256 / (5.0 + 1e-6)));  // the clip folded into the factor
   CHECK(optim::clip_grad_norm_({ra, rb}, 1.0) == Approx(5.0).epsilon(1e-12));
   CHECK(optim::clip_grad_norm_(ref, 100.0) == Approx(1.0).epsilon(1e-6));  // no pending factor: the plain norm
-  CHECK(s.step(opt).stepped);
+  CHECK(s.step(opt).stepped());
   s.update();
   ref.step();
   const Vec got = values(opt.master(0)), want = values(ra);
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6));
   CHECK(values(b) == values(rb));
+}
+
+// ---- the device path (StepSkip::Kernel), run on the CPU: the same numbers as the host path -------------
+
+namespace {
+
+enum class OptKind { Sgd, Adam, AdamW };
+
+std::unique_ptr<optim::Optimizer> make_optimizer(OptKind k, std::vector<Tensor> ps) {
+  switch (k) {
+    case OptKind::Sgd:  // dampening: a skipped first step must leave the next one "first" (buf = g)
+      return std::make_unique<SGD>(std::move(ps), optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.25});
+    case OptKind::Adam:
+      return std::make_unique<optim::Adam>(std::move(ps), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+    default:
+      return std::make_unique<optim::AdamW>(std::move(ps), optim::AdamWOptions{.lr = 0.01, .amsgrad = true});
+  }
+}
+
+std::string bytes_of(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return std::string(static_cast<const char*>(t.data_ptr()), t.nbytes());
+}
+
+// Everything observable of a run: per iteration the StepResult (read after update(), as a scheduler
+// would), the scale, trackers and parameter bits; at the end the optimizer's state dict.
+struct Trace {
+  std::vector<std::string> rows;
+  optim::StateDict sd;
+  bool on_device = false;
+};
+
+// 12 iterations over an F32 parameter and one of dtype dt, with inf/NaN gradients on some, clipping
+// on others, one update(new_scale) and a state_dict round trip of the scaler in the middle.
+Trace run_scaler(StepSkip skip, OptKind kind, DType dt, GradScalerOptions o) {
+  o.step_skip = skip;
+  GradScaler s(o);
+  Tensor a = make_param({0.5, -1.0, 2.0}, dt), b = make_param({0.25, 4.0});
+  auto opt = make_optimizer(kind, {a, b});
+  Trace tr;
+  for (int k = 0; k < 12; ++k) {
+    opt->zero_grad();
+    const double sc = s.get_scale(), f = 1.0 + 0.1 * k;
+    Vec ga = {0.3 * f * sc, -0.2 * f * sc, 0.7 * sc}, gb = {-0.5 * sc, 0.1 * f * sc};
+    if (k == 0 || k == 3 || k == 4 || k == 7) ga[1] = k == 4 ? kNaN : kInf;
+    if (k == 9) gb[0] = kNaN;
+    set_grad(a, ga);
+    set_grad(b, gb);
+    if (k % 3 == 1) {
+      s.unscale_(*opt);
+      optim::clip_grad_norm_(*opt, 0.5);
+    }
+    const StepResult r = s.step(*opt);
+    if (k == 6) s.update(512.0);
+    else s.update();
+    if (k == 8) s.load_state_dict(s.state_dict());
+    std::ostringstream row;
+    row << k << ": stepped " << r.stepped() << " found_inf " << r.found_inf() << " scale " << r.scale() << " -> "
+        << s.get_scale() << " growth " << s.growth_tracker() << " hysteresis " << s.hysteresis_left();
+    tr.rows.push_back(row.str() + " a " + bytes_of(a) + " b " + bytes_of(b));
+  }
+  tr.sd = opt->state_dict();
+  tr.on_device = s.on_device();
+  return tr;
+}
+
+}  // namespace
+
+TEST_CASE("GradScaler: the kernel path (StepSkip::Kernel) gives the host path's numbers bit for bit", "[amp][scaler]") {
+  const GradScalerOptions dyn{.init_scale = 1024.0, .growth_interval = 2, .min_scale = 128.0, .max_scale = 4096.0,
+                              .hysteresis = 2};
+  GradScalerOptions fixed = dyn;
+  fixed.dynamic = false;
+  for (const GradScalerOptions& o : {dyn, fixed})
+    for (OptKind kind : {OptKind::Sgd, OptKind::Adam, OptKind::AdamW})
+      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+        INFO("optimizer " << static_cast<int>(kind) << " dtype " << dt << " dynamic " << o.dynamic);
+        const Trace host = run_scaler(StepSkip::Host, kind, dt, o);
+        const Trace dev = run_scaler(StepSkip::Kernel, kind, dt, o);
+        CHECK_FALSE(host.on_device);
+        CHECK(dev.on_device);
+        REQUIRE(host.rows.size() == dev.rows.size());
+        for (size_t k = 0; k < host.rows.size(); ++k) CHECK(dev.rows[k] == host.rows[k]);
+        REQUIRE(host.sd.size() == dev.sd.size());
+        for (const auto& [key, t] : host.sd) {
+          INFO(key);
+          REQUIRE(dev.sd.count(key));
+          CHECK(bytes_of(dev.sd.at(key)) == bytes_of(t));  // moments, masters and step counts
+        }
+        if (kind != OptKind::Sgd) CHECK(dev.sd.at("state.0.step").item<double>() == 7.0);  // 12 - 5 skipped
+      }
+}
+
+TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its kernels skip; StepResult reads late",
+          "[amp][scaler]") {
+  GradScaler s({.init_scale = 64.0, .growth_interval = 1, .step_skip = StepSkip::Kernel});
+  Tensor p = make_param({1.0, 2.0}, DType::F16);
+  optim::Adam opt({p}, {.lr = 0.1});
+  s.scale(sum(p)).backward();  // the path is chosen here, from the loss's device
+  CHECK(s.on_device());
+  CHECK(values(p.grad()) == Vec{64.0, 64.0});
+  const StepResult r1 = s.step(opt);
+  s.update();  // grows to 128 and zeroes the flags: the result keeps its own copy
+  CHECK(r1.stepped());
+  CHECK(r1.scale() == 64.0);
+  CHECK(s.get_scale() == 128.0);
+  const Vec after_one = values(opt.master(0));
+  CHECK(after_one != Vec{1.0, 2.0});
+  set_grad(p, {kInf, 1.0});
+  s.unscale_(opt);
+  CHECK(opt.has_grad_scale(0));
+  CHECK(opt.grad_scale(0) == 1.0 / 128);  // the device factor, read back
+  const StepResult r2 = s.step(opt);
+  s.update();
+  CHECK(r2.found_inf());
+  CHECK_FALSE(r2.stepped());
+  CHECK(r2.scale() == 128.0);
+  CHECK(s.get_scale() == 64.0);
+  CHECK(values(opt.master(0)) == after_one);  // skipped in the update kernel
+  CHECK(opt.state_dict().at("state.0.step").item<double>() == 1.0);  // the skipped step is not counted
+  CHECK_FALSE(opt.has_grad_scale(0));  // consumed by the step
+  REQUIRE_THROWS_WITH(s.update(), Catch::Contains("no inf checks were recorded"));
+  set_grad(p, {1.0, 1.0});
+  s.unscale_(opt);
+  REQUIRE_THROWS_WITH(s.unscale_(opt), Catch::Contains("unscale_() has already been called"));
 }

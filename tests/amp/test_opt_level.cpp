@@ -57,7 +57,7 @@ TEST_CASE("amp::initialize O2 casts to F16 except batch norm and keeps FP32 mast
   const Tensor x = randn({2, 1, 6, 6}).to(DType::F16);
   const Tensor y = from_vector(std::vector<int64_t>{0, 2}, {2}, {.dtype = DType::I64});
   scaler.scale(cross_entropy(net.forward(x), y)).backward();
-  CHECK(scaler.step(opt).stepped);
+  CHECK(scaler.step(opt).stepped());
   scaler.update();
   const Tensor master = opt.master(0);
   REQUIRE(master.defined());
