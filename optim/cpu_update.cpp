@@ -88,17 +88,29 @@ void check_master(const char* op, DType t, const float* master) {
 
 // ---- SGD ------------------------------------------------------------------------------------------
 
-template <class C>
-void sgd_block(const SgdUpdate<C>& fn, C* __restrict p, const C* __restrict g, C* __restrict buf, int64_t k) {
+template <class C, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_loop(const SgdUpdate<C>& fn, C* __restrict p, const C* __restrict g, C* __restrict buf, int64_t k) {
   const SgdUpdate<C> f = fn;  // a local copy: its fields are loop invariants
-  if (buf) {
-    for (int64_t i = 0; i < k; ++i) f(p[i], g[i], buf[i]);
+  if constexpr (kMomentum) {
+    for (int64_t i = 0; i < k; ++i) f.template apply<true, kFirst, kNesterov>(p[i], g[i], buf[i]);
   } else {
     for (int64_t i = 0; i < k; ++i) {
       C unused = 0;
-      f(p[i], g[i], unused);
+      f.template apply<false, false, false>(p[i], g[i], unused);
     }
   }
+}
+
+// The variant of the update's flags, chosen once per block.
+template <class C>
+void sgd_block(const SgdUpdate<C>& f, C* p, const C* g, C* buf, int64_t k) {
+  if (!f.use_momentum) return sgd_loop<C, false, false, false>(f, p, g, buf, k);
+  if (f.first_step) {
+    if (f.nesterov) return sgd_loop<C, true, true, true>(f, p, g, buf, k);
+    return sgd_loop<C, true, true, false>(f, p, g, buf, k);
+  }
+  if (f.nesterov) return sgd_loop<C, true, false, true>(f, p, g, buf, k);
+  sgd_loop<C, true, false, false>(f, p, g, buf, k);
 }
 
 template <class T>

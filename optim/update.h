@@ -51,15 +51,23 @@ struct SgdUpdate {
         weight_decay(static_cast<C>(s.weight_decay)), grad_scale(static_cast<C>(s.grad_scale)),
         use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
 
-  // p and buf are updated in place; buf is unused without momentum.
-  HG_HD void operator()(C& p, C g, C& buf) const {
+  // p and buf are updated in place; buf is unused without momentum. The flags as template arguments
+  // let a CPU loop pick its variant once (optim/cpu_update.cpp): with them read per element GCC kept
+  // the loop scalar.
+  template <bool kMomentum, bool kFirst, bool kNesterov>
+  HG_HD void apply(C& p, C g, C& buf) const {
     if (grad_scale != C(1)) g = g * grad_scale;  // torch's unscale: val * inv_scale, in the compute type
     if (weight_decay != C(0)) g = g + weight_decay * p;  // torch skips it at 0 (0 * inf would be NaN)
-    if (use_momentum) {
-      buf = first_step ? g : buf * momentum + keep * g;
-      g = nesterov ? g + momentum * buf : buf;
+    if constexpr (kMomentum) {
+      buf = kFirst ? g : buf * momentum + keep * g;
+      g = kNesterov ? g + momentum * buf : buf;
     }
     p = p + neg_lr * g;
+  }
+  HG_HD void operator()(C& p, C g, C& buf) const {
+    if (!use_momentum) apply<false, false, false>(p, g, buf);
+    else if (first_step) nesterov ? apply<true, true, true>(p, g, buf) : apply<true, true, false>(p, g, buf);
+    else nesterov ? apply<true, false, true>(p, g, buf) : apply<true, false, false>(p, g, buf);
   }
 };
 
