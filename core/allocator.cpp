@@ -122,6 +122,11 @@ void Allocator::copy(void* dst, Device, const void* src, Device, size_t nbytes) 
   std::memcpy(dst, src, nbytes);
 }
 
+void Allocator::fill(void* dst, Device, int64_t n, size_t elem_size, uint64_t pattern) {
+  auto* bytes = static_cast<unsigned char*>(dst);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(bytes + static_cast<size_t>(i) * elem_size, &pattern, elem_size);
+}
+
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
   if (nbytes == 0) return;
   const Device dev = dst_dev.is_cpu() ? src_dev : dst_dev;

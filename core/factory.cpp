@@ -1,5 +1,6 @@
 // Tensor factories. Values are made on the CPU (in parallel, thread-count independent) and copied
-// when the requested device is a GPU; empty() allocates on the device directly.
+// when the requested device is a GPU, except constants (zeros/ones/full), which the device's allocator
+// fills in place without waiting; empty() allocates on the device directly.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -45,6 +46,24 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
   return t;
 }
 
+// A constant fill on a non-CPU device: the value's bits in o.dtype, written by the device itself (no
+// host buffer, no copy, no wait).
+Tensor device_constant(const char* op, Shape s, double value, TensorOptions o) {
+  check_shape(op, s);
+  Tensor t = empty(std::move(s), {.dtype = o.dtype, .device = o.device});
+  uint64_t bits = 0;
+  visit_dtype(o.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T v;
+    if constexpr (sizeof(T) == 2) v = from_float<T>(static_cast<float>(value));
+    else v = static_cast<T>(value);
+    std::memcpy(&bits, &v, sizeof(T));  // little-endian: the low bytes
+  });
+  if (t.numel()) get_allocator(o.device.type)->fill(t.data_ptr(), o.device, t.numel(), dtype_size(o.dtype), bits);
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
 std::mutex& generator_mutex() {
   static std::mutex m;
   return m;
@@ -78,6 +97,7 @@ Tensor empty(Shape s, TensorOptions o) {
 }
 
 Tensor full(Shape s, double value, TensorOptions o) {
+  if (!o.device.is_cpu()) return device_constant("full", std::move(s), value, o);
   return make_filled("full", std::move(s), o, [value](int64_t) { return value; });
 }
 Tensor zeros(Shape s, TensorOptions o) {
@@ -88,9 +108,10 @@ Tensor zeros(Shape s, TensorOptions o) {
     if (o.requires_grad) t.requires_grad_(true);
     return t;
   }
-  return full(std::move(s), 0.0, o);
+  return device_constant("zeros", std::move(s), 0.0, o);
 }
 Tensor ones(Shape s, TensorOptions o) {
+  if (!o.device.is_cpu()) return device_constant("ones", std::move(s), 1.0, o);
   return make_filled("ones", std::move(s), o, [](int64_t) { return 1.0; });
 }
 

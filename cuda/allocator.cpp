@@ -7,6 +7,7 @@
 #include "core/allocator.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
 namespace {
@@ -72,6 +73,10 @@ class CudaAllocator final : public Allocator {
     // Host memory is pageable and may be freed or read as soon as we return: wait. A copy within one
     // device is ordered on its stream like any kernel, so it needs no wait.
     if (kind != cudaMemcpyDeviceToDevice) HG_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+  }
+
+  void fill(void* dst, Device, int64_t n, size_t elem_size, uint64_t pattern) override {
+    fill_pattern(dst, n, elem_size, pattern);
   }
 };
 

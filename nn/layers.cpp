@@ -105,9 +105,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   const bool use_batch = is_training() || !options.track_running_stats;
   if (is_training() && options.track_running_stats) {
     NoGradGuard ng;
-    const int64_t n = num_batches_tracked.item<int64_t>() + 1;
-    set_data(num_batches_tracked, full({}, static_cast<double>(n), {.dtype = DType::I64,
-                                                                     .device = num_batches_tracked.device()}));
+    // +1 on the buffer's device, through F64 (exact below 2^53): reading the count back would make the
+    // host wait for a GPU every step (and break CUDA graph capture)
+    set_data(num_batches_tracked, add(num_batches_tracked.to(DType::F64), 1.0).to(DType::I64));
   }
   // without track_running_stats the running tensors are undefined, so eval uses batch statistics
   return batch_norm(x, running_mean, running_var, weight, bias,

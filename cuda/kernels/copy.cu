@@ -57,6 +57,12 @@ __global__ void __launch_bounds__(kThreads) strided_copy_kernel(const __grid_con
   }
 }
 
+template <class E>
+__global__ void __launch_bounds__(kThreads) fill_kernel(E* __restrict__ dst, int64_t n, E value) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) dst[i] = value;
+}
+
 template <class S, class D>
 void launch_cast(DeviceContext& ctx, const void* src, void* dst, int64_t n) {
   cast_kernel<S, D><<<grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream>>>(static_cast<const S*>(src),
@@ -77,6 +83,19 @@ void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t 
   visit_dtype(src_dtype, [&](auto s) {
     visit_dtype(dst_dtype, [&](auto d) { launch_cast<decltype(s), decltype(d)>(ctx, src, dst, n); });
   });
+}
+
+void fill_pattern(void* dst, int64_t n, size_t elem_size, uint64_t pattern) {
+  if (n <= 0) return;
+  DeviceContext& ctx = context_for(dst);
+  const unsigned grid = grid_for(ctx, n, kThreads);
+  switch (elem_size) {
+    case 2: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint16_t*>(dst), n, static_cast<uint16_t>(pattern)); break;
+    case 4: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint32_t*>(dst), n, static_cast<uint32_t>(pattern)); break;
+    case 8: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint64_t*>(dst), n, pattern); break;
+    default: HG_FAIL("fill: element size ", elem_size, " is not supported (2, 4 or 8 bytes)");
+  }
+  HG_CUDA_LAUNCH_CHECK();
 }
 
 void strided_copy(const StridedCopy& c) {

@@ -82,6 +82,20 @@ TEST_CASE("factories: shapes, dtypes and values", "[core]") {
   CHECK(empty_like(h).dtype() == DType::BF16);
 }
 
+TEST_CASE("Allocator::fill writes an element's bits n times (the device path of zeros/ones/full)", "[core]") {
+  // The CPU factories fill their own way; a GPU's allocator overrides fill. This checks the base
+  // version and the bit patterns the factories hand it, against the CPU factories' values.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64}) {
+    INFO(dtype_name(dt));
+    const Tensor ref = full({9}, -2.75, {.dtype = dt});
+    Tensor t = zeros({9}, {.dtype = dt});
+    uint64_t bits = 0;
+    std::memcpy(&bits, ref.data_ptr(), dtype_size(dt));
+    get_allocator(DeviceType::CPU)->fill(t.data_ptr(), Device::cpu(), 9, dtype_size(dt), bits);
+    CHECK(t.to_vector<double>() == ref.to_vector<double>());
+  }
+}
+
 TEST_CASE("arange: ranges, negative and fractional steps", "[core]") {
   CHECK(arange(0.0, 1.0, 0.25).to_vector<double>() == std::vector<double>{0, 0.25, 0.5, 0.75});
   CHECK(arange(5.0, 0.0, -1.0).to_vector<double>() == std::vector<double>{5, 4, 3, 2, 1});

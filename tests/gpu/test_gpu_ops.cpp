@@ -194,6 +194,19 @@ TEST_CASE("gpu: to(cuda) and back is exact for every dtype", "[gpu]") {
   CHECK(gpu(zeros({0, 4})).numel() == 0);
 }
 
+TEST_CASE("gpu: zeros, ones and full are filled on the device with the CPU's values", "[gpu]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64}) {
+    INFO(dtype_name(dt));
+    CHECK(zeros({1000}, {.dtype = dt, .device = kGpu}).to(Device::cpu()).to_vector<double>() ==
+          zeros({1000}, {.dtype = dt}).to_vector<double>());
+    CHECK(ones({3, 7}, {.dtype = dt, .device = kGpu}).to(Device::cpu()).to_vector<double>() ==
+          ones({3, 7}, {.dtype = dt}).to_vector<double>());
+    CHECK(full({5}, -2.75, {.dtype = dt, .device = kGpu}).to(Device::cpu()).to_vector<double>() ==
+          full({5}, -2.75, {.dtype = dt}).to_vector<double>());
+  }
+  CHECK(zeros({0}, {.device = kGpu}).numel() == 0);
+}
+
 TEST_CASE("gpu: unary elementwise ops and their gradients", "[gpu]") {
   const Shape shapes[] = {{1}, {1023}, {4097}, {33, 17}, {0, 5}};
   for (DType dt : kTypes)
