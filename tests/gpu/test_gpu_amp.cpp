@@ -120,7 +120,6 @@ struct Loop {
   std::unique_ptr<optim::Adam> opt;
   GradScaler scaler{{.init_scale = 65536.0, .growth_interval = 4}};
   std::vector<Tensor> xs, ys;
-  Tensor seed;  // the backward seed, made here: the engine's default seed is made on the host and copied
 
   explicit Loop(uint64_t s) {
     manual_seed(s);
@@ -132,7 +131,6 @@ struct Loop {
       xs.push_back(randn({32, 16}, {}, &g).to(kGpu));
       ys.push_back(randn({32, 8}, {}, &g).to(kGpu));
     }
-    seed = ones(Shape{}, {.device = kGpu});
   }
   void step(int k) {
     opt->zero_grad();
@@ -141,7 +139,7 @@ struct Loop {
       Autocast ac(kGpu, DType::F16);
       loss = mse_loss((*model)(xs[static_cast<size_t>(k) % xs.size()]), ys[static_cast<size_t>(k) % ys.size()]);
     }
-    scaler.scale(loss).backward(seed);
+    scaler.scale(loss).backward();  // the default seed: ones() is filled on the device
     scaler.step(*opt);
     scaler.update();
   }
