@@ -1,6 +1,8 @@
 // safetensors reader and writer (format in core/safetensors.h), with the small JSON subset it needs.
 #include "core/safetensors.h"
 
+#include "core/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -437,76 +439,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 namespace {
 
-// The temporary file: removed on destruction unless committed (renamed over the target).
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : path_(target + ".tmp." + std::to_string(::getpid())) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    HG_CHECK(fd_ >= 0, "save_safetensors: cannot create '", path_, "': ", std::strerror(errno),
-             "; check that the directory exists and is writable");
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t n) {
-    const auto* p = static_cast<const char*>(data);
-    const int64_t limit = detail::safetensors_fail_after_bytes;
-    if (limit >= 0 && written_ + static_cast<int64_t>(n) > limit) {
-      write_raw(p, static_cast<size_t>(limit - written_));
-      fail("write", ENOSPC);
-    }
-    write_raw(p, n);
-  }
-
-  void commit(const std::string& target) {
-    if (::fsync(fd_) != 0) fail("fsync", errno);
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) fail("close", errno);
-    if (::rename(path_.c_str(), target.c_str()) != 0) fail("rename over '" + target + "'", errno);
-    committed_ = true;
-  }
-
- private:
-  void write_raw(const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("write", errno);
-      p += w;
-      n -= static_cast<size_t>(w);
-      written_ += w;
-    }
-  }
-  [[noreturn]] void fail(const std::string& what, int err) const {
-    HG_FAIL("save_safetensors: cannot ", what, " '", path_, "' after ", written_, " bytes: ", std::strerror(err),
-            "; the previous file (if any) is unchanged; free disk space or choose another path");
-  }
-
-  std::string path_;
-  int fd_ = -1;
-  int64_t written_ = 0;
-  bool committed_ = false;
-};
-
-// Makes the rename itself durable (POSIX: a rename is recorded in the directory).
-void fsync_directory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  HG_CHECK(fd >= 0, "save_safetensors: wrote '", path, "' but cannot open its directory '", dir, "' to sync it: ",
-           std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  HG_CHECK(rc == 0, "save_safetensors: wrote '", path, "' but syncing its directory failed: ", std::strerror(err),
-           "; the new file may not survive a crash");
-}
-
 struct Planned {
   const std::string* name;
   Tensor host;
@@ -571,12 +503,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   unsigned char len[8];
   uint64_t n = header.size();
   for (unsigned char& b : len) b = static_cast<unsigned char>(n & 0xFF), n >>= 8;
-  TempFile tmp(path);
+  AtomicFile tmp("save_safetensors", path, detail::safetensors_fail_after_bytes);
   tmp.write(len, 8);
   tmp.write(header.data(), header.size());
   for (const Planned& p : ps) tmp.write(p.host.data_ptr(), p.host.nbytes());
-  tmp.commit(path);
-  fsync_directory(path);
+  tmp.commit();
 }
 
 }  // namespace hg

@@ -360,7 +360,8 @@ inline int run_example(int argc, char** argv, Args defaults,
     std::vector<Summary> rows;
     for (const Mode& m : compare_modes()) {
       Args am = a;
-      am.opt_level = {'O', static_cast<char>('0' + static_cast<int>(m.level))};  // GCC 12 -Wrestrict misfires on "O" + string
+      // GCC 12 -Wrestrict misfires on "O" + string
+      am.opt_level = {'O', static_cast<char>('0' + static_cast<int>(m.level))};
       am.amp = m.level == hg::amp::OptLevel::O0 ? "off" : m.dtype == hg::DType::BF16 ? "bf16" : "fp16";
       std::printf("\n== %s ==\n", m.label().c_str());
       hg::manual_seed(a.seed);  // the same initial weights and data order in every row

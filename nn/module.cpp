@@ -40,6 +40,37 @@ Tensor Module::forward(const Tensor&) {
                        "override `Tensor forward(const Tensor&)` to use it in Sequential");
 }
 
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  HG_CHECK(hook != nullptr, type_name(), ": register_forward_hook got an empty std::function; pass a callable");
+  const uint64_t id = next_hook_id_++;
+  forward_hooks_.emplace_back(id, std::move(hook));
+  return HookHandle{id};
+}
+
+bool Module::remove_forward_hook(HookHandle h) {
+  for (auto it = forward_hooks_.begin(); it != forward_hooks_.end(); ++it) {
+    if (it->first != h.id) continue;
+    forward_hooks_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void Module::run_forward_hooks(const Tensor& x, const Tensor& y) const {
+  // a copy: a hook may add or remove hooks of this module while we iterate
+  const auto hooks = forward_hooks_;
+  for (const auto& [id, hook] : hooks) hook(*this, x, y);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  for (const auto& [n, c] : children_) {
+    out.emplace_back(n, c);
+    for (auto& [cn, cc] : c->named_modules()) out.emplace_back(n + "." + cn, std::move(cc));
+  }
+  return out;
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   check_name("parameter", name);
   HG_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),

@@ -8,6 +8,7 @@
 // optimizer holds are the same tensor. to(Device)/to(DType)/load_state_dict replace a parameter's
 // data in place (like torch's `param.data = ...`), so an optimizer built before them stays valid.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -21,6 +22,17 @@ namespace hg::nn {
 
 // Name -> tensor, sorted by name (safetensors stores tensors sorted by name too).
 using StateDict = std::map<std::string, Tensor>;
+
+class Module;
+
+// Called after every call through Module::operator() with the module, its input and its output
+// (torch's register_forward_hook). Hooks observe; they cannot replace the output.
+using ForwardHook = std::function<void(const Module& m, const Tensor& input, const Tensor& output)>;
+
+// Names one registered hook of one module, for remove_forward_hook.
+struct HookHandle {
+  uint64_t id = 0;
+};
 
 struct LoadOptions {
   bool strict = true;  // a missing or unexpected entry is an error (torch's strict=True)
@@ -42,7 +54,20 @@ class Module {
   // The single-tensor forward that Sequential chains. A module with another signature defines its
   // own forward overloads and leaves this one throwing.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x), then the forward hooks in registration order. As in torch, hooks fire only for calls
+  // through operator(): Sequential calls its children this way, and a custom module should call its
+  // children as (*child)(x) rather than child->forward(x) for their hooks to fire.
+  Tensor operator()(const Tensor& x) {
+    Tensor y = forward(x);
+    if (!forward_hooks_.empty()) [[unlikely]] run_forward_hooks(x, y);
+    return y;
+  }
+
+  // Hooks of this module only (not of its children). A hook may register or remove hooks; those
+  // changes apply from the next call.
+  HookHandle register_forward_hook(ForwardHook hook);
+  bool remove_forward_hook(HookHandle h);  // false when h is not (or no longer) registered here
+  size_t num_forward_hooks() const { return forward_hooks_.size(); }
 
   // Registration: the returned handle is the registered tensor/module itself.
   Tensor register_parameter(const std::string& name, Tensor t);  // marks it requires_grad
@@ -58,6 +83,9 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+  // Every descendant with its dotted name ("features.conv1"), depth first, parents before children.
+  // Unlike torch's named_modules() the module itself (name "") is not listed.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
   int64_t num_parameters() const;  // total element count
 
   void train(bool on = true);
@@ -84,10 +112,13 @@ class Module {
  private:
   void print(std::ostream& os, int indent) const;
   template <class F> void visit(const std::string& prefix, F&& f) const;
+  void run_forward_hooks(const Tensor& x, const Tensor& y) const;
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<uint64_t, ForwardHook>> forward_hooks_;  // (id, hook) in registration order
+  uint64_t next_hook_id_ = 1;
   bool training_ = true;
 };
 

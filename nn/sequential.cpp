@@ -4,7 +4,7 @@ namespace hg::nn {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& [name, m] : named_children()) y = m->forward(y);
+  for (const auto& [name, m] : named_children()) y = (*m)(y);  // through operator(): forward hooks fire
   return y;
 }
 
