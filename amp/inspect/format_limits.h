@@ -1,0 +1,75 @@
+#pragma once
+// The limits of F16 and BF16 that decide what mixed precision loses, and how one value rounds into
+// them, computed with halfgrad's own conversions (core/half.h: round to nearest even, subnormals
+// kept, overflow to inf) so the inspectors report exactly what a kernel storing that value would do.
+//
+// F16 (IEEE binary16): smallest subnormal 2^-24, smallest normal 2^-14, max 65504.
+//   Flush: |x| <= 2^-25 rounds to 0 (2^-25 itself is a tie between 0 and 2^-24, and ties go to the
+//   even one, 0); 2^-25 < |x| < 2^-24 rounds UP to 2^-24. The (and the paper's) count is
+//   "|x| < 2^-24"; both are reported (kF16MinSubnormal and the exact Rounding::Flush).
+//   Overflow: |x| >= 65520 (halfway from 65504 to the next step, 65536) rounds to inf.
+// BF16: smallest subnormal 2^-133, smallest normal 2^-126, max (2 - 2^-7) * 2^127 ~ 3.39e38;
+//   |x| <= 2^-134 rounds to 0, |x| >= (2 - 2^-8) * 2^127 rounds to inf.
+// Swamping (Micikevicius et al. 2018, sec. 3.1): an update u to an F16 weight w is lost when
+// fl16(w + u) == w. The rule of thumb |w| >= 2048 |u| (2^11: F16 keeps 11 significant bits) is an
+// approximation of it. Exactly, u is lost when |u| is below half the gap to w's F16 neighbour on u's
+// side, or equal to it and w's significand is even (the tie rounds back to w). For w in [2^e, 2^(e+1))
+// half the gap upwards is 2^(e-11) <= |w| 2^-11, so the rule counts updates as lost that are not
+// (w = 1.9, u = 1.5 * 2^-11 moves w to its next F16 value); just below a power of two the gap halves,
+// so at w = 2^e a negative u with |u| > 2^(e-12) moves w while the rule says lost.
+#include <cmath>
+#include <cstdint>
+
+#include "core/half.h"
+
+namespace hg::amp::inspect {
+
+inline constexpr double kF16MinSubnormal = 0x1p-24;  // 5.96e-8
+inline constexpr double kF16MinNormal = 0x1p-14;     // 6.10e-5
+inline constexpr double kF16Max = 65504.0;
+inline constexpr double kF16FlushMax = 0x1p-25;      // |x| <= this rounds to 0
+inline constexpr double kF16OverflowMin = 65520.0;   // |x| >= this rounds to inf
+inline constexpr double kBF16MinSubnormal = 0x1p-133;  // 9.18e-41
+inline constexpr double kBF16MinNormal = 0x1p-126;     // 1.18e-38
+inline constexpr double kBF16Max = 0x1.fep127;         // 3.39e38
+inline constexpr double kBF16FlushMax = 0x1p-134;
+inline constexpr double kBF16OverflowMin = 0x1.ffp127;
+inline constexpr double kSwampRatio = 2048.0;  // the rule of thumb: lost when |w| >= 2048 |u|
+
+// Where a value lands when stored in a 16-bit format.
+enum class Rounding : uint8_t {
+  Zero,       // it was zero
+  Flush,      // nonzero, rounds to (signed) zero
+  Subnormal,  // rounds to a nonzero subnormal (precision is lost, range is not)
+  Normal,
+  Overflow,   // finite (or an F32 overflow of a finite product), rounds to inf
+  NonFinite,  // it was NaN (an inf input is reported as Overflow: the caller passes finite values)
+};
+
+namespace detail {
+// Classifies the bits of a 16-bit float with `mant_bits` significand bits and exponent field mask
+// `exp_mask` (all ones: inf/NaN).
+HG_HD Rounding classify_bits(float v, uint16_t bits, int mant_bits, uint16_t exp_mask) {
+  if (v != v) return Rounding::NonFinite;
+  if (v == 0.0f) return Rounding::Zero;
+  const uint16_t e = static_cast<uint16_t>((bits >> mant_bits) & exp_mask);
+  const uint16_t m = static_cast<uint16_t>(bits & ((1u << mant_bits) - 1u));
+  if (e == exp_mask) return Rounding::Overflow;
+  if (e == 0) return m == 0 ? Rounding::Flush : Rounding::Subnormal;
+  return Rounding::Normal;
+}
+}  // namespace detail
+
+HG_HD Rounding round_f16(float v) { return detail::classify_bits(v, float_to_f16_bits(v), 10, 0x1f); }
+HG_HD Rounding round_bf16(float v) { return detail::classify_bits(v, float_to_bf16_bits(v), 7, 0xff); }
+
+// Exact: the weight as F16, plus the update in F32 (halfgrad's kernels compute in F32), stored back
+// in F16 (MasterWeights::Off) gives the same value. +0 and -0 count as the same value.
+HG_HD bool swamped_f16(float w, float u) {
+  const float w16 = f16_bits_to_float(float_to_f16_bits(w));
+  return f16_bits_to_float(float_to_f16_bits(w16 + u)) == w16;
+}
+// The rule of thumb, for comparison.
+inline bool swamped_f16_rule_of_thumb(double w, double u) { return std::fabs(w) >= kSwampRatio * std::fabs(u); }
+
+}  // namespace hg::amp::inspect
