@@ -4,6 +4,8 @@
 // F32 accumulation order).
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -56,5 +58,34 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
   std::string operator/(const std::string& name) const { return (dir / name).string(); }
 };
+
+// What fn writes to stderr (file descriptor 2, where the warnings go through fprintf).
+template <class Fn>
+inline std::string capture_stderr(const Fn& fn) {
+  std::fflush(stderr);
+  char path[] = "/tmp/hg_test_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  HG_CHECK(fd >= 0, "capture_stderr: cannot create a temporary file in /tmp");
+  struct Redirect {  // restores fd 2 also when a REQUIRE inside fn throws
+    int saved;
+    explicit Redirect(int to) : saved(dup(2)) { dup2(to, 2); }
+    ~Redirect() {
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+    }
+  };
+  {
+    Redirect r(fd);
+    fn();
+  }
+  std::string text;
+  char buf[512];
+  lseek(fd, 0, SEEK_SET);
+  for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(k));
+  close(fd);
+  unlink(path);
+  return text;
+}
 
 }  // namespace hg::test

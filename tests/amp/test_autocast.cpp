@@ -3,6 +3,8 @@
 // preset and each autocast dtype against the same op run without autocast on inputs cast by a small
 // reference of torch's rules written here; the presets are also checked against torch's lists by hand.
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <unistd.h>
 
 #include <cmath>
@@ -32,6 +34,7 @@
 #include "ops/shape.h"
 
 using namespace hg;
+using hg::test::capture_stderr;
 using amp::CastPolicy;
 using amp::Op;
 
@@ -154,34 +157,6 @@ std::optional<Inputs> reference_cast(CastPolicy p, DType lower, Inputs xs) {
 
 std::vector<double> values(const Tensor& t) { return t.to(DType::F64).to_vector<double>(); }
 
-// What fn writes to stderr (file descriptor 2, where the warnings go through fprintf).
-template <class Fn>
-std::string capture_stderr(const Fn& fn) {
-  std::fflush(stderr);
-  char path[] = "/tmp/hg_autocast_stderr_XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  struct Redirect {  // restores fd 2 also when a REQUIRE inside fn throws
-    int saved;
-    explicit Redirect(int to) : saved(dup(2)) { dup2(to, 2); }
-    ~Redirect() {
-      std::fflush(stderr);
-      dup2(saved, 2);
-      close(saved);
-    }
-  };
-  {
-    Redirect r(fd);
-    fn();
-  }
-  std::string text;
-  char buf[512];
-  lseek(fd, 0, SEEK_SET);
-  for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(k));
-  close(fd);
-  unlink(path);
-  return text;
-}
 
 Inputs make_inputs(const OpCase& c, const std::vector<DType>& dts) {
   Inputs xs;

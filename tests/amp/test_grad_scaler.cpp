@@ -23,6 +23,7 @@
 #include "optim/sgd.h"
 
 using namespace hg;
+using hg::test::capture_stderr;
 using namespace hg::amp;
 using hg::optim::SGD;
 using Vec = std::vector<double>;
@@ -44,27 +45,6 @@ StepResult iterate(GradScaler& s, optim::Optimizer& opt, const Tensor& p, const 
   return r;
 }
 
-// What fn writes to stderr.
-template <class Fn>
-std::string capture_stderr(const Fn& fn) {
-  std::fflush(stderr);
-  char name[] = "/tmp/hg_scaler_stderr_XXXXXX";
-  const int fd = mkstemp(name);
-  REQUIRE(fd >= 0);
-  const int saved = dup(2);
-  dup2(fd, 2);
-  fn();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string out;
-  char buf[256];
-  lseek(fd, 0, SEEK_SET);
-  for (ssize_t k; (k = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(k));
-  close(fd);
-  unlink(name);
-  return out;
-}
 
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
