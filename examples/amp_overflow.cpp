@@ -413,13 +413,5 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
-  try {
-    return run(o);
-  } catch (const hg::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  } catch (const std::filesystem::filesystem_error& e) {
-    std::fprintf(stderr, "error: amp_overflow: %s; check --out\n", e.what());
-    return 1;
-  }
+  return example::guarded_main("amp_overflow", [&] { return run(o); });
 }

@@ -333,13 +333,5 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  try {
-    return run(o);
-  } catch (const hg::Error& e) {
-    std::fprintf(stderr, "amp_underflow: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "amp_underflow: error: %s\n", e.what());
-    return 1;
-  }
+  return example::guarded_main("amp_underflow", [&] { return run(o); });
 }

@@ -340,6 +340,17 @@ inline void print_table(const std::vector<Summary>& rows) {
               "(no masters, no scaling); bf16-O1: autocast BF16, no scaling. Peak: tensor bytes while training.\n");
 }
 
+// The exit status of body() for a program's main: an hg::Error or other exception is printed as
+// "<name>: error: ..." with status 1 (bad flags already exited with 2 while parsing).
+inline int guarded_main(const char* name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
+}
+
 // Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed). body builds
 // the model and optimizer for the given flags and trains them (with train()).
 inline int run_example(int argc, char** argv, Args defaults,
