@@ -25,6 +25,9 @@ struct ThreadState {
   bool cache_enabled = true;
   int nesting = 0;
   bool excluded = false;  // inside an autocast-policed op: nested ops are not cast again
+  std::vector<OpObserver*> observers;
+  int observe_depth = 0;     // live observed OpCasts (0 or 1): nested ops are part of the observed one
+  OpCall* planning = nullptr;  // the observed call whose casts plan() is making
   bool any_enabled() const { return dev[0].enabled || dev[1].enabled; }
 };
 
@@ -53,7 +56,7 @@ bool cacheable(const Tensor& t, DType to, DType lower) {
          t.requires_grad() && t.is_leaf();
 }
 
-Tensor cached_cast(const Tensor& t, DType to) {
+Tensor cached_cast(const Tensor& t, DType to, bool& hit) {
   CastCache& c = cache();
   const auto key = std::pair{static_cast<const TensorImpl*>(t.unsafe_impl()), to};
   {
@@ -61,6 +64,7 @@ Tensor cached_cast(const Tensor& t, DType to) {
     auto it = c.map.find(key);
     if (it != c.map.end() && it->second.src.lock() == t.impl_ptr()) {
       ++c.hits;
+      hit = true;
       return it->second.cast;
     }
   }
@@ -109,12 +113,19 @@ std::optional<std::vector<Tensor>> plan(Op op, const Tensor* begin, const Tensor
   const DeviceState& s = dev_state(dev);
   if (!s.enabled) return std::nullopt;
   const CastPolicy p = op_policy(dev, op);
+  if (tls.planning) tls.planning->policy = p;
   if (p == CastPolicy::Keep) return std::nullopt;
   std::vector<Tensor> xs(begin, end);
   const DType to = target_dtype(op, p, xs, dev, s.dtype);
-  for (Tensor& t : xs) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Tensor& t = xs[i];
     if (!eligible(t, dev) || t.dtype() == to) continue;
-    t = cacheable(t, to, s.dtype) ? cached_cast(t, to) : t.to(to);
+    const DType from = t.dtype();
+    const bool cached = cacheable(t, to, s.dtype);
+    bool hit = false;
+    t = cached ? cached_cast(t, to, hit) : t.to(to);
+    if (tls.planning)
+      tls.planning->casts.push_back({i, from, to, t.numel() * static_cast<int64_t>(dtype_size(to)), cached, hit});
   }
   return xs;
 }
@@ -169,33 +180,73 @@ int64_t cast_cache_size() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return static_cast<int64_t>(cache().map.size());
 }
+int64_t cast_cache_bytes(DType dt) {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  int64_t bytes = 0;
+  for (const auto& [key, e] : cache().map)
+    if (key.second == dt) bytes += e.cast.numel() * static_cast<int64_t>(dtype_size(dt));
+  return bytes;
+}
 void clear_cast_cache() {
   decltype(cache().map) dead;  // destroy the cast tensors outside the lock
   std::lock_guard<std::mutex> lock(cache().mu);
   dead.swap(cache().map);
 }
 
-OpCast::OpCast(Op op, std::initializer_list<Tensor> inputs) {
-  if (tls.excluded || !tls.any_enabled() || autograd::in_backward()) return;  // common path: one TLS read
-  activate(plan(op, inputs.begin(), inputs.end()));
-}
+OpCast::OpCast(Op op, std::initializer_list<Tensor> inputs) { start(op, inputs.begin(), inputs.end()); }
+OpCast::OpCast(Op op, const std::vector<Tensor>& inputs) { start(op, inputs.data(), inputs.data() + inputs.size()); }
 
-OpCast::OpCast(Op op, const std::vector<Tensor>& inputs) {
-  if (tls.excluded || !tls.any_enabled() || autograd::in_backward()) return;
-  activate(plan(op, inputs.data(), inputs.data() + inputs.size()));
+void OpCast::start(Op op, const Tensor* begin, const Tensor* end) {
+  const bool observed = !tls.observers.empty() && tls.observe_depth == 0;
+  if ((tls.excluded || !tls.any_enabled()) && !observed) return;  // common path: one TLS read
+  if (autograd::in_backward()) return;
+  if (!observed) return activate(plan(op, begin, end));
+  // An observed call: plan() records its policy and casts, and the guard is true even without casts so
+  // that the op's output reaches result().
+  auto call = std::make_unique<OpCall>();
+  call->op = op;
+  call->inputs.assign(begin, end);
+  if (!tls.excluded && tls.any_enabled()) {
+    struct Planning {  // cleared also when a cast throws
+      explicit Planning(OpCall* c) { tls.planning = c; }
+      ~Planning() { tls.planning = nullptr; }
+    } planning(call.get());
+    activate(plan(op, begin, end));
+  }
+  if (!active_) {
+    cast_ = call->inputs;
+    active_ = true;
+  }
+  call_ = std::move(call);
+  ++tls.observe_depth;  // last: nothing above may throw after it
 }
 
 void OpCast::activate(std::optional<std::vector<Tensor>> cast) {
   if (!cast) return;
   cast_ = std::move(*cast);
   active_ = true;
+  excludes_ = true;
   prev_excluded_ = tls.excluded;
   tls.excluded = true;
 }
 
 OpCast::~OpCast() {
-  if (active_) tls.excluded = prev_excluded_;
+  if (excludes_) tls.excluded = prev_excluded_;
+  if (call_) --tls.observe_depth;
 }
+
+Tensor OpCast::result(Tensor y) const {
+  if (call_) [[unlikely]] {
+    call_->ran = cast_;
+    NoGradGuard no_grad;
+    ExcludeGuard exclude;
+    for (size_t i = 0; i < tls.observers.size(); ++i) tls.observers[i]->on_op(*call_, y);
+  }
+  return y;
+}
+
+ObserveOps::ObserveOps(OpObserver& o) : o_(&o) { tls.observers.push_back(o_); }
+ObserveOps::~ObserveOps() { std::erase(tls.observers, o_); }
 
 ExcludeGuard::ExcludeGuard() : prev_(tls.excluded) { tls.excluded = true; }
 ExcludeGuard::~ExcludeGuard() { tls.excluded = prev_; }

@@ -15,6 +15,7 @@
 // region exits (torch's advice too), or hold an ExcludeGuard around it.
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -67,15 +68,55 @@ struct CastCacheStats {
 CastCacheStats cast_cache_stats();
 void reset_cast_cache_stats();
 int64_t cast_cache_size();
+int64_t cast_cache_bytes(DType dt);  // bytes held by cached casts to dt (the memory ledger's "cast cache")
 void clear_cast_cache();
 
+// --- op observers (amp/inspect: PrecisionTrace, NonFiniteOrigin) ---
+// An observer is told about every public op that passes through the hook on this thread: outermost calls
+// only (an op's re-entry with cast inputs and the ops it is made of are part of it), never inside backward.
+// Observing changes no numbers: the same casts run with or without observers.
+struct CastRecord {
+  size_t input = 0;  // which input of the op
+  DType from = DType::F32, to = DType::F32;
+  int64_t bytes = 0;       // size of the cast copy
+  bool cacheable = false;  // an F32 leaf weight: the cast goes through the cast cache
+  bool cache_hit = false;  // ... and was found there (no copy made)
+};
+struct OpCall {
+  Op op = Op::Count_;
+  std::vector<Tensor> inputs;        // as the caller passed them
+  std::optional<CastPolicy> policy;  // the policy applied; nullopt: autocast off for these inputs
+  std::vector<CastRecord> casts;
+  std::vector<Tensor> ran;           // the inputs the op ran on, after the casts
+};
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  // After the op returned `output`, on the op's thread, under NoGradGuard and ExcludeGuard (ops run
+  // here neither record nor cast, and are not observed). An op that throws is not reported.
+  virtual void on_op(const OpCall& call, const Tensor& output) = 0;
+};
+// Registers an observer on this thread for the guard's lifetime; guards nest, every live one is called.
+class ObserveOps {
+ public:
+  explicit ObserveOps(OpObserver& o);
+  ~ObserveOps();
+  ObserveOps(const ObserveOps&) = delete;
+  ObserveOps& operator=(const ObserveOps&) = delete;
+
+ private:
+  OpObserver* o_;
+};
+
 // The op-boundary hook. A public op starts with
-//     if (amp::OpCast c{amp::Op::Linear, {x, w, b}}) return linear(c[0], c[1], c[2]);
+//     if (amp::OpCast c{amp::Op::Linear, {x, w, b}}) return c.result(linear(c[0], c[1], c[2]));
 // When autocast is enabled for the inputs' device type, this thread is not already inside an autocast-
 // policed op, and the op's policy is not Keep, the guard is true, holds the inputs cast per policy, and
 // disables policing on this thread until it dies, so the re-entered op (and any op it is composed of) runs
 // without casting again (torch's ExcludeDispatchKeyGuard in its autocast wrappers). Otherwise it is false
 // and costs one thread-local read. Undefined, F64, I64 and other-device tensors pass through unchanged.
+// While an op observer is registered (ObserveOps), an outermost call is always true (inputs cast or not),
+// so that its output passes through result(), which reports the call to the observers.
 class OpCast {
  public:
   OpCast(Op op, std::initializer_list<Tensor> inputs);
@@ -87,12 +128,16 @@ class OpCast {
   explicit operator bool() const { return active_; }
   const Tensor& operator[](size_t i) const { return cast_[i]; }
   const std::vector<Tensor>& inputs() const { return cast_; }
+  Tensor result(Tensor y) const;  // y, after telling the observers (if any) about this call
 
  private:
+  void start(Op op, const Tensor* begin, const Tensor* end);
   void activate(std::optional<std::vector<Tensor>> cast);
   bool active_ = false;
+  bool excludes_ = false;  // this guard set the thread's exclusion (inputs were cast per policy)
   bool prev_excluded_ = false;
   std::vector<Tensor> cast_;
+  std::unique_ptr<OpCall> call_;  // set only for an observed call
 };
 
 // Turns the op-boundary casts off on this thread for its lifetime without touching the Autocast state

@@ -18,6 +18,7 @@ thread_local bool t_draining = false;
 thread_local bool t_in_backward = false;
 thread_local std::vector<std::shared_ptr<Node>> t_pending_nodes;
 thread_local std::vector<BackwardFn> t_pending_fns;
+thread_local std::vector<const NodeObserver*> t_node_observers;
 
 }  // namespace
 
@@ -25,6 +26,9 @@ bool grad_enabled() { return t_grad_enabled; }
 bool in_backward() { return t_in_backward; }
 void set_grad_enabled(bool on) { t_grad_enabled = on; }
 int64_t live_nodes() { return g_live_nodes.load(); }
+
+ObserveBackward::ObserveBackward(NodeObserver fn) : fn_(std::move(fn)) { t_node_observers.push_back(&fn_); }
+ObserveBackward::~ObserveBackward() { std::erase(t_node_observers, &fn_); }
 
 bool should_record(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;
@@ -171,6 +175,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
       std::vector<Tensor> grads = n->backward(g, needs);
       HG_CHECK(grads.size() == n->inputs.size(), "backward: op '", n->name, "' returned ", grads.size(),
                " gradients for ", n->inputs.size(), " inputs");
+      for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, g, grads);
       for (size_t i = 0; i < grads.size(); ++i) {
         const Edge& e = n->inputs[i];
         if (!e.defined() || !grads[i].defined()) continue;

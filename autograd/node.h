@@ -71,6 +71,23 @@ bool should_record(const std::vector<Tensor>& inputs);
 // no input requires grad or grad mode is off.
 void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn);
 
+// Observes every node that backward() runs on this thread, in execution order, right after the node's
+// backward function: the node, the gradient it received (after its hooks) and the gradients it returned
+// (undefined where none). For inspectors (amp/inspect's NonFiniteOrigin names the first node whose
+// gradients turned non-finite); an observer reads, it cannot change a gradient. RAII: active for the
+// guard's lifetime; guards nest, and every live one is called, outermost first.
+using NodeObserver = std::function<void(const Node& node, const Tensor& grad_out, const std::vector<Tensor>& grads)>;
+class ObserveBackward {
+ public:
+  explicit ObserveBackward(NodeObserver fn);
+  ~ObserveBackward();
+  ObserveBackward(const ObserveBackward&) = delete;
+  ObserveBackward& operator=(const ObserveBackward&) = delete;
+
+ private:
+  NodeObserver fn_;
+};
+
 // Runs backward from `root` (autograd/engine.cpp).
 void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts);
 

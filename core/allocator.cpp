@@ -18,6 +18,7 @@ namespace {
 struct Stats {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> by_dtype[kNumDTypes] = {};
 };
 constexpr int kMaxDevices = 16;
 Stats g_stats[kNumDeviceTypes][kMaxDevices];
@@ -172,6 +173,10 @@ namespace memory {
 int64_t allocated(Device dev) { return stats(dev).current.load(); }
 int64_t peak_allocated(Device dev) { return stats(dev).peak.load(); }
 void reset_peak(Device dev) { stats(dev).peak.store(stats(dev).current.load()); }
+int64_t allocated(Device dev, DType dt) { return stats(dev).by_dtype[static_cast<int>(dt)].load(); }
+void count_storage(Device dev, DType dt, int64_t delta) {
+  if (delta != 0) stats(dev).by_dtype[static_cast<int>(dt)].fetch_add(delta);
+}
 int64_t cached_host_bytes() { return g_cpu_allocator.cached_bytes(); }
 void empty_host_cache() { g_cpu_allocator.empty_cache(); }
 }  // namespace memory

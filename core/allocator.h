@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/device.h"
+#include "core/dtype.h"
 
 namespace hg {
 
@@ -39,6 +40,10 @@ namespace memory {
 int64_t allocated(Device dev);       // bytes held by live tensors now
 int64_t peak_allocated(Device dev);  // most bytes held at once since start or reset_peak
 void reset_peak(Device dev);
+// Bytes held now by live tensor storages allocated for dtype dt on dev (a storage counts under the dtype it
+// was created with; views and reinterpretations do not move it). Sums over dt give allocated(dev).
+int64_t allocated(Device dev, DType dt);
+void count_storage(Device dev, DType dt, int64_t delta);  // Storage's constructor/destructor
 // The CPU allocator keeps freed blocks for reuse (not counted in allocated()): blocks under 1 MiB by
 // power-of-two size class, larger ones rounded to 2 MiB; at most 2 GiB in all:
 int64_t cached_host_bytes();

@@ -88,7 +88,8 @@ void manual_seed(uint64_t seed) {
 Tensor empty(Shape s, TensorOptions o) {
   check_shape("empty", s);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(s.numel()) * dtype_size(o.dtype), o.device);
+  const size_t nbytes = static_cast<size_t>(s.numel()) * dtype_size(o.dtype);
+  impl->storage = std::make_shared<Storage>(nbytes, o.device, o.dtype);
   impl->shape = std::move(s);
   impl->dtype = o.dtype;
   Tensor t(std::move(impl));

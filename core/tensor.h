@@ -18,13 +18,15 @@
 namespace hg {
 
 struct Storage {
-  Storage(size_t nbytes, Device dev);
+  // dtype: what the bytes were allocated for (hg::empty's dtype), for memory::allocated(dev, dtype).
+  Storage(size_t nbytes, Device dev, DType dtype);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
+  DType dtype;
 };
 
 struct AutogradMeta;  // autograd/node.h

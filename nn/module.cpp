@@ -56,6 +56,14 @@ bool Module::remove_forward_hook(HookHandle h) {
   return false;
 }
 
+namespace {
+thread_local std::vector<const Module*> t_call_stack;
+}  // namespace
+
+const std::vector<const Module*>& Module::call_stack() { return t_call_stack; }
+Module::CallScope::CallScope(const Module* m) { t_call_stack.push_back(m); }
+Module::CallScope::~CallScope() { t_call_stack.pop_back(); }
+
 void Module::run_forward_hooks(const Tensor& x, const Tensor& y) const {
   // a copy: a hook may add or remove hooks of this module while we iterate
   const auto hooks = forward_hooks_;

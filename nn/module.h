@@ -58,10 +58,15 @@ class Module {
   // through operator(): Sequential calls its children this way, and a custom module should call its
   // children as (*child)(x) rather than child->forward(x) for their hooks to fire.
   Tensor operator()(const Tensor& x) {
+    CallScope in_call(this);
     Tensor y = forward(x);
     if (!forward_hooks_.empty()) [[unlikely]] run_forward_hooks(x, y);
     return y;
   }
+
+  // The modules being called through operator() on this thread, outermost first (empty outside any
+  // module call): inspectors use it to name the module an op runs in (amp/inspect's PrecisionTrace).
+  static const std::vector<const Module*>& call_stack();
 
   // Hooks of this module only (not of its children). A hook may register or remove hooks; those
   // changes apply from the next call.
@@ -113,6 +118,12 @@ class Module {
   void print(std::ostream& os, int indent) const;
   template <class F> void visit(const std::string& prefix, F&& f) const;
   void run_forward_hooks(const Tensor& x, const Tensor& y) const;
+  struct CallScope {  // pushes onto call_stack() for one operator() call, exceptions included
+    explicit CallScope(const Module* m);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+  };
 
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;

@@ -112,7 +112,7 @@ DispatchTable<ConvKernel>& conv2d_backward_data_kernels() { return tables().bwd_
 DispatchTable<ConvKernel>& conv2d_backward_weight_kernels() { return tables().bwd_weight; }
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions o) {
-  if (amp::OpCast c{amp::Op::Conv2d, {x_in, w_in, b_in}}) return conv2d(c[0], c[1], c[2], o);
+  if (amp::OpCast c{amp::Op::Conv2d, {x_in, w_in, b_in}}) return c.result(conv2d(c[0], c[1], c[2], o));
   if (x_in.ndim() == 3) {  // unbatched (C,H,W), as torch: a batch of one
     const Shape s = x_in.shape();
     const Tensor y = conv2d(x_in.reshape({1, s[0], s[1], s[2]}), w_in, b_in, o);

@@ -34,7 +34,7 @@ DispatchTable<DropoutKernel>& dropout_kernels() {
 }
 
 Tensor dropout(const Tensor& x, DropoutOptions o) {
-  if (amp::OpCast c{amp::Op::Dropout, {x}}) return dropout(c[0], o);
+  if (amp::OpCast c{amp::Op::Dropout, {x}}) return c.result(dropout(c[0], o));
   check_floating("dropout", x);
   HG_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p=", o.p, " is not a probability; pass p in [0, 1)");
   if (!o.training || o.p == 0.0) return x;

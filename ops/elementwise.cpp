@@ -82,7 +82,7 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
 }
 
 Tensor binary(const char* name, EwOp op, amp::Op aop, const Tensor& a_in, const Tensor& b_in) {
-  if (amp::OpCast c{aop, {a_in, b_in}}) return binary(name, op, aop, c[0], c[1]);
+  if (amp::OpCast c{aop, {a_in, b_in}}) return c.result(binary(name, op, aop, c[0], c[1]));
   auto [a, b] = promote(name, a_in, b_in);
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
@@ -121,37 +121,37 @@ Tensor rdiv(double s, const Tensor& a) { return unary("rdiv", EwOp::RdivScalar, 
 
 Tensor neg(const Tensor& x) { return unary("neg", EwOp::Neg, x); }
 Tensor exp(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Exp, {x}}) return exp(c[0]);
+  if (amp::OpCast c{amp::Op::Exp, {x}}) return c.result(exp(c[0]));
   return unary("exp", EwOp::Exp, x);
 }
 Tensor log(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Log, {x}}) return log(c[0]);
+  if (amp::OpCast c{amp::Op::Log, {x}}) return c.result(log(c[0]));
   return unary("log", EwOp::Log, x);
 }
 Tensor sqrt(const Tensor& x) { return unary("sqrt", EwOp::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Rsqrt, {x}}) return rsqrt(c[0]);
+  if (amp::OpCast c{amp::Op::Rsqrt, {x}}) return c.result(rsqrt(c[0]));
   return unary("rsqrt", EwOp::Rsqrt, x);
 }
 Tensor pow(const Tensor& x, double e) {
-  if (amp::OpCast c{amp::Op::Pow, {x}}) return pow(c[0], e);
+  if (amp::OpCast c{amp::Op::Pow, {x}}) return c.result(pow(c[0], e));
   return unary("pow", EwOp::PowScalar, x, e);
 }
 Tensor abs(const Tensor& x) { return unary("abs", EwOp::Abs, x); }
 Tensor relu(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Relu, {x}}) return relu(c[0]);
+  if (amp::OpCast c{amp::Op::Relu, {x}}) return c.result(relu(c[0]));
   return unary("relu", EwOp::Relu, x);
 }
 Tensor sigmoid(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Sigmoid, {x}}) return sigmoid(c[0]);
+  if (amp::OpCast c{amp::Op::Sigmoid, {x}}) return c.result(sigmoid(c[0]));
   return unary("sigmoid", EwOp::Sigmoid, x);
 }
 Tensor tanh(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Tanh, {x}}) return tanh(c[0]);
+  if (amp::OpCast c{amp::Op::Tanh, {x}}) return c.result(tanh(c[0]));
   return unary("tanh", EwOp::Tanh, x);
 }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  if (amp::OpCast c{amp::Op::Gelu, {x}}) return gelu(c[0], approx);
+  if (amp::OpCast c{amp::Op::Gelu, {x}}) return c.result(gelu(c[0], approx));
   return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {
@@ -160,7 +160,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
-  if (amp::OpCast c{amp::Op::Where, {a_in, b_in}}) return where(cond, c[0], c[1]);
+  if (amp::OpCast c{amp::Op::Where, {a_in, b_in}}) return c.result(where(cond, c[0], c[1]));
   auto [a, b] = promote("where", a_in, b_in);
   check_floating("where", a);
   check_same_device("where", cond, a);

@@ -40,7 +40,7 @@ DispatchTable<EmbeddingKernel>& embedding_backward_kernels() { return embedding_
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingOptions o) {
   // I64 indices are never eligible: only the weight can be cast
-  if (amp::OpCast c{amp::Op::Embedding, {indices, weight}}) return embedding(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::Embedding, {indices, weight}}) return c.result(embedding(c[0], c[1], o));
   check_embedding(indices, weight, o);
   std::vector<int64_t> out = indices.shape().dims();
   out.push_back(weight.shape()[1]);

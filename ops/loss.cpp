@@ -113,7 +113,7 @@ DispatchTable<CrossEntropyKernel>& cross_entropy_kernels() { return cross_entrop
 DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels() { return cross_entropy_tables().bwd; }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
-  if (amp::OpCast c{amp::Op::CrossEntropy, {logits, target}}) return cross_entropy(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::CrossEntropy, {logits, target}}) return c.result(cross_entropy(c[0], c[1], o));
   HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
            o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
   CrossEntropyArgs a = class_view("cross_entropy", logits, target);
@@ -125,7 +125,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o) {
-  if (amp::OpCast c{amp::Op::NllLoss, {log_probs, target}}) return nll_loss(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::NllLoss, {log_probs, target}}) return c.result(nll_loss(c[0], c[1], o));
   CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
   a.scores = ClassScores::LogProbs;
   a.reduction = o.reduction;
@@ -134,14 +134,14 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o)
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
-  if (amp::OpCast c{amp::Op::MseLoss, {input, target}}) return mse_loss(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::MseLoss, {input, target}}) return c.result(mse_loss(c[0], c[1], o));
   auto [x, t] = pointwise_operands("mse_loss", input, target);
   const Tensor d = sub(x, t);
   return reduce_loss(mul(d, d), o.reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o) {
-  if (amp::OpCast c{amp::Op::L1Loss, {input, target}}) return l1_loss(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::L1Loss, {input, target}}) return c.result(l1_loss(c[0], c[1], o));
   auto [x, t] = pointwise_operands("l1_loss", input, target);
   return reduce_loss(abs(sub(x, t)), o.reduction);
 }
@@ -151,7 +151,8 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o) {
 // (a zero-initialised output layer gives exactly 0 logits).
 // loss = (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BceWithLogitsOptions o) {
-  if (amp::OpCast c{amp::Op::BceWithLogits, {logits, target}}) return binary_cross_entropy_with_logits(c[0], c[1], o);
+  if (amp::OpCast c{amp::Op::BceWithLogits, {logits, target}})
+    return c.result(binary_cross_entropy_with_logits(c[0], c[1], o));
   const char* op = "binary_cross_entropy_with_logits";
   auto [x, t] = pointwise_operands(op, logits, target);
   const Tensor nx = neg(x);

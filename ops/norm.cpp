@@ -59,7 +59,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, BatchNormOptions o) {
   // The running statistics are updated in place: they are never cast (a cast copy would take the update).
   if (amp::OpCast c{amp::Op::BatchNorm, {x, weight, bias}})
-    return batch_norm(c[0], running_mean, running_var, c[1], c[2], o);
+    return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
   check_floating("batch_norm", x);
   HG_CHECK(x.ndim() >= 2, "batch_norm: x has shape ", x.shape(), "; it must be (N,C) or (N,C,*)");
   const int64_t c = x.shape()[1];
@@ -93,7 +93,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, LayerNormOptions o) {
-  if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}}) return layer_norm(c[0], normalized_shape, c[1], c[2], o);
+  if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}})
+    return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
   check_floating("layer_norm", x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   const Shape ns(normalized_shape);

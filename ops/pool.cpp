@@ -86,19 +86,20 @@ DispatchTable<PoolKernel>& pool2d_forward_kernels() { return tables().fwd; }
 DispatchTable<PoolKernel>& pool2d_backward_kernels() { return tables().bwd; }
 
 Tensor max_pool2d(const Tensor& x_in, Pool2dOptions o) {
-  if (amp::OpCast c{amp::Op::MaxPool2d, {x_in}}) return max_pool2d(c[0], o);
+  if (amp::OpCast c{amp::Op::MaxPool2d, {x_in}}) return c.result(max_pool2d(c[0], o));
   const Tensor x = as_batched("max_pool2d", x_in);
   return pool("max_pool2d", x_in, x, window_geom("max_pool2d", PoolKind::Max, x.shape(), o));
 }
 
 Tensor avg_pool2d(const Tensor& x_in, Pool2dOptions o) {
-  if (amp::OpCast c{amp::Op::AvgPool2d, {x_in}}) return avg_pool2d(c[0], o);
+  if (amp::OpCast c{amp::Op::AvgPool2d, {x_in}}) return c.result(avg_pool2d(c[0], o));
   const Tensor x = as_batched("avg_pool2d", x_in);
   return pool("avg_pool2d", x_in, x, window_geom("avg_pool2d", PoolKind::Avg, x.shape(), o));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
-  if (amp::OpCast c{amp::Op::AdaptiveAvgPool2d, {x_in}}) return adaptive_avg_pool2d(c[0], output_size);
+  if (amp::OpCast c{amp::Op::AdaptiveAvgPool2d, {x_in}})
+    return c.result(adaptive_avg_pool2d(c[0], output_size));
   const char* op = "adaptive_avg_pool2d";
   const Tensor x = as_batched(op, x_in);
   const Shape& s = x.shape();
