@@ -71,36 +71,26 @@ struct Options {
   std::exit(2);
 }
 
-void parse_flag(Options& o, const std::string& f, const std::string& v, bool& steps_set) {
-  size_t used = 0;
-  try {
-    if (f == "--data") o.data = v, used = v.size();
-    else if (f == "--out") o.out = v, used = v.size();
-    else if (f == "--threads") o.threads = std::stoi(v, &used);
-    else if (f == "--steps") o.steps = std::stoll(v, &used), steps_set = true;
-    else if (f == "--lr") o.lr = std::stod(v, &used);
-    else if (f == "--seed") o.seed = std::stoull(v, &used);
-    else if (f == "--measure-every") o.measure_every = std::stoll(v, &used);
-    else usage("unknown flag " + f);
-  } catch (const std::logic_error&) {
-    usage("bad value '" + v + "' for " + f);
-  }
-  if (used != v.size()) usage("bad value '" + v + "' for " + f);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   bool steps_set = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help" || f == "-h") usage("help");
-    if (f == "--quick") {
-      o.quick = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage("flag " + f + " needs a value");
-    parse_flag(o, f, argv[++i], steps_set);
-  }
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--quick") return false;
+    o.quick = true;
+    return true;
+  };
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--data") o.data = v;
+    else if (f == "--out") o.out = v;
+    else if (f == "--threads") o.threads = example::parse_number<int>(v);
+    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v), steps_set = true;
+    else if (f == "--lr") o.lr = example::parse_number<double>(v);
+    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
+    else if (f == "--measure-every") o.measure_every = example::parse_number<int64_t>(v);
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, on_switch, on_value, usage);
   if (o.quick && !steps_set) o.steps = 150;
   if (o.quick) o.log_every = 25;
   if (o.steps < 1 || o.threads < 1 || o.measure_every < 1)

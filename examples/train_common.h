@@ -9,7 +9,9 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <unistd.h>
@@ -84,36 +86,65 @@ inline Mode mode_of(const Args& a) {
   return m;
 }
 
-// Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
-inline Args parse_args(int argc, char** argv, Args a) {
+// Parses a whole string as a number of type T (throws std::invalid_argument for "", "3x", "1e"...).
+template <class T>
+T parse_number(const std::string& v) {
+  size_t used = 0;
+  T x{};
+  if constexpr (std::is_floating_point_v<T>) x = static_cast<T>(std::stod(v, &used));
+  else if constexpr (std::is_unsigned_v<T>) x = static_cast<T>(std::stoull(v, &used));
+  else x = static_cast<T>(std::stoll(v, &used));
+  if (used != v.size()) throw std::invalid_argument(v);
+  return x;
+}
+
+// The examples' command-line loop: value-less switches and "--flag VALUE" pairs. on_switch(f) and
+// on_value(f, v) return false for a flag they do not know; on_value may throw std::logic_error for a bad
+// value (parse_number does). Every problem goes to usage(problem), which must not return.
+inline void parse_flags(int argc, char** argv, const std::function<bool(const std::string&)>& on_switch,
+                        const std::function<bool(const std::string&, const std::string&)>& on_value,
+                        const std::function<void(const std::string&)>& usage) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
-    if (f == "--help" || f == "-h") usage(a, "help");
-    if (f == "--compare") {
-      a.compare = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage(a, "flag " + f + " needs a value");
+    if (f == "--help" || f == "-h") usage("help");
+    if (on_switch(f)) continue;
+    if (i + 1 >= argc) usage("flag " + f + " is unknown or needs a value");
     const std::string v = argv[++i];
+    bool known = false;
     try {
-      if (f == "--epochs") a.epochs = std::stoi(v);
-      else if (f == "--batch") a.batch = std::stoll(v);
-      else if (f == "--lr") a.lr = std::stod(v);
-      else if (f == "--seed") a.seed = std::stoull(v);
-      else if (f == "--threads") a.threads = std::stoi(v);
-      else if (f == "--device") a.device = v;
-      else if (f == "--data") a.data = v;
-      else if (f == "--limit") a.limit = std::stoll(v);
-      else if (f == "--max-steps") a.max_steps = std::stoll(v);
-      else if (f == "--amp") a.amp = v;
-      else if (f == "--opt-level") a.opt_level = v;
-      else if (f == "--save") a.save = v;
-      else if (f == "--resume") a.resume = v;
-      else usage(a, "unknown flag " + f);
+      known = on_value(f, v);
     } catch (const std::logic_error&) {
-      usage(a, "bad value '" + v + "' for " + f);
+      usage("bad value '" + v + "' for " + f);
     }
+    if (!known) usage("unknown flag " + f);
   }
+}
+
+// Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
+inline Args parse_args(int argc, char** argv, Args a) {
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--compare") return false;
+    a.compare = true;
+    return true;
+  };
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--epochs") a.epochs = parse_number<int>(v);
+    else if (f == "--batch") a.batch = parse_number<int64_t>(v);
+    else if (f == "--lr") a.lr = parse_number<double>(v);
+    else if (f == "--seed") a.seed = parse_number<uint64_t>(v);
+    else if (f == "--threads") a.threads = parse_number<int>(v);
+    else if (f == "--device") a.device = v;
+    else if (f == "--data") a.data = v;
+    else if (f == "--limit") a.limit = parse_number<int64_t>(v);
+    else if (f == "--max-steps") a.max_steps = parse_number<int64_t>(v);
+    else if (f == "--amp") a.amp = v;
+    else if (f == "--opt-level") a.opt_level = v;
+    else if (f == "--save") a.save = v;
+    else if (f == "--resume") a.resume = v;
+    else return false;
+    return true;
+  };
+  parse_flags(argc, argv, on_switch, on_value, [&](const std::string& problem) { usage(a, problem); });
   if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) usage(a, "epochs, batch and lr must be positive");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
   if (!a.amp.empty() && a.amp != "off" && a.amp != "fp16" && a.amp != "bf16")
