@@ -4,6 +4,7 @@
 #include "amp/grad_scaler.h"
 #include "amp/inspect/formats.h"
 #include "amp/inspect/histogram.h"
+#include "amp/inspect/memory.h"
 #include "amp/inspect/timeline.h"
 #include "amp/opt_level.h"
 #include "amp/policy.h"

@@ -39,6 +39,18 @@ Tensor Optimizer::master(size_t i) const {
   return state_[i].master;
 }
 
+const std::vector<Tensor>& Optimizer::state_buffers(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.state_buffers: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return state_[i].buffers;
+}
+
+Optimizer::StepCount Optimizer::step_count(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.step_count: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return {state_[i].step, state_[i].steps};
+}
+
 void Optimizer::set_grad_scale(size_t i, double factor) {
   HG_CHECK(i < state_.size(), "Optimizer.set_grad_scale: parameter ", i, " does not exist; the optimizer has ",
            state_.size(), " parameter(s)");

@@ -69,6 +69,16 @@ class Optimizer {
   // Parameter i's F32 master copy (shares storage: a view, not a snapshot); undefined for F32/F64
   // parameters, with masters Off, or before the parameter's first step.
   Tensor master(size_t i) const;
+  // Parameter i's optimizer buffers (momentum; Adam's moments) -- the live tensors, not copies, for
+  // inspectors (amp/inspect's MemoryLedger); empty before its first step. step_count(i) is its step
+  // counter: steps() is the device counter (I64, one element) where the scaler's device path made one,
+  // else undefined and `host` counts.
+  const std::vector<Tensor>& state_buffers(size_t i) const;
+  struct StepCount {
+    int64_t host = 0;
+    Tensor device;
+  };
+  StepCount step_count(size_t i) const;
 
   // The grad scaler's hook (amp::GradScaler): the next step multiplies parameter i's gradient by
   // `factor` in the compute type (F32 for F16/BF16) as it reads it, in the same pass as the update,
