@@ -6,7 +6,12 @@
 //     after the step (a clean control step does change them, so the comparison can fail);
 //   * the scale halves at each injected step and grows again after growth-interval clean steps;
 //   * training goes on: the final test accuracy matches a run without injections (same seed, same data
-//     order) within the seed-to-seed spread of such clean runs.
+//     order) within the seed-to-seed spread of such clean runs;
+//   * where each skipped step's inf came from: the step is re-run (same batch, same weights, the scale it
+//     ran at, no optimizer step) inside amp::inspect::NonFiniteOrigin, which names the first op or backward
+//     node that turned finite values into inf/NaN. The re-run touches no state the run depends on (RNG,
+//     scaler, parameters, momentum; the gradients are zeroed by the next step), and must reproduce the
+//     step's loss bit for bit.
 // It writes timeline.csv (the injected run's ScalerTimeline), timeline_clean.csv, curves.csv (running
 // loss and log2 scale of both runs) and summary.json under --out, and prints the plot commands.
 //   ./build/amp_overflow [--inject 300,301,600] [--growth-interval 200] [--quick] [--out DIR]
@@ -18,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "amp/inspect/nonfinite.h"
 #include "amp/inspect/timeline.h"
 #include "optim/sgd.h"
 #include "train_common.h"
@@ -67,9 +73,8 @@ std::vector<int64_t> parse_steps(const std::string& v) {
   std::vector<int64_t> steps;
   std::stringstream ss(v);
   for (std::string item; std::getline(ss, item, ',');) {
-    size_t used = 0;
-    const long long s = std::stoll(item, &used);
-    if (used != item.size() || s < 0) throw std::invalid_argument(item);
+    const auto s = example::parse_number<int64_t>(item);
+    if (s < 0) throw std::invalid_argument(item);
     steps.push_back(s);
   }
   std::set<int64_t> uniq(steps.begin(), steps.end());
@@ -77,38 +82,26 @@ std::vector<int64_t> parse_steps(const std::string& v) {
   return {uniq.begin(), uniq.end()};
 }
 
-void parse_flag(Options& o, const std::string& f, const std::string& v) {
-  if (f == "--data") o.data = v;
-  else if (f == "--out") o.out = v;
-  else if (f == "--threads") o.threads = std::stoi(v);
-  else if (f == "--inject") o.inject = parse_steps(v), o.inject_set = true;
-  else if (f == "--growth-interval") o.growth_interval = std::stoll(v), o.growth_set = true;
-  else if (f == "--epochs") o.epochs = std::stoi(v);
-  else if (f == "--seed") o.seed = std::stoull(v);
-  else if (f == "--noise-seeds") o.noise_seeds = std::stoi(v), o.noise_set = true;
-  else usage("unknown flag " + f);
-}
-
 Options parse_options(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help" || f == "-h") usage("help");
-    if (f == "--quick") {
-      o.quick = true;
-      continue;
-    }
-    static const std::set<std::string> kValued = {"--data",   "--out",  "--threads", "--inject", "--growth-interval",
-                                                  "--epochs", "--seed", "--noise-seeds"};
-    if (!kValued.count(f)) usage("unknown flag " + f);
-    if (i + 1 >= argc) usage("flag " + f + " needs a value");
-    const std::string v = argv[++i];
-    try {
-      parse_flag(o, f, v);
-    } catch (const std::logic_error&) {
-      usage("bad value '" + v + "' for " + f + (f == "--inject" ? " (distinct steps >= 0, e.g. 300,301,600)" : ""));
-    }
-  }
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--quick") return false;
+    o.quick = true;
+    return true;
+  };
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--data") o.data = v;
+    else if (f == "--out") o.out = v;
+    else if (f == "--threads") o.threads = example::parse_number<int>(v);
+    else if (f == "--inject") o.inject = parse_steps(v), o.inject_set = true;
+    else if (f == "--growth-interval") o.growth_interval = example::parse_number<int64_t>(v), o.growth_set = true;
+    else if (f == "--epochs") o.epochs = example::parse_number<int>(v);
+    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
+    else if (f == "--noise-seeds") o.noise_seeds = example::parse_number<int>(v), o.noise_set = true;
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, on_switch, on_value, usage);
   if (o.quick && !o.inject_set) o.inject = {5, 6, 10};
   if (o.quick && !o.growth_set) o.growth_interval = 3;
   if (o.quick && !o.noise_set) o.noise_seeds = 1;
@@ -141,6 +134,13 @@ struct Watched {
   double scale = 0, next_scale = 0;
 };
 
+// Where a skipped step's first non-finite value came from (its re-run inside NonFiniteOrigin).
+struct Origin {
+  int64_t step = 0;
+  bool injected = false, found = false, same_loss = false;  // same_loss: the re-run's loss has the step's bits
+  std::string where = {};                                     // NonFiniteFinding::describe()
+};
+
 struct RunResult {
   std::string label;
   double accuracy = 0;
@@ -149,6 +149,7 @@ struct RunResult {
   std::vector<double> running_loss = {};
   ins::ScalerTimeline timeline = {};
   std::vector<Watched> watched = {};
+  std::vector<Origin> origins = {};  // one per skipped step
 };
 
 struct Model {
@@ -173,6 +174,31 @@ StepOutcome train_step(const example::Precision& prec, nn::Module& model, hg::op
   const hg::amp::StepResult r = scaler.step(opt);
   scaler.update();
   return {r, loss.item()};
+}
+
+// Re-runs a skipped step's forward and backward (same batch, same weights, the scale the step ran at, times
+// loss_factor as the step did; no scaler call, no optimizer step) inside NonFiniteOrigin. The default
+// generator's state is restored (a model with dropout would draw from it); the gradients it leaves are
+// dropped by the next step's zero_grad, as the skipped step's own were.
+Origin explain_skip(const example::Precision& prec, nn::Module& model, hg::optim::Optimizer& opt, const hg::Tensor& x,
+                    const hg::Tensor& y, double scale, double loss_factor, double step_loss) {
+  const hg::GeneratorState rng = hg::default_generator().state();
+  Origin o;
+  {
+    ins::NonFiniteOrigin origin(&model);
+    const hg::Tensor loss = prec.loss(model, x, y);
+    opt.zero_grad();
+    hg::Tensor scaled = loss * scale;  // GradScaler::scale's host path: mul(loss, scale)
+    if (loss_factor != 1.0) scaled = scaled * loss_factor;
+    scaled.backward();
+    const double l = loss.item();
+    o.found = origin.found();
+    o.same_loss = std::memcmp(&l, &step_loss, sizeof l) == 0;
+    o.where = origin.describe();
+  }
+  opt.zero_grad();
+  hg::default_generator().set_state(rng);
+  return o;
 }
 
 hg::amp::GradScaler make_scaler(const hg::amp::Properties& props, int64_t growth_interval) {
@@ -204,6 +230,10 @@ RunResult train_run(const Options& o, const example::Data& d, const std::set<int
       const StepOutcome out = train_step(prec, m.net, opt, scaler, x, y, inj ? kInjectFactor : 1.0);
       r.timeline.record(r.steps, scaler, out.result);
       const ins::TimelineRow& row = r.timeline.rows().back();
+      if (row.skipped) {
+        r.origins.push_back(explain_skip(prec, m.net, opt, x, y, row.scale, inj ? kInjectFactor : 1.0, out.loss));
+        r.origins.back().step = r.steps, r.origins.back().injected = inj;
+      }
       if (watch)
         r.watched.push_back({r.steps, inj, row.found_inf, row.skipped, count_changed(before, snapshot(params)),
                              m.net.num_parameters(), row.scale, row.next_scale});
@@ -261,6 +291,19 @@ void report_watched(const RunResult& r, Checks& c) {
       c.expect(!w.skipped && w.changed > 0, "the clean control step " + s + " did not change the parameters");
     }
   }
+}
+
+// One line per skipped step of a run: where its first inf/NaN came from, from the step's re-run.
+void report_origins(const RunResult& r, Checks& c) {
+  std::printf("where the skipped steps of the %s run overflowed (each re-run inside NonFiniteOrigin):\n",
+              r.label.c_str());
+  for (const Origin& o : r.origins) {
+    const std::string s = std::to_string(o.step);
+    std::printf("step %lld%s: %s\n", static_cast<long long>(o.step), o.injected ? "" : " (natural)", o.where.c_str());
+    c.expect(o.found, r.label + " run step " + s + ": the re-run found no non-finite value");
+    c.expect(o.same_loss, r.label + " run step " + s + ": the re-run's loss differs from the step's");
+  }
+  if (r.origins.empty()) std::printf("  (none)\n");
 }
 
 // The first growth of the scale after the last injected step.
@@ -365,6 +408,8 @@ int report(const Options& o, const std::set<int64_t>& inject, const RunResult& c
   std::printf("\n");
   Checks c;
   report_watched(injected, c);
+  report_origins(injected, c);
+  report_origins(clean, c);
   report_growth(injected, inject, o, c);
   std::printf("skipped steps: injected run %lld (%zu injected + %lld natural overflows), clean run %lld%s\n",
               static_cast<long long>(injected.skipped), inject.size(),

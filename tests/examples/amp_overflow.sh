@@ -2,7 +2,8 @@
 # Smoke test of examples/amp_overflow.cpp: a --quick run (1024 training images of
 # /usr/share/datasets/fashion-mnist, overflows injected at steps 5, 6 and 10, growth interval 3) must
 # skip every injected step with bit-identical parameters, halve the scale there, grow it again, write its
-# CSV/JSON files and print the plot commands; a bad flag must exit 2 with a message.
+# CSV/JSON files and print the plot commands, and name where each skipped step's inf came from (its re-run
+# inside NonFiniteOrigin); a bad flag must exit 2 with a message.
 #   amp_overflow.sh EXE
 set -euo pipefail
 exe="$1"
@@ -25,6 +26,18 @@ done
 # The control step changed parameters (so the bit-identical comparison can fail).
 grep -Eq '^control step [0-9]+ \(clean\): stepped, parameters changed \([1-9][0-9]* of' "$log" ||
   fail "the clean control step did not change the parameters"
+# Each injected step's re-run names the first non-finite value: the F32 loss gradient scaled by 2^60, cast back
+# to F16 in backward for the autocast linear layers (the cast autocast made for cross_entropy's input 0).
+for s in 5 6 10; do
+  line="$(grep "^step $s: " "$log")" || fail "no non-finite origin line for injected step $s"
+  [[ "$line" == "step $s: first non-finite in backward of 'to(dtype)' (autocast cast of input 0 of 'cross_entropy')"* ]] ||
+    fail "step $s: unexpected origin: $line"
+  [[ "$line" == *"gradient of input 0 (F16 [64, 10]): F16 overflow (|x| > 65504; "* ]] ||
+    fail "step $s: not an F16 overflow of the logits' gradient: $line"
+done
+# Every skipped step of the injected run has an origin line (natural ones are marked), each found.
+[[ "$(grep -Ec '^step [0-9]+( \(natural\))?: first non-finite in ' "$log")" -ge 3 ]] || fail "too few origin lines"
+grep -q '^step [0-9]*.*: no non-finite value' "$log" && fail "a skipped step's re-run found no non-finite value"
 grep -q '^growth resumed: after the last injection (step 10)' "$log" || fail "no growth after the last injection"
 # Skipped steps in the injected run = 3 injected + the natural overflows it reports.
 sk="$(sed -nE 's/^skipped steps: injected run ([0-9]+) \(3 injected \+ ([0-9]+) natural.*/\1 \2/p' "$log")"
@@ -57,4 +70,4 @@ set +e
 rc=$?
 set -e
 [[ $rc == 2 ]] && grep -q "bad value '3,x' for --inject" "$dir/log" || fail "--inject 3,x: status $rc"
-echo "amp_overflow.sh: 3 injected overflows skipped bit-identically, scale halved and grew back, files written"
+echo "amp_overflow.sh: 3 injected overflows skipped bit-identically, scale halved and grew back, each named at its origin (autocast cast of the loss gradient to F16), files written"
