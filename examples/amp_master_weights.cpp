@@ -74,11 +74,6 @@ struct Options {
 Options parse(int argc, char** argv) {
   Options o;
   bool steps_set = false;
-  auto on_switch = [&](const std::string& f) {
-    if (f != "--quick") return false;
-    o.quick = true;
-    return true;
-  };
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
     else if (f == "--out") o.out = v;
@@ -90,7 +85,7 @@ Options parse(int argc, char** argv) {
     else return false;
     return true;
   };
-  example::parse_flags(argc, argv, on_switch, on_value, usage);
+  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
   if (o.quick && !steps_set) o.steps = 150;
   if (o.quick) o.log_every = 25;
   if (o.steps < 1 || o.threads < 1 || o.measure_every < 1)

@@ -84,11 +84,6 @@ std::vector<int64_t> parse_steps(const std::string& v) {
 
 Options parse_options(int argc, char** argv) {
   Options o;
-  auto on_switch = [&](const std::string& f) {
-    if (f != "--quick") return false;
-    o.quick = true;
-    return true;
-  };
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
     else if (f == "--out") o.out = v;
@@ -101,7 +96,7 @@ Options parse_options(int argc, char** argv) {
     else return false;
     return true;
   };
-  example::parse_flags(argc, argv, on_switch, on_value, usage);
+  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
   if (o.quick && !o.inject_set) o.inject = {5, 6, 10};
   if (o.quick && !o.growth_set) o.growth_interval = 3;
   if (o.quick && !o.noise_set) o.noise_seeds = 1;

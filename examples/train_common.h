@@ -120,13 +120,17 @@ inline void parse_flags(int argc, char** argv, const std::function<bool(const st
   }
 }
 
-// Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
-inline Args parse_args(int argc, char** argv, Args a) {
-  auto on_switch = [&](const std::string& f) {
-    if (f != "--compare") return false;
-    a.compare = true;
+// An on_switch for parse_flags that knows one switch: seeing `name` sets `target`.
+inline std::function<bool(const std::string&)> switch_flag(std::string name, bool& target) {
+  return [name = std::move(name), &target](const std::string& f) {
+    if (f != name) return false;
+    target = true;
     return true;
   };
+}
+
+// Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
+inline Args parse_args(int argc, char** argv, Args a) {
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--epochs") a.epochs = parse_number<int>(v);
     else if (f == "--batch") a.batch = parse_number<int64_t>(v);
@@ -144,7 +148,8 @@ inline Args parse_args(int argc, char** argv, Args a) {
     else return false;
     return true;
   };
-  parse_flags(argc, argv, on_switch, on_value, [&](const std::string& problem) { usage(a, problem); });
+  parse_flags(argc, argv, switch_flag("--compare", a.compare), on_value,
+              [&](const std::string& problem) { usage(a, problem); });
   if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) usage(a, "epochs, batch and lr must be positive");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
   if (!a.amp.empty() && a.amp != "off" && a.amp != "fp16" && a.amp != "bf16")
