@@ -6,6 +6,7 @@
 #include "amp/inspect/histogram.h"
 #include "amp/inspect/memory.h"
 #include "amp/inspect/nonfinite.h"
+#include "amp/inspect/trace.h"
 #include "amp/inspect/timeline.h"
 #include "amp/opt_level.h"
 #include "amp/policy.h"

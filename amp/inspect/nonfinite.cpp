@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "amp/autocast.h"
 #include "amp/inspect/format_limits.h"
+#include "amp/inspect/module_names.h"
 #include "autograd/node.h"
 
 namespace hg::amp::inspect {
@@ -108,36 +108,25 @@ std::string fmt(const char* f, double v) {
 }  // namespace
 
 struct NonFiniteOrigin::State {
-  const nn::Module* root = nullptr;
-  std::unordered_map<const nn::Module*, std::string> names;  // root's descendants -> dotted path
+  explicit State(const nn::Module* root) : names(root) {}
+  ModuleNames names;
   std::optional<NonFiniteFinding> first;
   int64_t nonfinite_ops = 0, nonfinite_nodes = 0, ops = 0, nodes = 0;
   std::map<uint64_t, OpSpan> spans;  // by the span's hi
 
-  std::pair<std::string, std::string> current_module() const;
   void remember_span(const OpCall& c, const Tensor& y);
   void on_op(const OpCall& c, const Tensor& y);
   void on_node(const Node& n, const Tensor& g, const std::vector<Tensor>& grads);
   void name_node(NonFiniteFinding& f, const Node& n) const;
 };
 
-// The innermost module being called that we can name: (path, type); ("", "") outside any.
-std::pair<std::string, std::string> NonFiniteOrigin::State::current_module() const {
-  const auto& stack = nn::Module::call_stack();
-  for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
-    const nn::Module* m = *it;
-    if (root == nullptr || m == root) return {m->type_name(), m->type_name()};
-    if (const auto f = names.find(m); f != names.end()) return {f->second, m->type_name()};
-  }
-  return {"", ""};
-}
-
 void NonFiniteOrigin::State::remember_span(const OpCall& c, const Tensor& y) {
   const uint64_t hi = node_seq(y);
   if (hi == 0) return;  // nothing recorded: no backward node to name
   OpSpan s{.op = op_name(c.op)};
   for (const Tensor& t : c.inputs) s.lo = std::max(s.lo, node_seq(t));
-  std::tie(s.module, s.module_type) = current_module();
+  const ModuleName m = names.current();
+  s.module = m.label(), s.module_type = m.type;
   for (const CastRecord& r : c.casts)
     if (r.input < c.ran.size() && node_seq(c.ran[r.input]) > s.lo)
       s.casts[node_seq(c.ran[r.input])] = static_cast<int64_t>(r.input);
@@ -194,7 +183,10 @@ void NonFiniteOrigin::State::on_op(const OpCall& c, const Tensor& y) {
   ++nonfinite_ops;
   if (first) return;
   first = forward_finding(c, y, passed, ran, out);
-  if (first) std::tie(first->module, first->module_type) = current_module();
+  if (first) {
+    const ModuleName m = names.current();
+    first->module = m.label(), first->module_type = m.type;
+  }
 }
 
 // Names a backward finding by the observed forward op whose span holds the node.
@@ -294,12 +286,8 @@ struct NonFiniteOrigin::Guards : OpObserver {
   void on_op(const OpCall& c, const Tensor& y) override { st.on_op(c, y); }
 };
 
-NonFiniteOrigin::NonFiniteOrigin(const nn::Module* root) : state_(std::make_unique<State>()) {
-  state_->root = root;
-  if (root != nullptr)
-    for (const auto& [name, m] : root->named_modules()) state_->names[m.get()] = name;
-  guards_ = std::make_unique<Guards>(*state_);
-}
+NonFiniteOrigin::NonFiniteOrigin(const nn::Module* root)
+    : state_(std::make_unique<State>(root)), guards_(std::make_unique<Guards>(*state_)) {}
 
 NonFiniteOrigin::~NonFiniteOrigin() = default;
 
