@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -42,6 +43,7 @@ struct Args {
   bool compare = false;        // train once per precision mode and print one table
   std::string save = {};       // write a training checkpoint here after every epoch
   std::string resume = {};     // continue the run saved in this checkpoint
+  std::string inspect = {};    // the first step through PrecisionTrace and MemoryLedger, written here
 };
 
 // The precision a run trains in, resolved from --amp and --opt-level.
@@ -67,13 +69,14 @@ inline std::vector<Mode> compare_modes() {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
                "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16] [--opt-level O0|O1|O2|O3]\n"
-               "          [--compare] [--save FILE] [--resume FILE]\n"
+               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR]\n"
                "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu (FP32)\n"
                "  --amp fp16|bf16   mixed precision; alone it means --opt-level O1 (autocast; fp16 adds a GradScaler)\n"
                "  --opt-level O2    F16 weights (batch norm F32) with FP32 master weights; O3 pure F16, no masters\n"
                "  --compare         train FP32, FP16 O1/O2/O3 and BF16 O1 in turn and print one table\n"
                "  --save FILE       checkpoint (model, optimizer, scaler, RNG, epoch) after every epoch\n"
-               "  --resume FILE     continue from such a checkpoint up to --epochs (same flags as the saved run)\n",
+               "  --resume FILE     continue from such a checkpoint up to --epochs (same flags as the saved run)\n"
+               "  --inspect DIR     print the first step's precision trace and memory ledger; write them to DIR/<mode>\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
 }
@@ -145,6 +148,7 @@ inline Args parse_args(int argc, char** argv, Args a) {
     else if (f == "--opt-level") a.opt_level = v;
     else if (f == "--save") a.save = v;
     else if (f == "--resume") a.resume = v;
+    else if (f == "--inspect") a.inspect = v;
     else return false;
     return true;
   };
@@ -300,6 +304,39 @@ inline int resume_run(const Args& a, const Mode& m, hg::nn::Module& model, hg::o
 // Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
 // sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
 // steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
+// --inspect DIR: the run's first training step seen through the inspectors (amp/inspect): the precision trace
+// of its forward (each op's dtypes, policy, casts and kernel math) and the memory ledger after forward and
+// after backward. Printed, and written to DIR/<mode>/trace.json and ledger.csv.
+class Inspection {
+ public:
+  Inspection(const Args& a, const Mode& m, hg::nn::Module& model, hg::optim::Optimizer& opt)
+      : dir_(std::filesystem::path(a.inspect) / m.label()), trace_(std::in_place, &model),
+        ledger_({.model = &model, .optimizer = &opt, .device = device_of(a)}) {
+    std::filesystem::create_directories(dir_);
+    ledger_.begin_forward();
+  }
+  void after_forward() {
+    std::printf("\nPrecision trace of the first step's forward:\n");
+    trace_->print(std::cout);
+    trace_->write_json((dir_ / "trace.json").string());
+    trace_.reset();
+    forward_ = ledger_.snapshot("after forward");
+  }
+  void after_backward() {
+    const hg::amp::inspect::LedgerSnapshot backward = ledger_.snapshot("after backward");
+    std::printf("\nMemory ledger of the first step:\n");
+    hg::amp::inspect::print_ledgers(std::cout, {forward_, backward});
+    hg::amp::inspect::write_ledgers_csv((dir_ / "ledger.csv").string(), {forward_, backward});
+    std::printf("(wrote %s and %s)\n\n", (dir_ / "trace.json").c_str(), (dir_ / "ledger.csv").c_str());
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::optional<hg::amp::inspect::PrecisionTrace> trace_;
+  hg::amp::inspect::MemoryLedger ledger_;
+  hg::amp::inspect::LedgerSnapshot forward_;
+};
+
 inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& opt, const Data& d) {
   using clock = std::chrono::steady_clock;
   const hg::Device dev = device_of(a);
@@ -325,9 +362,14 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     const auto t_epoch = clock::now();
     auto t_prev = t_epoch;
     for (auto& [x, y] : loader) {
-      const hg::Tensor loss = prec.loss(model, x.to(dev), y.to(dev));
+      const hg::Tensor xb = x.to(dev), yb = y.to(dev);
+      std::optional<Inspection> inspection;
+      if (!a.inspect.empty() && e == done + 1 && step == 0) inspection.emplace(a, m, model, opt);
+      const hg::Tensor loss = prec.loss(model, xb, yb);
+      if (inspection) inspection->after_forward();
       opt.zero_grad();
       scaler.scale(loss).backward();
+      if (inspection) inspection->after_backward();
       s.skipped += scaler.step(opt).stepped() ? 0 : 1;
       scaler.update();
       const double l = loss.item();
