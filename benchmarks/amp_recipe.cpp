@@ -172,8 +172,9 @@ int main(int argc, char** argv) {
     // Why autocast can need more: it keeps a low-precision copy of every F32 weight for the backward
     // and widens each weight gradient from BF16 to F32, while it halves only the activations. When the
     // weights outweigh a batch's activations (width 1024 at batch 256: 4 MB vs 1 MB per layer) the
-    // copies win; at --batch 2048 the halved activations do.
-    std::printf("(autocast adds a BF16 copy of each weight and halves the layers' activations, while the loss runs in F32: the ledger below splits it)\n");
+    // copies win.
+    std::printf("(autocast adds a BF16 copy of each weight and halves the layers' activations, while the loss\n"
+                " runs in F32: the ledger below splits it)\n");
     print_ledgers(f32, bf16, f16);
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
