@@ -232,16 +232,26 @@ def plot_histogram(plt, panels, title, logy):
     return fig
 
 
-def plot_curves(plt, panels, title, logy):
+# Runs often coincide (fp32 and fp16-O2 agree to the last digit): each series of a panel gets its own dash
+# pattern and marker, and later ones are drawn thinner, so a curve hidden under another still shows.
+LINE_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+
+
+def plot_curves(plt, panels, title, logy, ylim=None):
     names = sorted(panels)
     fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(9, 3 * len(names) + 0.8), squeeze=False)
     for ax, name in zip(axes[:, 0], names):
-        for series in sorted(panels[name]):
+        for k, series in enumerate(sorted(panels[name])):
             xs, ys = panels[name][series]
             order = sorted(range(len(xs)), key=xs.__getitem__)
-            ax.plot([xs[i] for i in order], [ys[i] for i in order], label=series, linewidth=1.5)
+            style, marker = LINE_STYLES[k % len(LINE_STYLES)]
+            label = series.split("/", 1)[1] if name and series.startswith(name + "/") else series
+            ax.plot([xs[i] for i in order], [ys[i] for i in order], label=label, linestyle=style, marker=marker,
+                    markevery=max(1, len(xs) // 12), markersize=4, linewidth=max(0.8, 2.0 - 0.4 * k))
         if logy:
             ax.set_yscale("log")
+        if ylim:
+            ax.set_ylim(*ylim)
         ax.set_ylabel(name or "value")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
@@ -251,7 +261,7 @@ def plot_curves(plt, panels, title, logy):
     return fig
 
 
-def render(kind, path, out, title=None, by="kind", logy=False):
+def render(kind, path, out, title=None, by="kind", logy=False, ylim=None):
     """Reads `path`, checks it, renders `kind` into the PNG `out`. Raises InputError on bad input."""
     if kind == "timeline":
         data = read_timeline(path)
@@ -265,7 +275,7 @@ def render(kind, path, out, title=None, by="kind", logy=False):
     elif kind == "histogram":
         fig = plot_histogram(plt, data, title, logy)
     else:
-        fig = plot_curves(plt, data, title, logy)
+        fig = plot_curves(plt, data, title, logy, ylim)
     if os.path.dirname(out):
         os.makedirs(os.path.dirname(out), exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -312,9 +322,10 @@ def selftest():
     with tempfile.TemporaryDirectory(prefix="hg_plot_selftest_") as d:
         selftest_inputs(d)
         made = []
-        for kind, name in (("timeline", "timeline.csv"), ("histogram", "hist.csv"), ("curves", "curves.csv")):
+        for kind, name, ylim in (("timeline", "timeline.csv", None), ("histogram", "hist.csv", None),
+                                 ("curves", "curves.csv", (0.0, 1.0))):
             out = os.path.join(d, kind + ".png")
-            render(kind, os.path.join(d, name), out, title=f"selftest {kind}")
+            render(kind, os.path.join(d, name), out, title=f"selftest {kind}", ylim=ylim)
             size = os.path.getsize(out) if os.path.isfile(out) else 0
             with open(out, "rb") as f:
                 png = f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -336,6 +347,16 @@ def selftest():
     return 0
 
 
+def parse_ylim(text):
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not LO,HI (two numbers, e.g. 0,1)") from None
+    if not lo < hi:
+        raise argparse.ArgumentTypeError(f"'{text}': LO must be below HI")
+    return lo, hi
+
+
 def main(argv):
     if "--selftest" in argv:
         return selftest()
@@ -347,9 +368,10 @@ def main(argv):
     p.add_argument("--title", help="figure title")
     p.add_argument("--by", choices=["kind", "layer"], default="kind", help="histogram: one panel per kind or layer")
     p.add_argument("--logy", action="store_true", help="histogram/curves: log y axis")
+    p.add_argument("--ylim", type=parse_ylim, help="curves: y range LO,HI for every panel (e.g. 0,1 for fractions)")
     a = p.parse_args(argv)
     try:
-        render(a.kind, a.input, a.output, title=a.title, by=a.by, logy=a.logy)
+        render(a.kind, a.input, a.output, title=a.title, by=a.by, logy=a.logy, ylim=a.ylim)
     except InputError as e:
         print(f"plot.py: {e}", file=sys.stderr)
         return 1
