@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Regenerate the figures of docs/AMP.md from the AMP examples' own output.
+#
+#   bash scripts/make_figures.sh [BUILD_DIR]      (default ./build)
+#
+# Builds nothing: BUILD_DIR must already hold amp_underflow, amp_overflow and amp_master_weights
+# (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
+# amp_master_weights). Runs each example once with its defaults (about 10 s, 7 s and 25 s on the
+# 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
+# docs/figures/. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
+# PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used instead.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-build}"
+[[ "$build" = /* ]] || build="$PWD/$build"
+figures="$root/docs/figures"
+plot="$root/scripts/plot.py"
+
+for prog in amp_underflow amp_overflow amp_master_weights; do
+  if [[ ! -x "$build/$prog" ]]; then
+    echo "make_figures: $build/$prog not found; build it first:" >&2
+    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target amp_underflow amp_overflow amp_master_weights" >&2
+    exit 2
+  fi
+done
+
+# A python3 that can import matplotlib: the one on PATH, else the system one.
+python=""
+for candidate in python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import matplotlib" >/dev/null 2>&1; then
+    python="$candidate"
+    break
+  fi
+done
+if [[ -z "$python" ]]; then
+  echo "make_figures: no python3 with matplotlib found (Debian: apt-get install python3-matplotlib)" >&2
+  exit 2
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$figures"
+
+run() {  # run NAME: the example with its defaults, data under $tmp/NAME; its report goes to stdout
+  local name="$1"
+  echo "make_figures: running $name ..."
+  if ! "$build/$name" --out "$tmp/$name" >"$tmp/$name.log" 2>&1; then
+    cat "$tmp/$name.log" >&2
+    echo "make_figures: $name failed" >&2
+    exit 1
+  fi
+  # The numbers docs/AMP.md quotes; the "plot them with" hints point into $tmp, which goes away.
+  sed '/^wrote /,$d' "$tmp/$name.log"
+}
+
+render() {  # render KIND INPUT OUTPUT_NAME TITLE [extra plot.py flags]
+  local kind="$1" input="$2" output="$3" title="$4"
+  shift 4
+  "$python" "$plot" "$kind" "$input" -o "$figures/$output" --title "$title" "$@"
+  echo "make_figures: wrote docs/figures/$output"
+}
+
+run amp_underflow
+render histogram "$tmp/amp_underflow/hist.csv" underflow_histogram.png \
+  "F32 gradients of the Fashion-MNIST MLP vs the F16 limits (loss scale 1)" --logy
+render curves "$tmp/amp_underflow/curves.csv" underflow_curves.png \
+  "training loss: fp32 vs fp16 without scaling vs fp16 with dynamic scaling"
+
+run amp_overflow
+render timeline "$tmp/amp_overflow/timeline.csv" overflow_timeline.png \
+  "FP16 O1 loss scale, overflows injected at steps 300, 301, 600"
+render curves "$tmp/amp_overflow/curves.csv" overflow_curves.png \
+  "clean vs injected run: running loss and log2 loss scale"
+
+run amp_master_weights
+render curves "$tmp/amp_master_weights/curves.csv" master_weights_curves.png \
+  "fp32 vs fp16-O2 (FP32 masters) vs fp16-O3 (pure F16), plain SGD lr 1e-3"
+render curves "$tmp/amp_master_weights/swamping.csv" master_weights_swamping.png \
+  "share of nonzero weight updates swamped in F16" --ylim 0,1
+
+echo "make_figures: done"
