@@ -20,7 +20,8 @@
 // gradients with the run's final weights, rounded as core/half.h rounds).
 //
 // Files under --out (default ./amp_out/amp_underflow): hist.csv/hist.json (part 1, GradientHistogram),
-// curves.csv (series,step,value: loss of the three runs, mean over windows of 10 steps), summary.json.
+// curves.csv (series,step,value: loss of the three runs, mean over windows of 10 steps, and their test
+// accuracy at 6 points), summary.json.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,8 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "amp/inspect/histogram.h"
 #include "amp/inspect/text_file.h"
@@ -123,6 +126,7 @@ struct Run {
   std::optional<double> static_scale = {};  // set: a static scale (1 = no scaling)
   // results
   std::vector<double> losses = {};
+  std::vector<std::pair<int64_t, double>> accuracies = {};  // (step, test accuracy), kEvals points
   double accuracy = 0, final_loss = 0, final_scale = 1, seconds = 0;
   int64_t skipped = 0;
   std::shared_ptr<nn::Sequential> model = {};
@@ -141,6 +145,8 @@ double mean_tail(const std::vector<double>& v, size_t n) {
   for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
   return n ? s / static_cast<double>(n) : 0.0;
 }
+
+constexpr int64_t kEvals = 6;  // test-accuracy points per run (the last one is the final accuracy)
 
 // One training run from the seed's initial weights; the histogram (when given) watches the last steps.
 void train_run(Run& r, const RunContext& c) {
@@ -165,13 +171,16 @@ void train_run(Run& r, const RunContext& c) {
       r.skipped += scaler.step(opt).stepped() ? 0 : 1;
       scaler.update();
       r.losses.push_back(loss.item());
-      if (++step == c.o.steps) break;
+      ++step;
+      if (step * kEvals / c.o.steps != (step - 1) * kEvals / c.o.steps)
+        r.accuracies.emplace_back(step, example::evaluate(*r.model, c.d.test, hg::Device::cpu(), prec));
+      if (step == c.o.steps) break;
     }
   }
   if (c.hist) c.hist->unwatch();
   r.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
   r.final_loss = mean_tail(r.losses, 20);
-  r.accuracy = example::evaluate(*r.model, c.d.test, hg::Device::cpu(), prec);
+  r.accuracy = r.accuracies.back().second;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -247,7 +256,8 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
               "bounded from the log2 bins)\n", act_grad_mass_below_bound(h));
 }
 
-// series,step,value: each run's loss as the mean of windows of 10 steps (step = the window's last step).
+// series,step,value: each run's loss as the mean of windows of 10 steps (step = the window's last step), and
+// its test accuracy at kEvals points.
 void write_curves(const std::string& path, const std::vector<Run>& runs) {
   std::ostringstream os;
   os << "series,step,value\n";
@@ -258,6 +268,9 @@ void write_curves(const std::string& path, const std::vector<Run>& runs) {
       for (size_t j = i; j < i + n; ++j) s += r.losses[j];
       os << "loss/" << r.label << "," << i + n << "," << insp::json_number(s / static_cast<double>(n)) << "\n";
     }
+  for (const Run& r : runs)
+    for (const auto& [step, acc] : r.accuracies)
+      os << "acc/" << r.label << "," << step << "," << insp::json_number(acc) << "\n";
   hg::write_file_atomic("amp_underflow", path, os.str());
 }
 
@@ -336,8 +349,8 @@ int run(const Options& o) {
               dir.c_str(), dir.c_str(), dir.c_str());
   std::printf("  python3 scripts/plot.py histogram %shist.csv -o %shist.png --logy --title \"F32 gradients vs F16 "
               "limits\"\n", dir.c_str(), dir.c_str());
-  std::printf("  python3 scripts/plot.py curves %scurves.csv -o %scurves.png --title \"training loss: fp32 vs "
-              "fp16 unscaled vs fp16 dynamic scaling\"\n", dir.c_str(), dir.c_str());
+  std::printf("  python3 scripts/plot.py curves %scurves.csv -o %scurves.png --title \"test accuracy and "
+              "training loss: fp32 vs fp16 unscaled vs fp16 dynamic scaling\"\n", dir.c_str(), dir.c_str());
   return 0;
 }
 

@@ -65,7 +65,7 @@ run amp_underflow
 render histogram "$tmp/amp_underflow/hist.csv" underflow_histogram.png \
   "F32 gradients of the Fashion-MNIST MLP vs the F16 limits (loss scale 1)" --logy
 render curves "$tmp/amp_underflow/curves.csv" underflow_curves.png \
-  "training loss: fp32 vs fp16 without scaling vs fp16 with dynamic scaling"
+  "test accuracy and training loss: fp32 vs fp16 without scaling vs fp16 with dynamic scaling"
 
 run amp_overflow
 render timeline "$tmp/amp_overflow/timeline.csv" overflow_timeline.png \

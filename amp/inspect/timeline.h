@@ -24,7 +24,10 @@ struct TimelineRow {
   double scale = 0;           // the scale this step's gradients carried (StepResult::scale())
   double next_scale = 0;      // the scaler's scale when recorded (after update(): the next step's)
   int64_t growth_tracker = 0;   // clean steps in a row since the last change (after update())
-  int64_t hysteresis_left = 0;  // overflows still tolerated before a back-off (Megatron's hysteresis)
+  // Overflows still tolerated before a back-off (Megatron's hysteresis). At 0 or below every further
+  // overflow in a row backs off, so it goes negative over consecutive overflows (-1 after two with the
+  // default hysteresis 1, as Apex's counter does) and returns to `hysteresis` at the next clean step.
+  int64_t hysteresis_left = 0;
   bool found_inf = false;     // some gradient was inf/NaN
   bool skipped = false;       // the optimizer did not step
 };
