@@ -5,7 +5,7 @@
 #
 # Builds nothing: BUILD_DIR must already hold amp_underflow, amp_overflow and amp_master_weights
 # (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
-# amp_master_weights). Runs each example once with its defaults (about 10 s, 7 s and 25 s on the
+# amp_master_weights). Runs each example once with its defaults (about 15 s, 8 s and 30 s on the
 # 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
 # docs/figures/. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
 # PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used instead.
