@@ -14,6 +14,8 @@ shift
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "amp_master_weights.sh: FAILED: $*"; cat "$dir/log"; exit 1; }
+# shellcheck source=tests/examples/common.sh
+source "$(dirname "$0")/common.sh"
 
 "$exe" --quick --threads 1 --out "$dir/out" "$@" >"$dir/log" 2>&1 || fail "the --quick run exited with $?"
 for line in "setting: MLP" "why:" "== training loss per interval" "== summary" "reading: pure F16 (O3) lost" \
@@ -47,14 +49,6 @@ awk -v a="$acc32" -v b="$acc2" 'BEGIN { d = a - b; exit !(d < 0.02 && d > -0.02)
   fail "fp16-O2 does not follow fp32 within 2 points: $acc2 vs $acc32"
 
 # Bad flags: status 2 and a message naming the flag.
-for bad in "--lr x" "--lr -1" "--threads 0" "--bogus 1" "--out"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$exe" $bad >"$dir/bad" 2>&1
-  rc=$?
-  set -e
-  [ "$rc" = 2 ] || { cp "$dir/bad" "$dir/log"; fail "'$bad' exited with $rc, not 2"; }
-  grep -q "usage: amp_master_weights" "$dir/bad" || { cp "$dir/bad" "$dir/log"; fail "'$bad' printed no usage"; }
-done
+check_bad_flags "$exe" amp_master_weights "--lr x" "--lr -1" "--threads 0" "--bogus 1" "--out"
 echo "amp_master_weights.sh: ok (fp16-O3 swamped $sw3% of its updates, F16 weights unchanged $kept3%;" \
      "fp16-O2 as F16 would lose $sw2%; test acc fp32 $acc32, fp16-O2 $acc2, fp16-O3 $acc3)"

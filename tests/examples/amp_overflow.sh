@@ -10,6 +10,8 @@ exe="$1"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "amp_overflow.sh: FAILED: $*"; cat "$dir/log"; exit 1; }
+# shellcheck source=tests/examples/common.sh
+source "$(dirname "$0")/common.sh"
 
 "$exe" --quick --threads 2 --out "$dir/out" >"$dir/log" 2>&1 || fail "the --quick run exited with status $?"
 log="$dir/log"
@@ -65,9 +67,6 @@ grep -q "python3 scripts/plot.py timeline $dir/out/timeline.csv" "$log" || fail 
 grep -q "python3 scripts/plot.py curves $dir/out/curves.csv" "$log" || fail "no curves plot command"
 
 # Bad flags exit 2 with a message naming the problem.
-set +e
-"$exe" --inject 3,x >"$dir/log" 2>&1
-rc=$?
-set -e
-[[ $rc == 2 ]] && grep -q "bad value '3,x' for --inject" "$dir/log" || fail "--inject 3,x: status $rc"
+check_bad_flags "$exe" amp_overflow "--inject 3,x" "--inject 3,3" "--epochs 0" "--bogus 1"
+grep -q "bad value '3,x' for --inject" <("$exe" --inject 3,x 2>&1) || fail "--inject 3,x does not name the bad value"
 echo "amp_overflow.sh: 3 injected overflows skipped bit-identically, scale halved and grew back, each named at its origin (autocast cast of the loss gradient to F16), files written"

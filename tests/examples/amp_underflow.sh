@@ -10,6 +10,8 @@ exe="$1"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "amp_underflow.sh: FAILED: $*"; cat "$dir/log"; exit 1; }
+# shellcheck source=tests/examples/common.sh
+source "$(dirname "$0")/common.sh"
 
 "$exe" --quick --threads 1 --out "$dir/out" >"$dir/log" 2>&1 || fail "the --quick run exited with $?"
 for line in "== part 1" "== part 2" "activation_grad" "weight_grad" "reading: without scaling F16 flushes" \
@@ -41,14 +43,6 @@ awk -v u="$unscaled" -v d="$dynamic" 'BEGIN { exit !(u > 0 && d < u) }' ||
   fail "expected unscaled F16 to flush some activation gradients and dynamic scaling fewer ($unscaled% vs $dynamic%)"
 
 # Bad flags: status 2 and a message naming the flag.
-for bad in "--steps x" "--threads 0" "--bogus 1" "--out"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$exe" $bad >"$dir/bad" 2>&1
-  rc=$?
-  set -e
-  [ "$rc" = 2 ] || { cp "$dir/bad" "$dir/log"; fail "'$bad' exited with $rc, not 2"; }
-  grep -q "usage: amp_underflow" "$dir/bad" || { cp "$dir/bad" "$dir/log"; fail "'$bad' printed no usage"; }
-done
+check_bad_flags "$exe" amp_underflow "--steps x" "--threads 0" "--bogus 1" "--out"
 echo "amp_underflow.sh: ok (activation grads below 2^-24 at scale 1: $below1% summed over layers; flushed:" \
      "fp16-unscaled $unscaled%, fp16-dynamic $dynamic% at scale $scale)"
