@@ -1,6 +1,7 @@
 #include "amp/inspect/nonfinite.h"
 
 #include <cfloat>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "amp/autocast.h"
-#include "amp/inspect/format_limits.h"
+#include "amp/inspect/formats.h"
 #include "amp/inspect/module_names.h"
 #include "autograd/node.h"
 
@@ -38,14 +39,9 @@ const char* cause_name(Cause c) {
 }
 
 double dtype_max(DType dt) {
-  switch (dt) {
-    case DType::F16: return kF16Max;
-    case DType::BF16: return kBF16Max;
-    case DType::F32: return FLT_MAX;
-    case DType::F64: return DBL_MAX;
-    case DType::I64: return 9223372036854775807.0;
-  }
-  return 0;
+  if (dt == DType::F64) return DBL_MAX;
+  if (dt == DType::I64) return static_cast<double>(INT64_MAX);
+  return format_info(dt).max_finite;  // F32, F16, BF16: derived from the layout (formats.h)
 }
 
 namespace {
