@@ -263,19 +263,16 @@ void write_ledgers_csv(const std::string& path, const std::vector<LedgerSnapshot
 namespace {
 
 std::string ledger_json(const LedgerSnapshot& l) {
+  std::vector<std::string> roles, rows;
+  for (Role r : kRoles) roles.push_back(json_string(role_name(r)) + ": " + std::to_string(l.role_bytes(r)));
+  for (const auto& [r, dt] : nonzero_rows({l}))
+    rows.push_back("{\"role\": " + json_string(role_name(r)) + ", \"dtype\": " + json_string(dtype_name(dt)) +
+                   ", \"bytes\": " + std::to_string(l.at(r, dt)) + "}");
   std::ostringstream os;
   os << "{\"label\": " << json_string(l.label) << ", \"device\": " << json_string(l.device.str())
      << ", \"allocated\": " << l.allocated << ", \"peak\": " << l.peak << ", \"total\": " << l.total()
-     << ", \"step_counters\": " << l.step_counters << ", \"roles\": {";
-  for (Role r : kRoles) os << (r == kRoles[0] ? "" : ", ") << json_string(role_name(r)) << ": " << l.role_bytes(r);
-  os << "}, \"rows\": [";
-  const char* sep = "";
-  for (const auto& [r, dt] : nonzero_rows({l})) {
-    os << sep << "{\"role\": " << json_string(role_name(r)) << ", \"dtype\": " << json_string(dtype_name(dt))
-       << ", \"bytes\": " << l.at(r, dt) << '}';
-    sep = ", ";
-  }
-  os << "]}";
+     << ", \"step_counters\": " << l.step_counters << ", \"roles\": {" << join(roles, ", ") << "}, \"rows\": ["
+     << join(rows, ", ") << "]}";
   return os.str();
 }
 
@@ -283,9 +280,9 @@ std::string ledger_json(const LedgerSnapshot& l) {
 
 void write_ledgers_json(const std::string& path, const std::vector<LedgerSnapshot>& ledgers) {
   check_ledgers("write_ledgers_json", ledgers);
-  std::string text = "[\n";
-  for (size_t i = 0; i < ledgers.size(); ++i) text += "  " + ledger_json(ledgers[i]) + (i + 1 < ledgers.size() ? ",\n" : "\n");
-  write_file_atomic("write_ledgers_json", path, text + "]\n");
+  std::vector<std::string> items;
+  for (const LedgerSnapshot& l : ledgers) items.push_back("  " + ledger_json(l));
+  write_file_atomic("write_ledgers_json", path, "[\n" + join(items, ",\n") + "\n]\n");
 }
 
 }  // namespace hg::amp::inspect

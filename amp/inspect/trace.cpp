@@ -160,10 +160,9 @@ namespace {
 std::string policy_text(const std::optional<CastPolicy>& p) { return p ? cast_policy_name(*p) : "off"; }
 
 std::string inputs_text(const TraceEntry& e) {
-  std::string s;
-  for (size_t i = 0; i < e.input_dtypes.size(); ++i)
-    s += (i ? "," : "") + std::string(e.input_dtypes[i] ? dtype_name(*e.input_dtypes[i]) : "-");
-  return s;
+  std::vector<std::string> names;
+  for (const auto& d : e.input_dtypes) names.emplace_back(d ? dtype_name(*d) : "-");
+  return join(names, ",");
 }
 
 // "0:F32->BF16 64B" per cast (input index, dtypes, bytes of the cast copy); a cast through the cast cache
@@ -226,12 +225,6 @@ void PrecisionTrace::print(std::ostream& os) const {
 
 namespace {
 
-std::string json_list(const std::vector<std::string>& items, const std::string& sep) {
-  std::string s;
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? sep : "") + items[i];
-  return s;
-}
-
 std::string cast_json(const CastRecord& c) {
   std::ostringstream os;
   os << "{\"input\": " << c.input << ", \"from\": " << json_string(dtype_name(c.from))
@@ -248,10 +241,10 @@ std::string entry_json(size_t i, const TraceEntry& e) {
   for (const CastRecord& c : e.casts) casts.push_back(cast_json(c));
   std::ostringstream os;
   os << "{\"index\": " << i << ", \"op\": " << json_string(op_name(e.op)) << ", \"module\": " << json_string(e.module)
-     << ", \"device\": " << json_string(e.device.str()) << ", \"inputs\": [" << json_list(inputs, ", ") << "]"
+     << ", \"device\": " << json_string(e.device.str()) << ", \"inputs\": [" << join(inputs, ", ") << "]"
      << ", \"policy\": " << json_string(policy_text(e.policy)) << ", \"output\": {\"dtype\": "
-     << json_string(dtype_name(e.output_dtype)) << ", \"shape\": [" << json_list(shape, ", ") << "]}"
-     << ", \"casts\": [" << json_list(casts, ", ") << "], \"math\": {\"kind\": "
+     << json_string(dtype_name(e.output_dtype)) << ", \"shape\": [" << join(shape, ", ") << "]}"
+     << ", \"casts\": [" << join(casts, ", ") << "], \"math\": {\"kind\": "
      << json_string(math_kind_name(e.math.kind)) << ", \"detail\": " << json_string(e.math.detail) << "}}";
   return os.str();
 }
@@ -261,7 +254,7 @@ std::string summary_json(const TraceSummary& s) {
   for (const auto& [kind, n] : s.ops_per_math)
     kinds.push_back(json_string(math_kind_name(kind)) + ": " + std::to_string(n));
   std::ostringstream os;
-  os << "{\"ops\": " << s.ops << ", \"ops_per_math\": {" << json_list(kinds, ", ") << "}, \"casts\": " << s.casts
+  os << "{\"ops\": " << s.ops << ", \"ops_per_math\": {" << join(kinds, ", ") << "}, \"casts\": " << s.casts
      << ", \"cast_bytes\": " << s.cast_bytes << ", \"cache_hits\": " << s.cache_hits
      << ", \"cache_hit_bytes\": " << s.cache_hit_bytes << ", \"cache_misses\": " << s.cache_misses << "}";
   return os.str();
@@ -273,7 +266,7 @@ void PrecisionTrace::write_json(const std::string& path) const {
   std::vector<std::string> rows;
   for (size_t i = 0; i < entries_.size(); ++i) rows.push_back(entry_json(i, entries_[i]));
   std::string text = "{\n  \"format\": \"halfgrad.precision_trace\",\n  \"version\": 1,\n  \"entries\": [";
-  text += rows.empty() ? "]" : "\n    " + json_list(rows, ",\n    ") + "\n  ]";
+  text += rows.empty() ? "]" : "\n    " + join(rows, ",\n    ") + "\n  ]";
   text += ",\n  \"summary\": " + summary_json(summary()) + "\n}\n";
   write_file_atomic("PrecisionTrace::write_json", path, text);
 }
