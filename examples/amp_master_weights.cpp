@@ -95,11 +95,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128),
-                                          nn::ReLU(), nn::Linear(128, 10));
-}
-
 // Swamping counts over the measured steps of one interval (or a whole run).
 struct Swamp {
   int64_t updates = 0, exact = 0, rule = 0;  // nonzero updates; swamped exactly; by |w| >= 2048 |u|
@@ -192,7 +187,7 @@ struct Trainer {
   const Options& o;
   const example::Data& d;
   Run& r;
-  std::shared_ptr<nn::Sequential> model = make_mlp();  // built right after manual_seed: the same init for all
+  std::shared_ptr<nn::Sequential> model = example::fashion_mnist_mlp();  // right after manual_seed: one init
   hg::optim::SGD opt{model->parameters(), {.lr = o.lr}};
   hg::amp::Properties props = {};
   std::unique_ptr<example::Precision> prec = {};

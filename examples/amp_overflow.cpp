@@ -147,11 +147,6 @@ struct RunResult {
   std::vector<Origin> origins = {};  // one per skipped step
 };
 
-struct Model {
-  nn::Sequential net{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
-                     nn::Linear(128, 10)};
-};
-
 struct StepOutcome {
   hg::amp::StepResult result;
   double loss = 0;
@@ -207,14 +202,14 @@ RunResult train_run(const Options& o, const example::Data& d, const std::set<int
                     std::string label) {
   const auto t0 = std::chrono::steady_clock::now();
   hg::manual_seed(seed);
-  Model m;
-  hg::optim::SGD opt(m.net.parameters(), {.lr = 0.01, .momentum = 0.9});
+  const std::shared_ptr<nn::Sequential> net = example::fashion_mnist_mlp();
+  hg::optim::SGD opt(net->parameters(), {.lr = 0.01, .momentum = 0.9});
   const hg::amp::Properties props =
-      hg::amp::initialize(m.net, opt, hg::amp::OptLevel::O1, {.dtype = hg::DType::F16, .verbose = false});
+      hg::amp::initialize(*net, opt, hg::amp::OptLevel::O1, {.dtype = hg::DType::F16, .verbose = false});
   const example::Precision prec(props);
   hg::amp::GradScaler scaler = make_scaler(props, o.growth_interval);
   hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = seed});
-  const std::vector<hg::Tensor> params = m.net.parameters();
+  const std::vector<hg::Tensor> params = net->parameters();
   RunResult r{.label = std::move(label)};
   bool control_done = false;  // the first clean step is the control: it must change the parameters
   for (int e = 0; e < o.epochs; ++e) {
@@ -222,23 +217,23 @@ RunResult train_run(const Options& o, const example::Data& d, const std::set<int
       const bool inj = inject.count(r.steps) > 0, watch = inj || (!control_done && !inject.empty());
       control_done = control_done || (watch && !inj);
       const auto before = watch ? snapshot(params) : std::vector<std::vector<float>>{};
-      const StepOutcome out = train_step(prec, m.net, opt, scaler, x, y, inj ? kInjectFactor : 1.0);
+      const StepOutcome out = train_step(prec, *net, opt, scaler, x, y, inj ? kInjectFactor : 1.0);
       r.timeline.record(r.steps, scaler, out.result);
       const ins::TimelineRow& row = r.timeline.rows().back();
       if (row.skipped) {
-        r.origins.push_back(explain_skip(prec, m.net, opt, x, y, row.scale, inj ? kInjectFactor : 1.0, out.loss));
+        r.origins.push_back(explain_skip(prec, *net, opt, x, y, row.scale, inj ? kInjectFactor : 1.0, out.loss));
         r.origins.back().step = r.steps, r.origins.back().injected = inj;
       }
       if (watch)
         r.watched.push_back({r.steps, inj, row.found_inf, row.skipped, count_changed(before, snapshot(params)),
-                             m.net.num_parameters(), row.scale, row.next_scale});
+                             net->num_parameters(), row.scale, row.next_scale});
       r.skipped += row.skipped;
       r.natural_overflows += row.found_inf && !inj;
       r.running_loss.push_back(r.running_loss.empty() ? out.loss : 0.98 * r.running_loss.back() + 0.02 * out.loss);
       ++r.steps;
     }
   }
-  r.accuracy = example::evaluate(m.net, d.test, hg::Device::cpu(), prec);
+  r.accuracy = example::evaluate(*net, d.test, hg::Device::cpu(), prec);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("trained %-8s (seed %llu): %lld steps, %lld skipped, test accuracy %.4f, %.1f s\n", r.label.c_str(),
               static_cast<unsigned long long>(seed), static_cast<long long>(r.steps), static_cast<long long>(r.skipped),

@@ -94,11 +94,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::shared_ptr<nn::Sequential> make_mlp() {
-  return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128),
-                                          nn::ReLU(), nn::Linear(128, 10));
-}
-
 // Fraction of the nonzero finite values that are below 2^-24 once multiplied by 2^log2_scale. Exact from the
 // log2 bins: bin e holds [2^e, 2^(e+1)), all below 2^-24 after scaling iff e + log2_scale <= -25.
 double below_f16_subnormal(const insp::LayerStats& s, int log2_scale) {
@@ -152,7 +147,7 @@ constexpr int64_t kEvals = 6;  // test-accuracy points per run (the last one is 
 void train_run(Run& r, const RunContext& c) {
   const auto t0 = std::chrono::steady_clock::now();
   hg::manual_seed(c.o.seed);
-  r.model = make_mlp();
+  r.model = example::fashion_mnist_mlp();
   hg::optim::SGD opt(r.model->parameters(), {.lr = 0.01, .momentum = 0.9});
   hg::amp::Overrides ov{.loss_scale = r.static_scale, .verbose = false};
   if (r.level != hg::amp::OptLevel::O0) ov.dtype = hg::DType::F16;
@@ -192,7 +187,7 @@ struct ProbeResult {
 };
 
 ProbeResult probe(const Run& r, const Tensor& x, const Tensor& y) {
-  auto m = make_mlp();
+  auto m = example::fashion_mnist_mlp();
   nn::StateDict sd = r.model->state_dict();
   for (auto& [k, v] : sd) v = v.to(hg::DType::F32);  // the F16 runs' weights, exactly widened
   m->load_state_dict(sd);

@@ -10,12 +10,10 @@ int main(int argc, char** argv) {
   return example::run_example(
       argc, argv, {.name = "fashion_mnist_mlp", .epochs = 3, .batch = 64, .lr = 0.01},
       [](const example::Args& a, const example::Data& d) {
-        namespace nn = hg::nn;
-        nn::Sequential model(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
-                             nn::Linear(128, 10));
-        model.to(example::device_of(a));
-        std::cout << model << "\n";
-        hg::optim::SGD opt(model.parameters(), {.lr = a.lr, .momentum = 0.9});
-        return example::train(a, model, opt, d);
+        const auto model = example::fashion_mnist_mlp();
+        model->to(example::device_of(a));
+        std::cout << *model << "\n";
+        hg::optim::SGD opt(model->parameters(), {.lr = a.lr, .momentum = 0.9});
+        return example::train(a, *model, opt, d);
       });
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -304,6 +305,14 @@ inline int resume_run(const Args& a, const Mode& m, hg::nn::Module& model, hg::o
 // Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
 // sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
 // steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
+// The examples' Fashion-MNIST MLP, 784-256-128-10 with ReLU: fashion_mnist_mlp and the AMP teaching programs
+// train this one network (built right after manual_seed, the same initial weights), so their numbers compare.
+inline std::shared_ptr<hg::nn::Sequential> fashion_mnist_mlp() {
+  namespace nn = hg::nn;
+  return std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128),
+                                          nn::ReLU(), nn::Linear(128, 10));
+}
+
 // --inspect DIR: the run's first training step seen through the inspectors (amp/inspect): the precision trace
 // of its forward (each op's dtypes, policy, casts and kernel math) and the memory ledger after forward and
 // after backward. Printed, and written to DIR/<mode>/trace.json and ledger.csv.
