@@ -149,7 +149,7 @@ Allocator* get_allocator(DeviceType t) {
   return a;
 }
 
-void* device_alloc(size_t nbytes, Device dev) {
+void* device_alloc(size_t nbytes, Device dev, std::optional<DType> dtype) {
   if (nbytes == 0) return nullptr;
   Allocator* a = get_allocator(dev.type);
   HG_CHECK(a != nullptr, "allocate: no allocator for device ", dev,
@@ -160,13 +160,15 @@ void* device_alloc(size_t nbytes, Device dev) {
   int64_t peak = s.peak.load();
   while (now > peak && !s.peak.compare_exchange_weak(peak, now)) {
   }
+  if (dtype) s.by_dtype[static_cast<int>(*dtype)].fetch_add(static_cast<int64_t>(nbytes));
   return p;
 }
 
-void device_free(void* p, size_t nbytes, Device dev) {
+void device_free(void* p, size_t nbytes, Device dev, std::optional<DType> dtype) {
   if (p == nullptr) return;
   get_allocator(dev.type)->raw_free(p, nbytes, dev);
   stats(dev).current.fetch_sub(static_cast<int64_t>(nbytes));
+  if (dtype) stats(dev).by_dtype[static_cast<int>(*dtype)].fetch_sub(static_cast<int64_t>(nbytes));
 }
 
 namespace memory {
@@ -174,9 +176,6 @@ int64_t allocated(Device dev) { return stats(dev).current.load(); }
 int64_t peak_allocated(Device dev) { return stats(dev).peak.load(); }
 void reset_peak(Device dev) { stats(dev).peak.store(stats(dev).current.load()); }
 int64_t allocated(Device dev, DType dt) { return stats(dev).by_dtype[static_cast<int>(dt)].load(); }
-void count_storage(Device dev, DType dt, int64_t delta) {
-  if (delta != 0) stats(dev).by_dtype[static_cast<int>(dt)].fetch_add(delta);
-}
 int64_t cached_host_bytes() { return g_cpu_allocator.cached_bytes(); }
 void empty_host_cache() { g_cpu_allocator.empty_cache(); }
 }  // namespace memory

@@ -3,6 +3,7 @@
 // The CPU allocator is 64-byte aligned malloc; the CUDA backend registers a stream-ordered pool.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/device.h"
 #include "core/dtype.h"
@@ -30,8 +31,10 @@ Allocator* get_allocator(DeviceType t);
 void set_backend_loader(void (*loader)(DeviceType));
 
 // Allocates through the device's allocator and records the bytes; nbytes == 0 gives nullptr.
-void* device_alloc(size_t nbytes, Device dev);
-void device_free(void* p, size_t nbytes, Device dev);
+// `dtype`: what a tensor storage holds, counted in memory::allocated(dev, dtype); nullopt for untyped
+// scratch (cuDNN workspaces), which only allocated(dev) counts. Free with the same dtype.
+void* device_alloc(size_t nbytes, Device dev, std::optional<DType> dtype = std::nullopt);
+void device_free(void* p, size_t nbytes, Device dev, std::optional<DType> dtype = std::nullopt);
 
 // Copies nbytes between any two devices (host<->device through the device's allocator).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
@@ -41,9 +44,9 @@ int64_t allocated(Device dev);       // bytes held by live tensors now
 int64_t peak_allocated(Device dev);  // most bytes held at once since start or reset_peak
 void reset_peak(Device dev);
 // Bytes held now by live tensor storages allocated for dtype dt on dev (a storage counts under the dtype it
-// was created with; views and reinterpretations do not move it). Sums over dt give allocated(dev).
+// was created with; views and reinterpretations do not move it). Sums over dt give allocated(dev) minus
+// untyped scratch (a cuDNN workspace while a convolution runs).
 int64_t allocated(Device dev, DType dt);
-void count_storage(Device dev, DType dt, int64_t delta);  // Storage's constructor/destructor
 // The CPU allocator keeps freed blocks for reuse (not counted in allocated()): blocks under 1 MiB by
 // power-of-two size class, larger ones rounded to 2 MiB; at most 2 GiB in all:
 int64_t cached_host_bytes();

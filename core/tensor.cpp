@@ -8,13 +8,9 @@
 
 namespace hg {
 
-Storage::Storage(size_t n, Device dev, DType dt) : data(device_alloc(n, dev)), nbytes(n), device(dev), dtype(dt) {
-  memory::count_storage(dev, dt, static_cast<int64_t>(n));
-}
-Storage::~Storage() {
-  device_free(data, nbytes, device);
-  memory::count_storage(device, dtype, -static_cast<int64_t>(nbytes));
-}
+Storage::Storage(size_t n, Device dev, DType dt)
+    : data(device_alloc(n, dev, dt)), nbytes(n), device(dev), dtype(dt) {}
+Storage::~Storage() { device_free(data, nbytes, device, dtype); }
 
 int64_t Tensor::size(int64_t dim) const {
   const int64_t nd = ndim();
