@@ -46,24 +46,28 @@ struct Result {
   LedgerSnapshot forward, backward;  // the untimed ledger step's memory after forward and after backward
 };
 
-// One more training step like the timed ones, with the memory ledger taken after forward (inside the
-// autocast region, while the cast cache holds the weight copies) and after backward. Outside the timed
-// loop, after its peak was read: the printed time and peak are those of the recipe alone.
-void ledger_step(const Config& c, std::optional<hg::DType> amp, const char* name, hg::nn::Sequential& net,
-                 hg::optim::Optimizer& opt, hg::amp::GradScaler& scaler, const Tensor& x, const Tensor& target,
-                 Result& r) {
-  hg::amp::inspect::MemoryLedger ledger({.model = &net, .optimizer = &opt, .device = c.device});
-  hg::memory::reset_peak(c.device);
-  ledger.begin_forward();
+// Where one step's memory ledger goes: snapshots after forward (inside the autocast region, while the cast
+// cache holds the weight copies) and after backward.
+struct LedgerProbe {
+  hg::amp::inspect::MemoryLedger& ledger;
+  const char* name;
+  Result& r;
+};
+
+// One training step of the recipe (autocast forward and loss, scaled backward, step, update), with a
+// ledger probe for the untimed step after the timed loop.
+void train_step(const Config& c, std::optional<hg::DType> amp, hg::nn::Sequential& net, hg::optim::Optimizer& opt,
+                hg::amp::GradScaler& scaler, const Tensor& x, const Tensor& target, LedgerProbe* probe = nullptr) {
+  if (probe) probe->ledger.begin_forward();
   Tensor loss;
   {
     std::optional<hg::amp::Autocast> ac;
     if (amp) ac.emplace(c.device.type, *amp);
     loss = hg::mse_loss(net.forward(x), target);
-    r.forward = ledger.snapshot(name);
+    if (probe) probe->r.forward = probe->ledger.snapshot(probe->name);
   }
   scaler.scale(loss).backward();
-  r.backward = ledger.snapshot(name);
+  if (probe) probe->r.backward = probe->ledger.snapshot(probe->name);
   scaler.step(opt);
   scaler.update();
   opt.zero_grad();
@@ -85,25 +89,18 @@ Result run(const Config& c, std::optional<hg::DType> amp, const char* label, con
   const int64_t base = hg::memory::allocated(c.device);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t e = 0; e < c.epochs; ++e) {
-    for (int64_t i = 0; i < c.batches; ++i) {
-      Tensor loss;
-      {
-        std::optional<hg::amp::Autocast> ac;
-        if (amp) ac.emplace(c.device.type, *amp);
-        loss = hg::mse_loss(net->forward(data[static_cast<size_t>(i)]), targets[static_cast<size_t>(i)]);
-      }
-      scaler.scale(loss).backward();
-      scaler.step(opt);
-      scaler.update();
-      opt.zero_grad();
-    }
+    for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
   }
   Result r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.peak_bytes = hg::memory::peak_allocated(c.device) - base;
   std::printf("%s\nTotal execution time = %.3f sec\nMax memory used by tensors = %lld bytes\n", label, r.seconds,
               static_cast<long long>(r.peak_bytes));
-  ledger_step(c, amp, name, *net, opt, scaler, data.front(), targets.front(), r);
+  // One more step, untimed and after the peak was read, taken apart by the memory ledger.
+  hg::amp::inspect::MemoryLedger ledger({.model = net.get(), .optimizer = &opt, .device = c.device});
+  hg::memory::reset_peak(c.device);
+  LedgerProbe probe{ledger, name, r};
+  train_step(c, amp, *net, opt, scaler, data.front(), targets.front(), &probe);
   return r;
 }
 
