@@ -2,6 +2,7 @@
 #include "amp/grad_scaler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/parallel.h"
 #include "ops/cpu/blocks.h"
 #include "ops/elementwise.h"
 
@@ -43,15 +45,14 @@ template <class T>
 void unscale_cpu(const UnscaleArgs& a) {
   using C = compute_t<T>;
   const UnscaleCheck<C> f = unscale_check<C>(a.write, a.inv_scale, a.inv_scale_at);
-  const int64_t blocks = (a.n + kBlock - 1) / kBlock;
-  bool bad = false;
-  if (a.n <= kParallel) {
-    for (int64_t b = 0; b < blocks; ++b) bad = unscale_block<T>(a, f, b * kBlock, std::min(kBlock, a.n - b * kBlock)) || bad;
-  } else {
-#pragma omp parallel for schedule(static) reduction(|| : bad)
-    for (int64_t b = 0; b < blocks; ++b) bad = unscale_block<T>(a, f, b * kBlock, std::min(kBlock, a.n - b * kBlock)) || bad;
-  }
-  if (bad) *a.found_inf = 1.0f;
+  std::atomic<bool> bad{false};
+  auto ranges = [&](int64_t b0, int64_t b1) {
+    bool mine = false;
+    for (int64_t b = b0; b < b1; ++b) mine = unscale_block<T>(a, f, b * kBlock, std::min(kBlock, a.n - b * kBlock)) || mine;
+    if (mine) bad.store(true, std::memory_order_relaxed);
+  };
+  parallel_ranges(num_pieces(a.n, kBlock), a.n > kParallel, ranges);
+  if (bad.load(std::memory_order_relaxed)) *a.found_inf = 1.0f;
 }
 
 void check_options(const GradScalerOptions& o) {

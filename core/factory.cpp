@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/convert.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -32,14 +33,7 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
       if constexpr (sizeof(T) == 2) p[i] = from_float<T>(static_cast<float>(v));
       else p[i] = static_cast<T>(v);
     };
-    // Small fills stay off the OpenMP team: entering a parallel region allocates even when its
-    // if-clause is false (see ops/cpu/parallel_for.h).
-    if (n <= 65536) {
-      for (int64_t i = 0; i < n; ++i) fill(i);
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) fill(i);
+    parallel_for(n, n > 65536, fill);  // small fills stay off the OpenMP team
   });
   if (!o.device.is_cpu()) t = t.to(o.device);
   if (o.requires_grad) t.requires_grad_(true);

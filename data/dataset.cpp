@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include "core/parallel.h"
+
 namespace hg::data {
 
 void TensorDataset::check(const char* op) const {
@@ -33,13 +35,12 @@ void normalize_(Tensor& images, const std::vector<float>& mean, const std::vecto
            mean.size(), " values and std ", std.size(), "; pass one value per channel (or one for all)");
   for (float s : std) HG_CHECK(s > 0.0f, "normalize_: std ", s, " is not > 0; pass the data set's standard deviation");
   float* d = images.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < n * c; ++p) {
+  parallel_for(n * c, true, [&](int64_t p) {
     const size_t ch = static_cast<size_t>(p % c);
     const float m = mean[mean.size() == 1 ? 0 : ch], s = std[std.size() == 1 ? 0 : ch];
     float* x = d + p * plane;
     for (int64_t i = 0; i < plane; ++i) x[i] = (x[i] - m) / s;
-  }
+  });
 }
 
 }  // namespace hg::data

@@ -6,6 +6,7 @@
 // C is (M,N) with ldc >= N. A, B, C share one dtype; F16/BF16 accumulate in F32 and round once on
 // store. A batch stride of 0 broadcasts that operand over the batch.
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -29,12 +30,14 @@ struct GemmArgs {
 };
 
 namespace cpu {
-// Validates args (hg::Error naming the bad field) and runs on the CPU: oneDNN matmul for F32/BF16
-// (primitives cached per shape/dtype/layout), F16 converted to F32 with F16C then F32 GEMM, Eigen for
-// F64 and for everything when built with HG_ONEDNN=OFF.
+// Validates args (hg::Error naming the bad field) and runs on the CPU: oneDNN matmul for F32, and for
+// BF16 where this CPU has BF16 dot products (primitives cached per shape/dtype/layout); F16, and BF16
+// elsewhere, converted to F32, run as an F32 GEMM and rounded once; Eigen for F64 and for everything
+// when built with HG_ONEDNN=OFF.
 void gemm(const GemmArgs& args);
-// Which engine gemm() uses for a dtype: "onednn", "eigen", "f16c+onednn", "f16c+eigen".
-const char* gemm_engine(DType dt);
+// The engine gemm() uses for a dtype on this CPU: "onednn:<isa>" (e.g. onednn:avx2,
+// onednn:avx512_core_bf16), "eigen", or "widen:<conversion path>+<F32 engine>" (widen:f16c+onednn:avx2).
+std::string gemm_engine(DType dt);
 // The slow, obviously correct reference (double accumulation) every fast path is tested against.
 void gemm_reference(const GemmArgs& args);
 }  // namespace cpu

@@ -12,6 +12,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/parallel.h"
 #include "ops/cpu/blocks.h"
 #include "optim/update.h"
 
@@ -26,13 +27,7 @@ constexpr int64_t kNormChunk = 65536;  // the norm's partial sums: fixed pieces,
 // parallel region with a false if() clause costs about 0.3 us, more than updating a bias.
 template <class Body>
 void for_blocks(int64_t n, const Body& body) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  if (n <= kParallel) {
-    for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) body(b * kBlock, std::min(kBlock, n - b * kBlock));
+  parallel_for(num_pieces(n, kBlock), n > kParallel, [&](int64_t b) { body(b * kBlock, std::min(kBlock, n - b * kBlock)); });
 }
 
 // The compute-type values of x[i, i+k): x itself when T is C, else widened into tmp.
@@ -220,9 +215,9 @@ void grad_norm_cpu(const GradNormArgs& a) {
     return;
   }
   std::vector<double> part(static_cast<size_t>(chunks));
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c)
+  parallel_for(chunks, true, [&](int64_t c) {
     part[static_cast<size_t>(c)] = chunk_norm(g + c * kNormChunk, std::min(kNormChunk, a.n - c * kNormChunk), a.norm_type);
+  });
   for (double x : part) acc = inf ? nan_max(acc, x) : acc + x;
   *a.result = acc;
 }

@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
@@ -86,6 +88,26 @@ inline std::string capture_stderr(const Fn& fn) {
   close(fd);
   unlink(path);
   return text;
+}
+
+// Runs fn(0) .. fn(n-1) on n threads at once, joins them all, then rethrows on this thread the first
+// exception any of them threw: one escaping a std::thread would abort the whole test run instead of
+// failing this test.
+template <class Fn>
+inline void run_threads(int n, const Fn& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&fn, &errors, t] {
+      try {
+        fn(t);
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace hg::test

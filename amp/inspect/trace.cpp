@@ -44,10 +44,10 @@ MathKind storage_kind(DType dt) {
 std::string with_engine(const std::string& what, const std::string& engine) { return what + " (" + engine + ")"; }
 
 // A CPU GEMM or convolution: `engine` is cpu::gemm_engine / cpu::conv_engine, `what` "GEMM" or
-// "convolution". Only oneDNN multiplies BF16 directly; F16, and BF16 without oneDNN, are widened.
+// "convolution". A widening engine is named "widen:..."; any other multiplies BF16 directly.
 KernelMath cpu_contraction(DType dt, const std::string& engine, const std::string& what) {
   const std::string name = dtype_name(dt);
-  if (dt == DType::BF16 && engine == "onednn")
+  if (dt == DType::BF16 && engine.rfind("widen:", 0) != 0)
     return {MathKind::BF16AccumulateF32, with_engine("BF16 x BF16 -> F32 accumulate", engine)};
   if (is_low_precision(dt)) return {storage_kind(dt), with_engine(name + " widened to F32, F32 " + what, engine)};
   return {storage_kind(dt), with_engine(name + " " + what, engine)};
@@ -69,12 +69,12 @@ bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::W
 }  // namespace
 
 // Where each fact comes from:
-//  * CPU matmul/linear: ops/cpu/gemm.cpp. oneDNN matmul for F32 and BF16 (BF16 products, F32
-//    accumulation, one rounding on store: ops/gemm.h); F16 has no GEMM on this CPU and is widened to
-//    F32 with F16C, run as an F32 GEMM and rounded once; Eigen for F64, and for every dtype in a build
-//    without oneDNN (BF16 widened too). cpu::gemm_engine names the engine of this build.
+//  * CPU matmul/linear: ops/cpu/gemm.cpp. oneDNN matmul for F32, and for BF16 where oneDNN has BF16
+//    dot products (AVX512_BF16, AMX: BF16 products, F32 accumulation, one rounding on store); F16, and
+//    BF16 on other CPUs, widened to F32, run as an F32 GEMM and rounded once; Eigen for F64, and for
+//    every dtype in a build without oneDNN. cpu::gemm_engine names the engine chosen on this CPU.
 //  * CPU conv2d: ops/cpu/conv.cpp, the same split (cpu::conv_engine), im2col + GEMM in place of Eigen.
-//    oneDNN may refuse one BF16 problem, which then runs widened: a per-problem fallback not seen here.
+//    oneDNN may refuse one problem, which then runs on im2col: a per-problem fallback not seen here.
 //  * CUDA matmul/linear: cuda/blas.cpp. cublasGemmEx with CUBLAS_COMPUTE_32F and CUBLAS_GEMM_DEFAULT:
 //    F16/BF16 on Tensor Cores with F32 accumulation; the handle's math mode forbids TF32, so F32 stays
 //    F32; F64 uses CUBLAS_COMPUTE_64F.

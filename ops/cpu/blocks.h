@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/convert.h"
+#include "core/cpu_features.h"
 
 namespace hg::cpu {
 
@@ -23,24 +24,33 @@ void narrow(const C* src, T* dst, int64_t n) {
   else std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(C));
 }
 
-// Hot loops are compiled twice, for the baseline ISA and for AVX-512, and pick one at run time, so
-// transcendental functors vectorise 16 wide without building the library with -march. The loop body
-// is an always_inline function; the functors it calls are inlined into each copy.
+// Hot loops are compiled three times, for the baseline ISA, for AVX2+FMA and for AVX-512, and pick one
+// at run time from core/cpu_features.h's simd_tier() (HG_CONVERT_ISA caps it), so transcendental
+// functors vectorise 8 or 16 wide without building the library with -march. The loop body is an
+// always_inline function; the functors it calls are inlined into each copy. The copies give the same
+// bits: ISO C++ mode (-std=c++20) keeps GCC from contracting a*b+c into an FMA, and no copy reorders
+// a sum.
 #if defined(__x86_64__)
-#define HG_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
-// HG_CONVERT_ISA=f16c or scalar (which caps the conversions) also selects the baseline loops, so the
-// tests can cover them on an AVX-512 machine.
-inline bool has_avx512() {
-  static const bool v = [] {
-    const char* cap = std::getenv("HG_CONVERT_ISA");
-    if (cap && std::strcmp(cap, "avx512") != 0) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  }();
-  return v;
-}
+#define HG_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define HG_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")))
+#define HG_STRIP_PARENS(...) __VA_ARGS__
+// HG_SIMD_TIERS((template <class C>), name, body, (C* v, int64_t n), (v, n)) defines
+// name_baseline/_avx2/_avx512, each calling body(args), and `name`, which calls the one for this CPU.
+#define HG_SIMD_TIERS(TEMPLATE_HEAD, name, body, PARAMS, ARGS)                       \
+  HG_STRIP_PARENS TEMPLATE_HEAD void name##_baseline PARAMS { body ARGS; }           \
+  HG_STRIP_PARENS TEMPLATE_HEAD HG_AVX2_TARGET void name##_avx2 PARAMS { body ARGS; } \
+  HG_STRIP_PARENS TEMPLATE_HEAD HG_AVX512_TARGET void name##_avx512 PARAMS { body ARGS; } \
+  HG_STRIP_PARENS TEMPLATE_HEAD void name PARAMS {                                   \
+    switch (simd_tier()) {                                                           \
+      case SimdTier::AVX512: return name##_avx512 ARGS;                              \
+      case SimdTier::AVX2: return name##_avx2 ARGS;                                  \
+      default: return name##_baseline ARGS;                                          \
+    }                                                                                \
+  }
 #else
-inline bool has_avx512() { return false; }
+#define HG_STRIP_PARENS(...) __VA_ARGS__
+#define HG_SIMD_TIERS(TEMPLATE_HEAD, name, body, PARAMS, ARGS) \
+  HG_STRIP_PARENS TEMPLATE_HEAD void name PARAMS { body ARGS; }
 #endif
 
 }  // namespace hg::cpu

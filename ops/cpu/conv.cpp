@@ -1,13 +1,12 @@
 // CPU convolution kernels (contract in ops/conv.h, engines in ops/cpu/conv.h).
-// * oneDNN (F32, BF16): convolution primitives on format_tag::any layouts, with reorders from and to
+// * oneDNN (F32, and BF16 where oneDNN has BF16 dot products: ops/cpu/onednn.h): convolution primitives on format_tag::any layouts, with reorders from and to
 //   the caller's NCHW buffers. The blocked layouts oneDNN picks are what makes it fast: on the
 //   Fashion-MNIST CNN's 32->64 convolution (forward and both backward passes, F32) plain NCHW
 //   primitives (oneDNN's gemm-based implementation) measured 2.3x slower and NHWC 1.3x slower than
 //   format_tag::any with its reorders included; on the 1->32 one, 2.2x and 2.5x. Primitives are
 //   cached per problem (building one costs ~10 us, more than a small convolution).
-// * F16: widened to F32 once, run on the F32 engine, rounded once (no f16 convolution on this CPU).
+// * F16, and BF16 on other CPUs: widened to F32 once, run on the F32 engine, rounded once.
 // * im2col + GEMM (hg::cpu::gemm) for F64, for everything without oneDNN, and as the reference.
-#include "ops/cpu/parallel_for.h"
 #include "ops/cpu/conv.h"
 
 #include <algorithm>
@@ -16,11 +15,12 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/cpu/onednn.h"
 #include "ops/gemm.h"
 
 #if HG_HAS_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #endif
 
@@ -295,10 +295,7 @@ struct Plan {
   }
 };
 
-const dnnl::engine& engine() {
-  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+const dnnl::engine& engine() { return onednn_engine(); }
 
 memory::data_type dnnl_type(DType t) { return t == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32; }
 
@@ -468,7 +465,7 @@ void run(const ConvArgs& a, Pass pass) {
     case DType::F32: return f32_run(a, pass);
     case DType::BF16:
 #if HG_HAS_ONEDNN
-      if (onednn_run(a, pass)) return;
+      if (onednn_native(DType::BF16) && onednn_run(a, pass)) return;
 #endif
       return run_widened(a, pass, &f32_run);
     case DType::F16: return run_widened(a, pass, &f32_run);
@@ -497,15 +494,15 @@ void register_conv(DispatchTable<ConvKernel>& fwd, DispatchTable<ConvKernel>& bw
   bwd_weight.set_all_floating(DeviceType::CPU, &backward_weight);
 }
 
-const char* conv_engine(DType dt) {
+std::string conv_engine(DType dt) {
   HG_CHECK(dt != DType::I64, "conv_engine: dtype I64 has no convolution; use F32, F16, BF16 or F64");
+  if (dt == DType::F64) return "im2col";
 #if HG_HAS_ONEDNN
-  if (dt == DType::F32 || dt == DType::BF16) return "onednn";
-  if (dt == DType::F16) return "f16c+onednn";
+  const std::string f32 = "onednn:" + onednn_isa();
 #else
-  if (dt == DType::F16) return "f16c+im2col";  // BF16 is widened to F32 too
+  const std::string f32 = "im2col";
 #endif
-  return "im2col";
+  return dt == DType::F32 || onednn_native(dt) ? f32 : widened_engine(f32);
 }
 
 void conv2d_forward_im2col(const ConvArgs& a) { run_im2col(a, Pass::Forward); }

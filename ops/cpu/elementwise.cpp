@@ -10,7 +10,7 @@
 
 #include "core/convert.h"
 #include "ops/cpu/blocks.h"
-#include "ops/cpu/parallel_for.h"
+#include "core/parallel.h"
 #include "ops/dispatch.h"
 
 namespace hg::cpu {
@@ -29,23 +29,14 @@ void load_block(const T* src, int64_t stride, C* dst, int64_t n) {
   }
 }
 
-// The functor loop over widened blocks, compiled for the baseline ISA and AVX-512 (ops/cpu/blocks.h).
+// The functor loop over widened blocks, compiled once per SIMD tier (ops/cpu/blocks.h).
 template <class C, class A, size_t... K>
-[[gnu::always_inline]] inline void apply(const A& f, const C* const* src, C* res, int64_t n,
-                                         std::index_sequence<K...>) {
+[[gnu::always_inline]] inline void apply_body(const A& f, const C* const* src, C* res, int64_t n,
+                                              std::index_sequence<K...>) {
   for (int64_t i = 0; i < n; ++i) res[i] = f(src[K][i]...);
 }
-template <class C, class A, size_t... K>
-void apply_baseline(const A& f, const C* const* src, C* res, int64_t n, std::index_sequence<K...> k) {
-  apply(f, src, res, n, k);
-}
-#if defined(__x86_64__)
-template <class C, class A, size_t... K>
-HG_AVX512_TARGET void apply_avx512(
-    const A& f, const C* const* src, C* res, int64_t n, std::index_sequence<K...> k) {
-  apply(f, src, res, n, k);
-}
-#endif
+HG_SIMD_TIERS((template <class C, class A, size_t... K>), apply, apply_body,
+              (const A& f, const C* const* src, C* res, int64_t n, std::index_sequence<K...> k), (f, src, res, n, k))
 
 template <class T, class C>
 constexpr bool direct(const T*, int64_t stride) {
@@ -64,12 +55,7 @@ void run_block(const A& f, const T* const* in, const int64_t* inner_stride, T* o
                                                    : (load_block(in[K], inner_stride[K], buf[K], n), buf[K])),
    ...);
   C* res = std::is_same_v<T, C> ? reinterpret_cast<C*>(out) : res_buf;
-#if defined(__x86_64__)
-  if (has_avx512()) apply_avx512<C>(f, src, res, n, k);
-  else apply_baseline<C>(f, src, res, n, k);
-#else
-  apply_baseline<C>(f, src, res, n, k);
-#endif
+  apply<C>(f, src, res, n, k);
   if constexpr (!std::is_same_v<T, C>) narrow(res, out, n);
 }
 

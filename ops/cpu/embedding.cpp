@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "ops/cpu/parallel_for.h"
+#include "core/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/embedding.h"
 

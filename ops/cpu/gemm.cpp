@@ -1,7 +1,14 @@
 // CPU GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] (contract in ops/gemm.h).
-// Engines, per reference/cpu-notes.md §6: oneDNN matmul for F32/BF16 (84-95% of peak), F16 widened
-// to F32 (no f16 GEMM exists on this CPU), Eigen for F64 and for everything when built without oneDNN.
-#include "ops/cpu/parallel_for.h"
+// Engines, chosen from what this CPU and oneDNN can do (docs/ARCHITECTURE.md, "CPU engines"):
+//  * F32: oneDNN matmul (84-95% of peak on AVX-512, its AVX2 kernels elsewhere);
+//  * BF16: oneDNN matmul where oneDNN has BF16 dot products (AVX512_BF16, AMX: about 2x F32); on every
+//    other CPU widened to F32 and run by the F32 kernel, rounded once (ops/cpu/onednn.h says why);
+//  * F16: always widened (no CPU here has an F16 GEMM in oneDNN 2.6);
+//  * F64, and everything in a build without oneDNN: Eigen.
+#include <omp.h>
+
+#include "core/parallel.h"
+#include "ops/cpu/onednn.h"
 #include "ops/dispatch.h"  // cpu::cast
 #include "ops/gemm.h"
 
@@ -16,7 +23,6 @@
 #include "core/error.h"
 
 #if HG_HAS_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #endif
 
@@ -136,12 +142,10 @@ struct Plan {
   memory a, b, c;
   std::unordered_map<int, memory> args;
   bool per_batch = false;  // oneDNN refused the 3-D layout: loop a 2-D primitive over the batch
+  bool widen = false;      // oneDNN refused this BF16 problem: widen it to F32 (decided once, here)
 };
 
-const dnnl::engine& engine() {
-  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
+const dnnl::engine& engine() { return onednn_engine(); }
 
 // 3-D (batch, rows, cols) descriptor of a stored operand; a zero batch stride becomes a batch of 1,
 // which oneDNN broadcasts. batch == 0 asks for the 2-D descriptor of one matrix.
@@ -191,11 +195,17 @@ Plan make_plan(const GemmArgs& g, int threads) {
   dnnl::matmul::primitive_desc pd;
   try {
     pd = matmul_pd(g, g.batch == 1 ? 0 : g.batch);
-  } catch (const dnnl::error& e) {
-    HG_CHECK(g.batch > 1, "gemm: oneDNN could not create a matmul (", e.what(), ") for dtype=",
-             g.dtype, " m=", g.m, " n=", g.n, " k=", g.k);
-    pd = matmul_pd(g, 0);
-    p.per_batch = true;
+  } catch (const dnnl::error&) {
+    try {
+      pd = matmul_pd(g, 0);  // a 2-D primitive looped over the batch
+      p.per_batch = g.batch > 1;
+    } catch (const dnnl::error& e) {
+      HG_CHECK(g.dtype == DType::BF16, "gemm: oneDNN (", onednn_isa(), ") could not create a matmul (", e.what(),
+               ") for dtype=", g.dtype, " m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch,
+               "; rebuild with -DHG_ONEDNN=OFF to use Eigen");
+      p.widen = true;
+      return p;
+    }
   }
   p.prim = dnnl::matmul(pd);
   p.a = memory(pd.src_desc(), engine(), nullptr);
@@ -219,9 +229,12 @@ Plan& plan_for(const GemmArgs& g) {
   return cache.emplace(key, make_plan(g, key.threads)).first->second;
 }
 
+void widened_gemm(const GemmArgs& g);
+
 void onednn_gemm(const GemmArgs& g) {
   thread_local dnnl::stream stream(engine());
   Plan& p = plan_for(g);
+  if (p.widen) return widened_gemm(g);
   const size_t es = dtype_size(g.dtype);
   const int64_t steps = p.per_batch ? g.batch : 1;
   for (int64_t i = 0; i < steps; ++i) {
@@ -367,7 +380,7 @@ void gemm(const GemmArgs& g) {
     case DType::F64: return eigen_gemm<double>(g);
     case DType::F32: return gemm_f32(g);
 #if HG_HAS_ONEDNN
-    case DType::BF16: return onednn_gemm(g);
+    case DType::BF16: return onednn_native(DType::BF16) ? onednn_gemm(g) : widened_gemm(g);
 #else
     case DType::BF16: return widened_gemm(g);
 #endif
@@ -376,16 +389,15 @@ void gemm(const GemmArgs& g) {
   }
 }
 
-const char* gemm_engine(DType dt) {
+std::string gemm_engine(DType dt) {
   HG_CHECK(dt != DType::I64, "gemm_engine: dtype I64 has no GEMM; use F32, F16, BF16 or F64");
+  if (dt == DType::F64) return "eigen";
 #if HG_HAS_ONEDNN
-  if (dt == DType::F32 || dt == DType::BF16) return "onednn";
-  if (dt == DType::F16) return "f16c+onednn";
+  const std::string f32 = "onednn:" + onednn_isa();
 #else
-  if (dt == DType::F32 || dt == DType::BF16) return "eigen";  // BF16 widened to F32 first
-  if (dt == DType::F16) return "f16c+eigen";
+  const std::string f32 = "eigen";
 #endif
-  return "eigen";
+  return dt == DType::F32 || onednn_native(dt) ? f32 : widened_engine(f32);
 }
 
 void gemm_reference(const GemmArgs& g) {

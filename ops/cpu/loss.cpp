@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/cpu/blocks.h"
-#include "ops/cpu/parallel_for.h"
+#include "core/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/dropout.h"
 #include "ops/loss.h"
@@ -50,25 +50,13 @@ C pairwise_sum(const C* v, int64_t n) {
   return pairwise_sum(v, h) + pairwise_sum(v + h, n - h);
 }
 
-// exp in place over a widened block: the loop that costs, compiled for the baseline ISA and for AVX-512
-// (chosen at run time) so that vm::exp runs 16 wide over many short rows at once.
+// exp in place over a widened block: the loop that costs, compiled once per SIMD tier (chosen at run
+// time) so that vm::exp runs 8 or 16 wide over many short rows at once.
 template <class C>
 [[gnu::always_inline]] inline void exp_body(C* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) v[i] = fn::m_exp(v[i]);
 }
-template <class C>
-void exp_baseline(C* v, int64_t n) { exp_body(v, n); }
-#if defined(__x86_64__)
-template <class C>
-HG_AVX512_TARGET void exp_avx512(C* v, int64_t n) { exp_body(v, n); }
-#endif
-template <class C>
-void exp_inplace(C* v, int64_t n) {
-#if defined(__x86_64__)
-  if (has_avx512()) return exp_avx512(v, n);
-#endif
-  exp_baseline(v, n);
-}
+HG_SIMD_TIERS((template <class C>), exp_inplace, exp_body, (C* v, int64_t n), (v, n))
 
 // Rows are processed in blocks of about kBlock elements (several short rows, or one long row), widened
 // into a row-major buffer: one bulk conversion when rows are contiguous (inner == 1).
@@ -104,18 +92,12 @@ void for_row_blocks(const CrossEntropyArgs& a, F f) {
   const int64_t rows = a.outer * a.inner, n = a.classes;
   const int64_t per = std::max<int64_t>(1, kBlock / std::max<int64_t>(n, 1)), blocks = (rows + per - 1) / per;
   const size_t cap = static_cast<size_t>(std::max(kBlock, n));
-  // the training hot path (and a one-thread run) opens no parallel region at all (ops/cpu/parallel_for.h)
-  if (rows * n <= kParallel || blocks < 2 || omp_get_max_threads() == 1) {
+  // the training hot path (and a one-thread run) opens no parallel region at all (core/parallel.h)
+  auto ranges = [&](int64_t b0, int64_t b1) {
     std::vector<C> buf(cap);
-    for (int64_t b = 0; b < blocks; ++b) f(b * per, std::min(per, rows - b * per), buf.data());
-    return;
-  }
-#pragma omp parallel
-  {
-    std::vector<C> buf(cap);
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) f(b * per, std::min(per, rows - b * per), buf.data());
-  }
+    for (int64_t b = b0; b < b1; ++b) f(b * per, std::min(per, rows - b * per), buf.data());
+  };
+  parallel_ranges(blocks, rows * n > kParallel, ranges);
 }
 
 // Loss (and log-sum-exp) of rows [r0, r0+nr): per row the max and the shifted values, then one exp

@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <omp.h>
 
+#include "core/parallel.h"
 #include "ops/cpu/blocks.h"
 #include "ops/pool.h"
 
@@ -50,17 +50,11 @@ void narrow_out(const compute_t<T>* src, T* dst, int64_t n) {
 template <class T, class F>
 void for_planes(const PoolArgs& a, F&& f) {
   const int64_t work = a.planes * a.g.h.in * a.g.w.in;
-  if (work < kParallel || a.planes < 2 || omp_get_max_threads() == 1) {  // see ops/cpu/parallel_for.h
+  auto ranges = [&](int64_t p0, int64_t p1) {
     std::vector<compute_t<T>> in_buf, out_buf;
-    for (int64_t p = 0; p < a.planes; ++p) f(p, in_buf, out_buf);
-    return;
-  }
-#pragma omp parallel
-  {
-    std::vector<compute_t<T>> in_buf, out_buf;
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < a.planes; ++p) f(p, in_buf, out_buf);
-  }
+    for (int64_t p = p0; p < p1; ++p) f(p, in_buf, out_buf);
+  };
+  parallel_ranges(a.planes, work >= kParallel, ranges);
 }
 
 // One plane's outputs, each through the shared window functions.
@@ -97,16 +91,8 @@ template <class C, class K>
     }
 }
 
-template <class C, class K>
-void max_2x2_baseline(const PoolGeom& g, const C* x, C* y, int64_t* idx, K* hk, int32_t* hp) {
-  max_2x2(g, x, y, idx, hk, hp);
-}
-#if defined(__x86_64__)
-template <class C, class K>
-HG_AVX512_TARGET void max_2x2_avx512(const PoolGeom& g, const C* x, C* y, int64_t* idx, K* hk, int32_t* hp) {
-  max_2x2(g, x, y, idx, hk, hp);
-}
-#endif
+HG_SIMD_TIERS((template <class C, class K>), max_2x2_tiered, max_2x2,
+              (const PoolGeom& g, const C* x, C* y, int64_t* idx, K* hk, int32_t* hp), (g, x, y, idx, hk, hp))
 
 // True for 2x2 windows, stride 2, no padding or dilation, every window inside x and an even width (so
 // the horizontal pairs tile each row): then max_2x2 applies.
@@ -123,10 +109,7 @@ void max_plane_2x2(const PoolGeom& g, const C* x, C* y, int64_t* idx) {
   thread_local std::vector<int32_t> hp;
   hk.resize(static_cast<size_t>(2 * g.h.out * g.w.out));
   hp.resize(hk.size());
-#if defined(__x86_64__)
-  if (has_avx512()) return max_2x2_avx512(g, x, y, idx, hk.data(), hp.data());
-#endif
-  max_2x2_baseline(g, x, y, idx, hk.data(), hp.data());
+  max_2x2_tiered(g, x, y, idx, hk.data(), hp.data());
 }
 
 template <class T>

@@ -17,7 +17,7 @@
 
 #include "core/convert.h"
 #include "ops/cpu/blocks.h"
-#include "ops/cpu/parallel_for.h"
+#include "core/parallel.h"
 #include "ops/vec_math.h"
 #include "ops/dispatch.h"
 
@@ -286,23 +286,8 @@ template <class C>
   }
 }
 
-// Compiled for the baseline ISA and, on x86, for AVX-512 (chosen at run time): exp vectorises 16 wide.
-template <class C>
-void softmax_row_baseline(C* v, int64_t n, bool log) { softmax_row_body(v, n, log); }
-#if defined(__x86_64__)
-template <class C>
-HG_AVX512_TARGET void softmax_row_avx512(C* v, int64_t n,
-                                                                                         bool log) {
-  softmax_row_body(v, n, log);
-}
-#endif
-template <class C>
-void softmax_row(C* v, int64_t n, bool log) {
-#if defined(__x86_64__)
-  if (has_avx512()) return softmax_row_avx512(v, n, log);
-#endif
-  softmax_row_baseline(v, n, log);
-}
+// Compiled once per SIMD tier (chosen at run time): exp vectorises 8 or 16 wide.
+HG_SIMD_TIERS((template <class C>), softmax_row, softmax_row_body, (C* v, int64_t n, bool log), (v, n, log))
 
 // In place: dy becomes dx. softmax: y*(dy - sum(dy*y)); log_softmax: dy - exp(y)*sum(dy).
 template <class C>
@@ -361,12 +346,7 @@ void for_each_row(int64_t outer, int64_t r, int64_t inner, const T* const (&ins)
     }
   };
   const int64_t total = outer * chunks;
-  if (outer * r * inner <= kParallel || total < 2 || omp_get_max_threads() == 1) return run(0, total);
-#pragma omp parallel
-  {
-    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-    run(total * id / nt, total * (id + 1) / nt);
-  }
+  parallel_ranges(total, outer * r * inner > kParallel, run);
 }
 
 template <class T>

@@ -14,7 +14,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -612,13 +611,12 @@ TEST_CASE("autocast state is thread-local: another thread sees autocast off", "[
   bool enabled = true;
   DType dt = DType::F64, out = DType::F64;
   int depth = -1;
-  std::thread th([&] {
+  test::run_threads(1, [&](int) {
     enabled = amp::is_enabled(kCpu);
     dt = amp::get_dtype(kCpu);
     depth = amp::nesting();
     out = linear(a, w).dtype();
   });
-  th.join();
   REQUIRE_FALSE(enabled);
   REQUIRE(dt == DType::BF16);
   REQUIRE(depth == 0);

@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "halfgrad.h"
+#include "test_util.h"
 
 using namespace hg;
 using Catch::Contains;
@@ -142,11 +142,10 @@ TEST_CASE("NoGradGuard: nested, thread-local", "[autograd]") {
     CHECK_FALSE(autograd::grad_enabled());  // the inner guard restores "off"
     CHECK_FALSE((x * x).requires_grad());
     bool other_thread_records = false;
-    std::thread t([&] {
+    test::run_threads(1, [&](int) {
       Tensor z = x * 3.0;
       other_thread_records = z.requires_grad() && z.grad_fn() != nullptr;
     });
-    t.join();
     CHECK(other_thread_records);
     CHECK_FALSE(autograd::grad_enabled());
   }

@@ -9,10 +9,10 @@
 #include <limits>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "halfgrad.h"
+#include "test_util.h"
 
 using namespace hg;
 using Catch::Contains;
@@ -408,9 +408,7 @@ TEST_CASE("RNG: threads sharing a generator never get the same numbers", "[core]
   auto work = [&](int t) {
     for (int i = 0; i < kDraws; ++i) draws[t].push_back(rand({4}, {}, &g).to_vector<float>());  // one block each
   };
-  std::thread t0(work, 0), t1(work, 1);
-  t0.join();
-  t1.join();
+  test::run_threads(2, work);
   CHECK(g.state().offset == 2 * kDraws);
   std::set<std::vector<float>> distinct(draws[0].begin(), draws[0].end());
   distinct.insert(draws[1].begin(), draws[1].end());

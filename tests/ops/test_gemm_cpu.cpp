@@ -8,12 +8,15 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/convert.h"
+#include "core/cpu_features.h"
+#include "ops/cpu/onednn.h"
 #include "ops/gemm.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -147,7 +150,8 @@ int64_t count_mismatches(const Problem& pr, const Buf& c0, const Buf& got, const
   return bad;
 }
 
-void check_case(const Case& cs, uint32_t seed = 1) {
+// The number of wrong elements of one random problem; `first` describes the first.
+int64_t run_case(const Case& cs, uint32_t seed, std::string* first) {
   std::mt19937 rng(seed);
   Problem pr(cs, rng);
   const Buf c0 = pr.c;
@@ -156,8 +160,12 @@ void check_case(const Case& cs, uint32_t seed = 1) {
   ref.c = want.data();
   cpu::gemm_reference(ref);
   cpu::gemm(pr.g);
+  return count_mismatches(pr, c0, pr.c, want, first);
+}
+
+void check_case(const Case& cs, uint32_t seed = 1) {
   std::string first;
-  const int64_t bad = count_mismatches(pr, c0, pr.c, want, &first);
+  const int64_t bad = run_case(cs, seed, &first);
   INFO(describe(cs) << ": " << bad << " wrong, first " << first);
   CHECK(bad == 0);
 }
@@ -211,26 +219,13 @@ TEST_CASE("gemm: plans are reused with new pointers and kept apart by alpha", "[
 
 TEST_CASE("gemm: concurrent calls from several threads", "[cpu][gemm]") {
   std::vector<int64_t> bad(4, -1);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([t, &bad] {
-      const Case cs{.dt = t % 2 ? DType::BF16 : DType::F32, .m = 33, .n = 40, .k = 50, .beta = 0.5f};
-      int64_t total = 0;
-      for (uint32_t rep = 0; rep < 20; ++rep) {
-        std::mt19937 rng(rep + 100 * t);
-        Problem pr(cs, rng);
-        const Buf c0 = pr.c;
-        Buf want = pr.c;
-        GemmArgs ref = pr.g;
-        ref.c = want.data();
-        cpu::gemm_reference(ref);
-        cpu::gemm(pr.g);
-        std::string first;
-        total += count_mismatches(pr, c0, pr.c, want, &first);
-      }
-      bad[t] = total;
-    });
-  for (auto& th : threads) th.join();
+  test::run_threads(4, [&bad](int t) {
+    const Case cs{.dt = t % 2 ? DType::BF16 : DType::F32, .m = 33, .n = 40, .k = 50, .beta = 0.5f};
+    int64_t total = 0;
+    std::string first;
+    for (uint32_t rep = 0; rep < 20; ++rep) total += run_case(cs, rep + 100 * t, &first);
+    bad[t] = total;
+  });
   for (int64_t b : bad) CHECK(b == 0);
 }
 
@@ -264,12 +259,19 @@ TEST_CASE("gemm: the comparison catches a single wrong element", "[cpu][gemm]") 
   }
 }
 
-TEST_CASE("gemm: engine names", "[cpu][gemm]") {
+TEST_CASE("gemm: engine names follow this CPU and oneDNN's ISA", "[cpu][gemm]") {
   const std::string f32 = cpu::gemm_engine(DType::F32);
-  CHECK((f32 == "onednn" || f32 == "eigen"));
-  CHECK(std::string(cpu::gemm_engine(DType::F16)) == "f16c+" + f32);
-  CHECK(std::string(cpu::gemm_engine(DType::BF16)) == f32);
-  CHECK(std::string(cpu::gemm_engine(DType::F64)) == "eigen");
+  INFO(cpu_summary() << "; oneDNN ISA " << cpu::onednn_isa() << "; F32 engine " << f32);
+  CHECK((f32 == "eigen" || f32 == "onednn:" + cpu::onednn_isa()));
+  const std::string widened = std::string("widen:") + convert_isa() + "+" + f32;
+  CHECK(cpu::gemm_engine(DType::F16) == widened);
+  const std::string bf16 = cpu::gemm_engine(DType::BF16);
+  CHECK(bf16 == (cpu::onednn_native(DType::BF16) ? f32 : widened));
+  // BF16 is multiplied directly only with BF16 dot products in the CPU and in oneDNN's (capped) ISA
+  if (!cpu_features().avx512_bf16 && !cpu_features().amx_bf16) CHECK(bf16 == widened);
+  const std::string isa = cpu::onednn_isa();
+  if (isa != "avx512_core_bf16" && isa != "avx512_core_amx") CHECK(bf16 == widened);
+  CHECK(cpu::gemm_engine(DType::F64) == "eigen");
   CHECK_THROWS_AS(cpu::gemm_engine(DType::I64), Error);
 }
 

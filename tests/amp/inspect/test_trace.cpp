@@ -49,7 +49,7 @@ int64_t bytes(int64_t numel, DType dt) { return numel * static_cast<int64_t>(dty
 
 // The math the CPU GEMM engine of this build runs for a low-precision dtype.
 MathKind expected_gemm_kind(DType dt) {
-  if (dt == DType::BF16 && std::string(cpu::gemm_engine(dt)) == "onednn") return MathKind::BF16AccumulateF32;
+  if (dt == DType::BF16 && cpu::gemm_engine(dt).rfind("widen:", 0) != 0) return MathKind::BF16AccumulateF32;
   return dt == DType::F16 ? MathKind::F32OnF16Storage : MathKind::F32OnBF16Storage;
 }
 
