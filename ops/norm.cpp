@@ -1,18 +1,30 @@
-// batch_norm and layer_norm, composed from differentiable reductions and elementwise ops in F32 (F64
-// for F64), so autograd derives the standard backward (training: through the batch mean and variance;
-// eval: the affine map with the running statistics as constants) and every backend runs them. The
-// output is cast back to x's dtype; weight/bias may be F32 with F16/BF16 x.
+// batch_norm and layer_norm: check -> autocast -> dispatch -> record backward (DESIGN.md §4). The
+// kernels (ops/cpu/norm.cpp, cuda/kernels/norm.cu, math in ops/norm_math.h) compute the statistics in
+// F32 (F64 for F64) and write y in x's dtype; forward saves each group's mean and 1/std for backward,
+// which computes dx, dweight and dbias in one kernel. weight, bias and the running statistics may have
+// any floating dtype (F32 parameters with F16/BF16 x are the mixed-precision case): the kernels read
+// them in the compute dtype, and the gradients come back in each parameter's own dtype.
 #include "ops/norm.h"
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/allocator.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
 
 namespace hg {
 
 namespace {
+
+struct NormTables {
+  DispatchTable<BatchNormKernel> bn_fwd{"batch_norm"};
+  DispatchTable<BatchNormKernel> bn_bwd{"batch_norm backward"};
+  DispatchTable<LayerNormKernel> ln_fwd{"layer_norm"};
+  DispatchTable<LayerNormKernel> ln_bwd{"layer_norm backward"};
+  NormTables() { cpu::register_norm(bn_fwd, bn_bwd, ln_fwd, ln_bwd); }
+};
+NormTables& tables() {
+  static NormTables t;
+  return t;
+}
 
 DType compute_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
@@ -25,89 +37,145 @@ void check_param(const char* op, const char* name, const Tensor& p, const Shape&
            shape);
 }
 
-// (x - mean) / sqrt(var + eps) over dims, with the biased variance (torch normalises with it); returns
-// the batch mean and biased variance (keepdim) too.
-struct Normalized {
-  Tensor y, mean, var;
+// What the kernels read: raw memory in the compute dtype, outside autograd (backward is recorded here).
+Tensor as_compute(const Tensor& p, DType cdt) { return p.defined() ? p.detach().to(cdt) : Tensor(); }
+void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+Tensor buffer_if(bool want, const Shape& s, DType dt, Device dev) {
+  return want ? empty(s, {.dtype = dt, .device = dev}) : Tensor();
+}
+// A parameter's gradient, computed in the compute dtype, in the parameter's dtype.
+Tensor grad_as(const Tensor& g, DType dt) { return g.defined() ? g.to(dt) : Tensor(); }
+DType dtype_or_f32(const Tensor& t) { return t.defined() ? t.dtype() : DType::F32; }
+
+// A running statistic as the kernel's in-place buffer: the tensor itself when it has the compute dtype,
+// else a converted copy that commit() rounds back into it. Never recorded: torch updates the running
+// statistics outside autograd.
+struct RunningStat {
+  Tensor target, buf;
+  RunningStat(const Tensor& r, DType cdt) : target(r.defined() ? r.detach() : Tensor()), buf(as_compute(r, cdt)) {}
+  void commit() const {
+    if (!buf.defined() || buf.dtype() == target.dtype()) return;
+    const Tensor back = buf.to(target.dtype());
+    copy_bytes(target.data_ptr(), target.device(), back.data_ptr(), back.device(), target.nbytes());
+  }
 };
-Normalized normalize(const Tensor& xc, const std::vector<int64_t>& dims, double eps) {
-  const Tensor mu = mean(xc, dims, {.keepdim = true});
-  const Tensor d = sub(xc, mu);
-  const Tensor var = mean(mul(d, d), dims, {.keepdim = true});
-  return {mul(d, rsqrt(add(var, eps))), mu, var};
+
+// What forward saves for backward, and the gradients' buffers: both ops' Args have these fields.
+struct Saved {
+  Tensor x, w, mean, invstd;  // x detached; w in the compute dtype
+  Shape param_shape;  // weight's and bias's
+  DType wdt, bdt;
+};
+
+// Records the backward of a norm: one kernel writes dx, dweight and dbias (each only when needed) from
+// dy and the saved statistics; the parameters' gradients come back in their own dtypes.
+template <class Args, class Kernel>
+void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 const Args& shape, DispatchTable<Kernel>& table, Saved sv) {
+  autograd::record(y, op, {x, weight, bias}, [shape, &table, sv](const Tensor& dy_in, const GradMask& needs) {
+    const Tensor dy = dy_in.to(sv.x.dtype());
+    const Device dev = sv.x.device();
+    const Tensor dx = buffer_if(needs[0], sv.x.shape(), sv.x.dtype(), dev);
+    const Tensor dw = buffer_if(needs[1], sv.param_shape, sv.mean.dtype(), dev);
+    const Tensor db = buffer_if(needs[2], sv.param_shape, sv.mean.dtype(), dev);
+    Args g = shape;
+    g.x = sv.x.data_ptr(), g.weight = ptr(sv.w), g.mean = sv.mean.data_ptr(), g.invstd = sv.invstd.data_ptr();
+    g.dy = dy.data_ptr(), g.dx = ptr(dx), g.dweight = ptr(dw), g.dbias = ptr(db);
+    table.get(dev, sv.x.dtype())(g);
+    return std::vector<Tensor>{dx, grad_as(dw, sv.wdt), grad_as(db, sv.bdt)};
+  });
 }
 
-Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, const Shape& shape) {
-  if (weight.defined()) y = mul(y, weight.to(y.dtype()).reshape(shape));
-  if (bias.defined()) y = add(y, bias.to(y.dtype()).reshape(shape));
-  return y;
-}
-
-// running = (1 - momentum) running + momentum batch, in place and outside autograd (torch's
-// running-stat update); the batch variance enters unbiased.
-void update_running(const Tensor& running, const Tensor& batch, double momentum) {
-  NoGradGuard no_grad;
-  const Tensor r = running.detach();
-  const Tensor next = add(mul(r.to(batch.dtype()), 1.0 - momentum), mul(batch.reshape(r.shape()), momentum));
-  const Tensor cast = next.to(r.dtype());
-  copy_bytes(r.data_ptr(), r.device(), cast.data_ptr(), cast.device(), r.nbytes());
-}
-
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, BatchNormOptions o) {
-  // The running statistics are updated in place: they are never cast (a cast copy would take the update).
-  if (amp::OpCast c{amp::Op::BatchNorm, {x, weight, bias}})
-    return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
+// torch's argument rules for batch_norm; returns S, the size of x's trailing dims (N,C,S).
+int64_t check_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                         const Tensor& bias, const BatchNormOptions& o) {
   check_floating("batch_norm", x);
   HG_CHECK(x.ndim() >= 2, "batch_norm: x has shape ", x.shape(), "; it must be (N,C) or (N,C,*)");
   const int64_t c = x.shape()[1];
   for (auto [name, p] : {std::pair{"running_mean", &running_mean}, std::pair{"running_var", &running_var},
                          std::pair{"weight", &weight}, std::pair{"bias", &bias}})
     check_param("batch_norm", name, *p, Shape{c}, x);
-  std::vector<int64_t> dims{0}, cshape(static_cast<size_t>(x.ndim()), 1);
-  for (int64_t d = 2; d < x.ndim(); ++d) dims.push_back(d);
-  cshape[1] = c;
-  const Tensor xc = x.to(compute_dtype(x.dtype()));
-  Tensor y;
   if (o.training) {
-    const int64_t n = c > 0 ? x.numel() / c : 0;
-    HG_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got x of shape ", x.shape(),
-             "; use a batch of more than one element or eval mode");
-    const Normalized nz = normalize(xc, dims, o.eps);
-    y = nz.y;
-    if (running_mean.defined()) update_running(running_mean, nz.mean.detach(), o.momentum);
-    if (running_var.defined())
-      update_running(running_var, mul(nz.var.detach(), double(n) / double(n - 1)), o.momentum);
+    const int64_t per_channel = c > 0 ? x.numel() / c : 0;
+    HG_CHECK(per_channel > 1, "batch_norm: expected more than 1 value per channel when training, got x of shape ",
+             x.shape(), "; use a batch of more than one element or eval mode");
   } else {
     HG_CHECK(running_mean.defined() && running_var.defined(),
              "batch_norm: eval mode normalises with the running statistics, but running_mean or running_var is "
              "undefined; pass them or use training mode");
-    const Tensor mu = running_mean.detach().to(xc.dtype()).reshape(Shape(cshape));
-    const Tensor var = running_var.detach().to(xc.dtype()).reshape(Shape(cshape));
-    y = mul(sub(xc, mu), rsqrt(add(var, o.eps)));
   }
-  return affine(y, weight, bias, Shape(cshape)).to(x.dtype());
+  int64_t s = 1;
+  for (int64_t d = 2; d < x.ndim(); ++d) s *= x.shape()[d];
+  return s;
 }
 
-Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, LayerNormOptions o) {
-  if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}})
-    return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
+// torch's argument rules for layer_norm.
+void check_layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias) {
   check_floating("layer_norm", x);
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  const Shape ns(normalized_shape);
-  bool match = k >= 1 && k <= x.ndim();
-  for (int64_t i = 0; match && i < k; ++i) match = x.shape()[x.ndim() - k + i] == ns[i];
+  const int64_t nd = ns.ndim();
+  bool match = nd >= 1 && nd <= x.ndim();
+  for (int64_t i = 0; match && i < nd; ++i) match = x.shape()[x.ndim() - nd + i] == ns[i];
   HG_CHECK(match, "layer_norm: normalized_shape ", ns, " is not the trailing shape of x ", x.shape(),
            "; pass the last dims of x (e.g. {", x.ndim() ? x.shape()[x.ndim() - 1] : 0, "})");
   check_param("layer_norm", "weight", weight, ns, x);
   check_param("layer_norm", "bias", bias, ns, x);
-  std::vector<int64_t> dims;
-  for (int64_t d = x.ndim() - k; d < x.ndim(); ++d) dims.push_back(d);
-  const Normalized nz = normalize(x.to(compute_dtype(x.dtype())), dims, o.eps);
-  return affine(nz.y, weight, bias, ns).to(x.dtype());
+}
+
+}  // namespace
+
+DispatchTable<BatchNormKernel>& batch_norm_forward_kernels() { return tables().bn_fwd; }
+DispatchTable<BatchNormKernel>& batch_norm_backward_kernels() { return tables().bn_bwd; }
+DispatchTable<LayerNormKernel>& layer_norm_forward_kernels() { return tables().ln_fwd; }
+DispatchTable<LayerNormKernel>& layer_norm_backward_kernels() { return tables().ln_bwd; }
+
+// x is (N,C,*) viewed as (N,C,S); running_mean/var, weight, bias are (C) or undefined; y is x's shape.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, BatchNormOptions o) {
+  // The running statistics are updated in place: they are never cast (a cast copy would take the update).
+  if (amp::OpCast c{amp::Op::BatchNorm, {x, weight, bias}})
+    return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
+  const int64_t s = check_batch_norm(x, running_mean, running_var, weight, bias, o);
+  const int64_t c = x.shape()[1];
+  const DType cdt = compute_dtype(x.dtype());
+  const TensorOptions stat{.dtype = cdt, .device = x.device()};
+  const Tensor w = as_compute(weight, cdt), b = as_compute(bias, cdt), mean = empty({c}, stat), invstd = empty({c}, stat);
+  const RunningStat rm(running_mean, cdt), rv(running_var, cdt);
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  const BatchNormArgs shape{.n = x.shape()[0], .c = c, .s = s, .training = o.training};
+  BatchNormArgs a = shape;
+  a.eps = o.eps, a.momentum = o.momentum, a.x = x.data_ptr(), a.weight = ptr(w), a.bias = ptr(b), a.y = y.data_ptr();
+  a.mean = mean.data_ptr(), a.invstd = invstd.data_ptr(), a.running_mean = ptr(rm.buf), a.running_var = ptr(rv.buf);
+  tables().bn_fwd.get(x.device(), x.dtype())(a);
+  if (o.training) {
+    rm.commit();
+    rv.commit();
+  }
+  record_norm(y, "batch_norm", x, weight, bias, shape, tables().bn_bwd,
+              {x.detach(), w, mean, invstd, Shape{c}, dtype_or_f32(weight), dtype_or_f32(bias)});
+  return y;
+}
+
+// x is (*, normalized_shape) viewed as (rows, k); weight and bias have normalized_shape or are undefined.
+Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, LayerNormOptions o) {
+  if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}})
+    return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
+  const Shape ns(normalized_shape);
+  check_layer_norm(x, ns, weight, bias);
+  const int64_t k = ns.numel(), rows = k > 0 ? x.numel() / k : 0;
+  const DType cdt = compute_dtype(x.dtype());
+  const TensorOptions stat{.dtype = cdt, .device = x.device()};
+  const Tensor w = as_compute(weight, cdt), b = as_compute(bias, cdt), mean = empty({rows}, stat),
+               invstd = empty({rows}, stat);
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  const LayerNormArgs shape{.rows = rows, .k = k};
+  LayerNormArgs a = shape;
+  a.eps = o.eps, a.x = x.data_ptr(), a.weight = ptr(w), a.bias = ptr(b), a.y = y.data_ptr();
+  a.mean = mean.data_ptr(), a.invstd = invstd.data_ptr();
+  tables().ln_fwd.get(x.device(), x.dtype())(a);
+  record_norm(y, "layer_norm", x, weight, bias, shape, tables().ln_bwd,
+              {x.detach(), w, mean, invstd, ns, dtype_or_f32(weight), dtype_or_f32(bias)});
+  return y;
 }
 
 }  // namespace hg

@@ -83,7 +83,7 @@ bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::W
 //    executor plans with) Tensor Core and down-converting engines are rejected for F32: no TF32.
 //  * Every other op: ops/cpu/elementwise.cpp, reduce.cpp, loss.cpp, pool.cpp and the CUDA kernels over
 //    the same functors (DESIGN.md §2.2): F16/BF16 are storage, widened to F32 for the math and rounded
-//    on store; F64 computes in double. Norms are composed of such ops in F32 (ops/norm.cpp).
+//    on store; F64 computes in double. The norms (ops/cpu/norm.cpp) too, with F32 statistics.
 //  * cat, embedding and where copy or select values: no arithmetic, exact in any dtype.
 KernelMath kernel_math(Op op, DeviceType dev, DType dtype) {
   HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::Op; pass ",

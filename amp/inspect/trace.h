@@ -10,7 +10,7 @@
 //
 // What is recorded: every outermost call of a public op that calls the autocast hook (amp::Op, see
 // amp/policy.h) on the trace's thread while it lives, through amp::ObserveOps. An op made of other
-// ops (linear -> matmul + add, layer_norm -> reductions) is one entry. Shape ops and casts that the
+// ops (linear -> matmul + add, var -> mean, mul, sum...) is one entry. Shape ops and casts that the
 // user calls directly (reshape, Tensor::to) are not amp ops and are not listed; backward never is.
 // Observers are per thread: ops that other threads run (a DataLoader's workers) are not recorded.
 // Observing changes no numbers: the same casts run, in the same order, with or without a trace.

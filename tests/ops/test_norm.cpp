@@ -1,8 +1,13 @@
 // batch_norm and layer_norm against double references written here: training statistics, the running
 // statistics' update (torch's momentum rule, unbiased variance), eval mode, F16/BF16 x with F32
-// parameters, gradchecks in F64 (training, eval, with and without affine) and the errors.
+// parameters, gradchecks in F64 (training, eval, with and without affine) and the errors. The fused
+// kernels (forward and backward) against the composed formula they replaced, in F64 through autograd,
+// for every dtype, and the same bits on any thread count.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -240,4 +245,232 @@ TEST_CASE("layer_norm rejects a normalized_shape that is not x's trailing shape"
   REQUIRE_THROWS_WITH(layer_norm(ones({3, 4}), {3}), Contains("normalized_shape [3]") && Contains("[3, 4]"));
   REQUIRE_THROWS_WITH(layer_norm(ones({3, 4}), {}), Contains("layer_norm"));
   REQUIRE_THROWS_WITH(layer_norm(ones({3, 4}), {4}, ones({3})), Contains("weight"));
+}
+
+// ---- the fused kernels against the composed formula --------------------------------------------
+
+namespace {
+
+// The composed formula the fused kernels replaced, in F64 through differentiable ops on the same
+// (rounded) inputs: the reference for y and, through autograd, for dx, dweight and dbias. `dims` are
+// the reduced dims, `pshape` the shape weight/bias/statistics broadcast as.
+struct NormRef {
+  std::vector<double> y, dx, dw, db;
+};
+NormRef ref_norm(const Tensor& x, const Tensor& w, const Tensor& b, const std::vector<int64_t>& dims,
+                 const Shape& pshape, double eps, const Tensor& dy, const Tensor& rm = {}, const Tensor& rv = {}) {
+  Tensor xr = x.to(DType::F64).detach().requires_grad_();
+  Tensor wr = w.defined() ? w.to(DType::F64).detach().requires_grad_() : Tensor();
+  Tensor br = b.defined() ? b.to(DType::F64).detach().requires_grad_() : Tensor();
+  Tensor y;
+  if (rm.defined()) {  // eval: the running statistics are constants
+    y = mul(sub(xr, rm.to(DType::F64).reshape(pshape)), rsqrt(add(rv.to(DType::F64).reshape(pshape), eps)));
+  } else {
+    const Tensor mu = mean(xr, dims, {.keepdim = true});
+    const Tensor d = sub(xr, mu);
+    y = mul(d, rsqrt(add(mean(mul(d, d), dims, {.keepdim = true}), eps)));
+  }
+  if (wr.defined()) y = mul(y, wr.reshape(pshape));
+  if (br.defined()) y = add(y, br.reshape(pshape));
+  y.backward(dy.to(DType::F64));
+  auto grad = [](const Tensor& t) { return t.defined() ? t.grad().to_vector<double>() : std::vector<double>{}; };
+  return {y.to_vector<double>(), grad(xr), grad(wr), grad(br)};
+}
+
+// |got - want| <= tol * (|want| + max |want|): relative to the tensor's scale, since dx and the
+// parameter gradients are differences of sums that may cancel.
+void check_scaled(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double scale = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << " want " << want[i] << " scale " << scale);
+    REQUIRE(std::fabs(got[i] - want[i]) <= tol * (std::fabs(want[i]) + scale));
+  }
+}
+
+std::vector<double> grad_values(const Tensor& t) {
+  return t.defined() ? t.grad().to_vector<double>() : std::vector<double>{};
+}
+
+// Runs f(x, w, b) forward and backward with dy; checks y, dx, dw, db against the reference (y and dx in
+// x's dtype, dw and db in the parameters' dtype, all within x's dtype tolerance).
+template <class F>
+void check_fused(const F& f, const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& dy,
+                 const NormRef& want) {
+  Tensor x = x0.detach().clone().requires_grad_();
+  Tensor w = w0.defined() ? w0.detach().clone().requires_grad_() : Tensor();
+  Tensor b = b0.defined() ? b0.detach().clone().requires_grad_() : Tensor();
+  const Tensor y = f(x, w, b);
+  REQUIRE(y.dtype() == x.dtype());
+  REQUIRE(y.shape() == x.shape());
+  y.backward(dy);
+  REQUIRE(x.grad().dtype() == x.dtype());
+  const double tol = x.dtype() == DType::F64 ? 1e-10 : x.dtype() == DType::F32 ? 2e-5 : test::dtype_tolerance(x.dtype());
+  check_scaled(y.to_vector<double>(), want.y, tol);
+  check_scaled(grad_values(x), want.dx, tol);
+  if (w.defined()) CHECK(w.grad().dtype() == w.dtype());
+  check_scaled(grad_values(w), want.dw, x.dtype() == DType::F64 ? 1e-10 : 1e-4);
+  check_scaled(grad_values(b), want.db, x.dtype() == DType::F64 ? 1e-10 : 1e-4);
+}
+
+DType param_dtype(DType x) { return x == DType::F64 ? DType::F64 : DType::F32; }
+
+std::vector<int64_t> bn_dims(const Shape& s) {
+  std::vector<int64_t> d{0};
+  for (int64_t i = 2; i < s.ndim(); ++i) d.push_back(i);
+  return d;
+}
+Shape bn_pshape(const Shape& s) {
+  std::vector<int64_t> p(static_cast<size_t>(s.ndim()), 1);
+  p[1] = s[1];
+  return Shape(p);
+}
+
+// (N,C), runs shorter and longer than a vector of lanes (and not a multiple of it), a single spatial
+// element, and one large enough for the threaded path.
+const Shape kFusedBnShapes[] = {{6, 5}, {4, 3, 5, 7}, {3, 4, 37}, {5, 2, 1, 1}, {8, 6, 33, 33}};
+
+}  // namespace
+
+TEST_CASE("batch_norm's fused kernels match the composed formula in every dtype", "[norm][cpu]") {
+  for (const Shape& s : kFusedBnShapes)
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16})
+      for (bool affine : {false, true}) {
+        INFO("shape " << s << " " << dt << " affine " << affine);
+        const int64_t c = s[1];
+        const Tensor x = randn_t(s, dt, 101, 2.0, 3.0), dy = randn_t(s, dt, 102);
+        const Tensor w = affine ? randn_t({c}, param_dtype(dt), 103) : Tensor();
+        const Tensor b = affine ? randn_t({c}, param_dtype(dt), 104) : Tensor();
+        const NormRef want = ref_norm(x, w, b, bn_dims(s), bn_pshape(s), 1e-5, dy);
+        check_fused([](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
+          return batch_norm(xi, Tensor(), Tensor(), wi, bi);
+        }, x, w, b, dy, want);
+        // eval mode: the running statistics are constants of the backward
+        const Tensor rm = randn_t({c}, DType::F32, 105), rv = add(rand({c}), 0.5);
+        const NormRef want_eval = ref_norm(x, w, b, bn_dims(s), bn_pshape(s), 1e-5, dy, rm, rv);
+        check_fused([&](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
+          return batch_norm(xi, rm, rv, wi, bi, {.training = false});
+        }, x, w, b, dy, want_eval);
+      }
+}
+
+TEST_CASE("batch_norm updates running statistics of another dtype than x, rounded once", "[norm][cpu]") {
+  const Tensor x = randn_t({6, 3, 4, 5}, DType::F32, 111, 1.5, -2.0);
+  const ChannelStats st = channel_stats(x);
+  for (DType rdt : {DType::F64, DType::BF16, DType::F16}) {
+    INFO(rdt);
+    Tensor rm = from_vector(std::vector<double>{0.25, -1, 2}, {3}, {.dtype = rdt});
+    Tensor rv = from_vector(std::vector<double>{1, 0.5, 4}, {3}, {.dtype = rdt});
+    const std::vector<double> m0 = rm.to_vector<double>(), v0 = rv.to_vector<double>();
+    batch_norm(x, rm, rv, Tensor(), Tensor(), {.momentum = 0.3});
+    REQUIRE(rm.dtype() == rdt);
+    std::vector<double> want_m(3), want_v(3);
+    for (size_t c = 0; c < 3; ++c) {
+      want_m[c] = from_vector(std::vector<double>{0.7 * m0[c] + 0.3 * st.mean[c]}, {1}, {.dtype = rdt}).item();
+      want_v[c] = 0.7 * v0[c] + 0.3 * st.var[c] * double(st.n) / double(st.n - 1);
+    }
+    const double tol = rdt == DType::F64 ? 1e-6 : test::dtype_tolerance(rdt);
+    check_close(rm.to_vector<double>(), want_m, tol, tol);
+    check_close(rv.to_vector<double>(), want_v, tol, tol);
+  }
+}
+
+TEST_CASE("layer_norm's fused kernels match the composed formula in every dtype", "[norm][cpu]") {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> ns;
+  };
+  // one element per row (y = bias), short and long rows, two normalized dims, and enough rows for the
+  // threaded path and every row block of the weight gradient
+  const Case cases[] = {{{50, 1}, {1}}, {{3, 4, 6}, {6}}, {{3, 4, 6}, {4, 6}}, {{7, 1000}, {1000}},
+                        {{2000, 33}, {33}}};
+  for (const Case& cs : cases)
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16})
+      for (bool affine : {false, true}) {
+        const Shape ps(cs.ns);
+        INFO("x " << cs.x << " normalized " << ps << " " << dt << " affine " << affine);
+        const Tensor x = randn_t(cs.x, dt, 121, 2.0, -1.0), dy = randn_t(cs.x, dt, 122);
+        const Tensor w = affine ? randn_t(ps, param_dtype(dt), 123) : Tensor();
+        const Tensor b = affine ? randn_t(ps, param_dtype(dt), 124) : Tensor();
+        std::vector<int64_t> dims, pshape(static_cast<size_t>(cs.x.ndim() - ps.ndim()), 1);
+        for (int64_t d = cs.x.ndim() - ps.ndim(); d < cs.x.ndim(); ++d) dims.push_back(d);
+        pshape.insert(pshape.end(), cs.ns.begin(), cs.ns.end());
+        const NormRef want = ref_norm(x, w, b, dims, Shape(pshape), 1e-5, dy);
+        check_fused([&](const Tensor& xi, const Tensor& wi, const Tensor& bi) { return layer_norm(xi, cs.ns, wi, bi); },
+                    x, w, b, dy, want);
+      }
+}
+
+TEST_CASE("batch_norm and layer_norm give the same bits on any thread count", "[norm][cpu]") {
+  auto run = [](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor x = randn_t({8, 6, 33, 33}, DType::F32, 131).requires_grad_();
+    Tensor w = randn_t({6}, DType::F32, 132).requires_grad_(), b = randn_t({6}, DType::F32, 133).requires_grad_();
+    Tensor rm = zeros({6}), rv = ones({6});
+    const Tensor y = batch_norm(x, rm, rv, w, b);
+    y.backward(randn_t(y.shape(), DType::F32, 134));
+    Tensor u = randn_t({2000, 33}, DType::BF16, 135).requires_grad_();
+    Tensor lw = randn_t({33}, DType::F32, 136).requires_grad_(), lb = randn_t({33}, DType::F32, 137).requires_grad_();
+    const Tensor z = layer_norm(u, {33}, lw, lb);
+    z.backward(randn_t(z.shape(), DType::BF16, 138));
+    omp_set_num_threads(saved);
+    std::vector<std::vector<double>> out;
+    for (const Tensor& t : {y, x.grad(), w.grad(), b.grad(), rm, rv, z, u.grad(), lw.grad(), lb.grad()})
+      out.push_back(t.to_vector<double>());
+    return out;
+  };
+  CHECK(run(1) == run(std::max(2, omp_get_max_threads())));
+}
+
+TEST_CASE("batch_norm and layer_norm of empty batches, and single values per channel", "[norm][cpu]") {
+  // eval mode normalises an empty batch; the parameters' gradients are zero sums
+  Tensor w = ones({3}).requires_grad_(), b = zeros({3}).requires_grad_();
+  const Tensor y = batch_norm(zeros({0, 3, 4, 4}), zeros({3}), ones({3}), w, b, {.training = false});
+  REQUIRE(y.shape() == Shape{0, 3, 4, 4});
+  sum(y).backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{0, 0, 0});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{0, 0, 0});
+  Tensor lw = ones({5}).requires_grad_();
+  const Tensor z = layer_norm(zeros({0, 5}), {5}, lw);
+  REQUIRE(z.shape() == Shape{0, 5});
+  sum(z).backward();
+  CHECK(lw.grad().to_vector<double>() == std::vector<double>(5, 0.0));
+  // training needs more than one value per channel, whatever the layout (torch's rule)
+  for (const Shape& s : {Shape{1, 3, 1, 1}, Shape{0, 3, 4, 4}, Shape{1, 2, 1}})
+    REQUIRE_THROWS_WITH(batch_norm(ones(s), Tensor(), Tensor(), Tensor(), Tensor()),
+                        Contains("batch_norm: expected more than 1 value per channel when training"));
+  CHECK_NOTHROW(batch_norm(randn({2, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor()));
+  CHECK_NOTHROW(batch_norm(randn({1, 3, 2, 1}), Tensor(), Tensor(), Tensor(), Tensor()));
+}
+
+TEST_CASE("batch_norm and layer_norm name the mismatched parameter and its shapes", "[norm][cpu]") {
+  REQUIRE_THROWS_WITH(batch_norm(ones({4, 3, 2, 2}), zeros({4}), ones({3}), Tensor(), Tensor()),
+                      Contains("batch_norm: running_mean has shape [4]") && Contains("needs [3]"));
+  REQUIRE_THROWS_WITH(batch_norm(ones({4, 3, 2, 2}), zeros({3}), ones({2}), Tensor(), Tensor()),
+                      Contains("running_var has shape [2]"));
+  REQUIRE_THROWS_WITH(batch_norm(ones({4, 3}), Tensor(), Tensor(), Tensor(), zeros({3, 1})),
+                      Contains("bias has shape [3, 1]"));
+  REQUIRE_THROWS_WITH(batch_norm(ones({4, 3}), Tensor(), Tensor(), ones({3}, {.dtype = DType::I64}), Tensor()),
+                      Contains("batch_norm"));
+  REQUIRE_THROWS_WITH(batch_norm(ones({4, 3}, {.dtype = DType::I64}), Tensor(), Tensor(), Tensor(), Tensor()),
+                      Contains("batch_norm"));
+  REQUIRE_THROWS_WITH(layer_norm(ones({3, 4}), {4}, ones({4}), zeros({3})),
+                      Contains("layer_norm: bias has shape [3]") && Contains("needs [4]"));
+  REQUIRE_THROWS_WITH(layer_norm(ones({3, 4}), {2, 4}), Contains("normalized_shape [2, 4]"));
+}
+
+TEST_CASE("batch_norm and layer_norm pass gradcheck with only a weight or only a bias", "[norm][gradcheck]") {
+  Tensor x = randn_t({4, 3, 3, 2}, DType::F64, 141, 1.3, 0.7).requires_grad_();
+  Tensor w = randn_t({3}, DType::F64, 142).requires_grad_(), b = randn_t({3}, DType::F64, 143).requires_grad_();
+  require_gradcheck([](const std::vector<Tensor>& in) {
+    return batch_norm(in[0], Tensor(), Tensor(), in[1], Tensor());
+  }, {x, w});
+  require_gradcheck([](const std::vector<Tensor>& in) {
+    return batch_norm(in[0], Tensor(), Tensor(), Tensor(), in[1]);
+  }, {x, b});
+  Tensor u = randn_t({5, 7}, DType::F64, 144).requires_grad_();
+  Tensor lw = randn_t({7}, DType::F64, 145).requires_grad_();
+  require_gradcheck([](const std::vector<Tensor>& in) { return layer_norm(in[0], {7}, in[1]); }, {u, lw});
 }

@@ -22,6 +22,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
+#include "ops/reduce.h"
 #include "test_util.h"
 
 using namespace hg;
@@ -202,9 +203,10 @@ TEST_CASE("PrecisionTrace records composite ops once and names nested modules", 
   PrecisionTrace trace(&model);
   Tensor x = randn({4, 3});
   Tensor y = model(x);
-  Tensor n = layer_norm(y, {2});  // composed of reductions and elementwise ops
+  Tensor n = layer_norm(y, {2});  // no weight or bias: recorded as undefined inputs
+  Tensor v = var(y, {1});          // composed of mean, sub, mul, sum and div: one entry
   Tensor m = matmul(x, x.transpose(0, 1));
-  REQUIRE(op_names(trace) == std::vector<std::string>{"linear", "relu", "linear", "layer_norm", "matmul"});
+  REQUIRE(op_names(trace) == std::vector<std::string>{"linear", "relu", "linear", "layer_norm", "var", "matmul"});
   CHECK(trace.entries()[0].module == "0.0");
   CHECK(trace.entries()[1].module == "0.1");
   CHECK(trace.entries()[2].module == "1");
@@ -215,7 +217,7 @@ TEST_CASE("PrecisionTrace records composite ops once and names nested modules", 
   model(x);
   REQUIRE(unnamed.entries().size() == 3);
   CHECK(unnamed.entries()[0].module == "");
-  CHECK(trace.entries().size() == 8);  // both live traces record
+  CHECK(trace.entries().size() == 9);  // both live traces record
 }
 
 TEST_CASE("PrecisionTrace records nothing in backward or after it dies", "[inspect][trace]") {
