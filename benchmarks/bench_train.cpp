@@ -1,7 +1,7 @@
 // Training-step speed of the workloads benchmarks/compare_pytorch compares with PyTorch (the same
 // shapes, optimizers and steps as benchmarks/torch/train_workloads.py). Synthetic data of the real
 // shapes, so data loading is not timed; each step is zero_grad + forward + loss + backward + step.
-//   ./build/bench_train --workload mlp|cnn|recipe|tiny|all [--steps N] [--threads N]
+//   ./build/bench_train --workload mlp|cnn|bn_cnn|recipe|tiny|all [--steps N] [--threads N]
 // Prints one JSON line per workload: median and mean ms per step.
 #include <algorithm>
 #include <chrono>
@@ -18,6 +18,7 @@
 #include "nn/nn.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
+#include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 
 namespace {
@@ -32,6 +33,8 @@ struct Workload {
   std::function<std::unique_ptr<hg::optim::Optimizer>(nn::Module&)> optimizer;
   hg::Shape input;
   int64_t classes;  // > 0: cross-entropy over this many classes; 0: MSE against a target like the output
+  double label_smoothing = 0.0;  // cross-entropy's
+  enum class Schedule { Constant, OneCycle } schedule = Schedule::Constant;  // OneCycle: max_lr = the optimizer's lr
   bool bf16 = false;  // forward and loss under amp::Autocast(CPU, BF16) (PyTorch: torch.autocast("cpu"))
 };
 
@@ -66,14 +69,27 @@ std::vector<Workload> fp32_workloads() {
        },
        [](nn::Module& m) { return std::make_unique<hg::optim::Adam>(m.parameters(), hg::optim::AdamOptions{.lr = 1e-3}); },
        {128, 1, 28, 28}, 10},
+      // the CNN people write (Conv-BN-ReLU x2, pooling, dropout; AdamW, OneCycleLR, label smoothing)
+      {"bn_cnn", 30,
+       [] {
+         return std::make_shared<Seq>(nn::Conv2d(1, 32, 3, {.padding = 1}), nn::BatchNorm2d(32), nn::ReLU(),
+                                      nn::Conv2d(32, 64, 3, {.padding = 1}), nn::BatchNorm2d(64), nn::ReLU(),
+                                      nn::MaxPool2d({.kernel_size = 2}), nn::Dropout(0.25), nn::Flatten(),
+                                      nn::Linear(64 * 14 * 14, 10));
+       },
+       [](nn::Module& m) {
+         return std::make_unique<hg::optim::AdamW>(m.parameters(),
+                                                   hg::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 1e-2});
+       },
+       {128, 1, 28, 28}, 10, 0.1, Workload::Schedule::OneCycle},
   };
 }
 
-// The FP32 workloads, then recipe_bf16 and cnn_bf16: the same under BF16 autocast.
+// The FP32 workloads, then recipe_bf16, cnn_bf16 and bn_cnn_bf16: the same under BF16 autocast.
 std::vector<Workload> workloads() {
   std::vector<Workload> all = fp32_workloads();
   for (size_t i = 0, n = all.size(); i < n; ++i) {
-    if (all[i].name != "recipe" && all[i].name != "cnn") continue;
+    if (all[i].name != "recipe" && all[i].name != "cnn" && all[i].name != "bn_cnn") continue;
     Workload w = all[i];
     w.name += "_bf16";
     w.bf16 = true;
@@ -86,6 +102,11 @@ void run(const Workload& w, int steps) {
   hg::manual_seed(0);
   auto model = w.model();
   auto opt = w.optimizer(*model);
+  const int warmup = std::max(3, steps / 10);
+  std::unique_ptr<hg::optim::LRScheduler> sched;
+  if (w.schedule == Workload::Schedule::OneCycle)
+    sched = std::make_unique<hg::optim::OneCycleLR>(
+        *opt, hg::optim::OneCycleLROptions{.max_lr = opt->lr(0), .total_steps = warmup + steps});
   const Tensor x = hg::randn(w.input);
   const int64_t batch = w.input[0];
   Tensor target;
@@ -103,12 +124,13 @@ void run(const Workload& w, int steps) {
       std::optional<hg::amp::Autocast> ac;
       if (w.bf16) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
       const Tensor y = model->forward(x);
-      loss = w.classes > 0 ? hg::cross_entropy(y, target) : hg::mse_loss(y, target);
+      loss = w.classes > 0 ? hg::cross_entropy(y, target, {.label_smoothing = w.label_smoothing})
+                           : hg::mse_loss(y, target);
     }
     loss.backward();
     opt->step();
+    if (sched) sched->step();
   };
-  const int warmup = std::max(3, steps / 10);
   for (int i = 0; i < warmup; ++i) step();
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
@@ -134,7 +156,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) hg::set_num_threads(std::atoi(argv[i + 1]));
     else {
-      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|recipe_bf16|cnn_bf16|all] [--steps N] [--threads N]\n");
+      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|bn_cnn|recipe_bf16|cnn_bf16|bn_cnn_bf16|all] [--steps N] [--threads N]\n");
       return 2;
     }
   }
@@ -145,7 +167,7 @@ int main(int argc, char** argv) {
     run(w, steps > 0 ? steps : w.default_steps);
   }
   if (!found) {
-    std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn, recipe_bf16, cnn_bf16 or all)\n", which.c_str());
+    std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn, bn_cnn, recipe_bf16, cnn_bf16, bn_cnn_bf16 or all)\n", which.c_str());
     return 2;
   }
 }

@@ -24,12 +24,24 @@ def workloads():
                                           nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                                           nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10)),
                 lambda p: torch.optim.Adam(p, lr=1e-3), (128, 1, 28, 28), 10),
+        # the CNN people write; its loss smooths labels and OneCycleLR steps after every optimizer step (EXTRAS)
+        "bn_cnn": (30, lambda: nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                                             nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+                                             nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
+                                             nn.Linear(64 * 14 * 14, 10)),
+                   lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=1e-2), (128, 1, 28, 28), 10),
     }
 
 
+# Per workload (and its _bf16 twin): cross_entropy's label_smoothing, and OneCycleLR with max_lr = the
+# optimizer's lr over all the run's steps. halfgrad's OneCycleLR does not cycle momentum, so neither does this.
+EXTRAS = {"bn_cnn": {"label_smoothing": 0.1, "one_cycle": True}}
+
+
 def with_bf16(ws):
-    """recipe_bf16 and cnn_bf16: the same workloads with forward and loss under torch.autocast("cpu", bfloat16)."""
-    for name in ("recipe", "cnn"):
+    """recipe_bf16, cnn_bf16 and bn_cnn_bf16: the same workloads with forward and loss under
+    torch.autocast("cpu", bfloat16)."""
+    for name in ("recipe", "cnn", "bn_cnn"):
         ws[name + "_bf16"] = ws[name] + (True,)
     return ws
 
@@ -38,13 +50,20 @@ def run(name, spec, steps, threads):
     default_steps, make_model, make_opt, shape, classes = spec[:5]
     bf16 = len(spec) > 5 and spec[5]
     steps = steps or default_steps
+    extras = EXTRAS.get(name.removesuffix("_bf16"), {})
+    warmup = max(3, steps // 10)
     torch.manual_seed(0)
     model = make_model()
     opt = make_opt(model.parameters())
+    sched = None
+    if extras.get("one_cycle"):
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=opt.param_groups[0]["lr"],
+                                                    total_steps=warmup + steps, cycle_momentum=False)
     x = torch.randn(*shape)
     if classes:
         target = torch.tensor([(i * 7) % classes for i in range(shape[0])])
-        loss_fn = nn.functional.cross_entropy
+        smoothing = extras.get("label_smoothing", 0.0)
+        loss_fn = lambda y, t: nn.functional.cross_entropy(y, t, label_smoothing=smoothing)  # noqa: E731
     else:
         target = torch.randn(*shape)
         loss_fn = nn.functional.mse_loss
@@ -55,8 +74,10 @@ def run(name, spec, steps, threads):
             loss = loss_fn(model(x), target)
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
 
-    for _ in range(max(3, steps // 10)):
+    for _ in range(warmup):
         step()
     ms = []
     for _ in range(steps):
