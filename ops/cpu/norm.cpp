@@ -95,16 +95,60 @@ template <class C>
 
 // ---- batch_norm --------------------------------------------------------------------------------
 
-template <class T>
-const compute_t<T>* cptr(const void* p) {
-  return static_cast<const compute_t<T>*>(p);
+template <class C>
+C* cptr(void* p) {
+  return static_cast<C*>(p);
 }
-template <class T>
-compute_t<T>* cptr(void* p) {
-  return static_cast<compute_t<T>*>(p);
+template <class C>
+const C* cptr(const void* p) {
+  return static_cast<const C*>(p);
 }
 
-// Channel ch: statistics (batch, or running in eval), running update, y.
+// Channel ch once its statistics are known (the batch's in training, the running ones in eval): updates
+// the running statistics in training, saves mean and invstd for backward, and returns the affine map
+// y = (x - mean) * scale + shift.
+template <class C>
+struct ChannelMap {
+  C mean, scale, shift;
+};
+template <class C>
+ChannelMap<C> channel_map(const BatchNormArgs& a, int64_t ch, C mean, C var) {
+  if (a.training && a.running_mean)
+    cptr<C>(a.running_mean)[ch] = normfn::running_update(cptr<C>(a.running_mean)[ch], mean, a.momentum);
+  if (a.training && a.running_var)
+    cptr<C>(a.running_var)[ch] =
+        normfn::running_update(cptr<C>(a.running_var)[ch], normfn::unbiased(var, a.n * a.s), a.momentum);
+  const C invstd = normfn::invstd(var, a.eps);
+  cptr<C>(a.mean)[ch] = mean;
+  cptr<C>(a.invstd)[ch] = invstd;
+  return {mean, a.weight ? invstd * cptr<C>(a.weight)[ch] : invstd, a.bias ? cptr<C>(a.bias)[ch] : C(0)};
+}
+template <class C>
+ChannelMap<C> running_map(const BatchNormArgs& a, int64_t ch) {
+  return channel_map(a, ch, cptr<C>(a.running_mean)[ch], cptr<C>(a.running_var)[ch]);
+}
+
+// Channel ch's backward from its sums of dy and dy * (x - mean): writes dweight and dbias and returns dx's
+// coefficients (zero in eval, where the statistics are constants) and scale.
+template <class C>
+struct ChannelGrad {
+  C mean;
+  normfn::GradCoef<C> k;
+  C scale;
+};
+template <class C>
+ChannelGrad<C> channel_grad(const BatchNormArgs& a, int64_t ch, double sum_dy, double sum_dy_xc) {
+  const C invstd = cptr<C>(a.invstd)[ch];
+  if (a.dweight) cptr<C>(a.dweight)[ch] = static_cast<C>(sum_dy_xc) * invstd;
+  if (a.dbias) cptr<C>(a.dbias)[ch] = static_cast<C>(sum_dy);
+  const normfn::GradCoef<C> k = a.training ? normfn::grad_coef(static_cast<C>(sum_dy), static_cast<C>(sum_dy_xc),
+                                                               invstd, a.n * a.s)
+                                           : normfn::GradCoef<C>{};
+  return {cptr<C>(a.mean)[ch], k, a.weight ? invstd * cptr<C>(a.weight)[ch] : invstd};
+}
+
+// One channel per task, for runs of s >= kLanes elements (feature maps): the channel's n runs are read
+// into cache once, each loop sums one run over the lanes.
 template <class T>
 [[gnu::always_inline]] inline void bn_forward_body(const BatchNormArgs& a, const T* x_in, int64_t ch) {
   using C = compute_t<T>;
@@ -112,28 +156,15 @@ template <class T>
   const int64_t cs = a.c * a.s;
   const Runs<C> x = runs_of(x_in + ch * a.s, cs, a.n, a.s, buf);
   C mean, var;
-  if (a.training) {
-    group_stats(x, mean, var);
-    if (a.running_mean) cptr<T>(a.running_mean)[ch] = normfn::running_update(cptr<T>(a.running_mean)[ch], mean, a.momentum);
-    if (a.running_var)
-      cptr<T>(a.running_var)[ch] =
-          normfn::running_update(cptr<T>(a.running_var)[ch], normfn::unbiased(var, a.n * a.s), a.momentum);
-  } else {
-    mean = cptr<T>(a.running_mean)[ch];
-    var = cptr<T>(a.running_var)[ch];
-  }
-  const C invstd = normfn::invstd(var, a.eps);
-  cptr<T>(a.mean)[ch] = mean;
-  cptr<T>(a.invstd)[ch] = invstd;
-  const C scale = a.weight ? invstd * cptr<T>(a.weight)[ch] : invstd, shift = a.bias ? cptr<T>(a.bias)[ch] : C(0);
+  if (a.training) group_stats(x, mean, var);
+  const ChannelMap<C> f = a.training ? channel_map(a, ch, mean, var) : running_map<C>(a, ch);
   for (int64_t i = 0; i < a.n; ++i)
     write_run(static_cast<T*>(a.y) + i * cs + ch * a.s, a.s, tmp,
-              [xr = x.run(i), mean, scale, shift](int64_t j) { return normfn::forward(xr[j], mean, scale, shift); });
+              [xr = x.run(i), f](int64_t j) { return normfn::forward(xr[j], f.mean, f.scale, f.shift); });
 }
 HG_SIMD_TIERS((template <class T>), bn_forward_channel, bn_forward_body,
               (const BatchNormArgs& a, const T* x, int64_t ch), (a, x, ch))
 
-// Channel ch: the sums of dy and dy * (x - mean), dweight and dbias from them, then dx.
 template <class T>
 [[gnu::always_inline]] inline void bn_backward_body(const BatchNormArgs& a, const T* x_in, int64_t ch) {
   using C = compute_t<T>;
@@ -141,36 +172,141 @@ template <class T>
   const int64_t cs = a.c * a.s;
   const Runs<C> x = runs_of(x_in + ch * a.s, cs, a.n, a.s, xbuf);
   const Runs<C> dy = runs_of(static_cast<const T*>(a.dy) + ch * a.s, cs, a.n, a.s, dybuf);
-  const C mean = cptr<T>(a.mean)[ch], invstd = cptr<T>(a.invstd)[ch];
+  const C mean = cptr<C>(a.mean)[ch];
   double sum_dy = 0, sum_dy_xc = 0;
   if (a.training || a.dweight || a.dbias)
     for (int64_t i = 0; i < a.n; ++i) {
       const GradSums<C> g = grad_sums(a.s, x.run(i), mean, [d = dy.run(i)](int64_t j) { return d[j]; });
-      sum_dy += g.dy, sum_dy_xc += g.dy_xc;
+      sum_dy += g.dy;
+      sum_dy_xc += g.dy_xc;
     }
-  if (a.dweight) cptr<T>(a.dweight)[ch] = static_cast<C>(sum_dy_xc) * invstd;
-  if (a.dbias) cptr<T>(a.dbias)[ch] = static_cast<C>(sum_dy);
+  const ChannelGrad<C> g = channel_grad<C>(a, ch, sum_dy, sum_dy_xc);
   if (!a.dx) return;
-  const C scale = a.weight ? invstd * cptr<T>(a.weight)[ch] : invstd;
-  const normfn::GradCoef<C> k =
-      a.training ? normfn::grad_coef(static_cast<C>(sum_dy), static_cast<C>(sum_dy_xc), invstd, a.n * a.s)
-                 : normfn::GradCoef<C>{};
   for (int64_t i = 0; i < a.n; ++i)
-    write_run(static_cast<T*>(a.dx) + i * cs + ch * a.s, a.s, tmp,
-              [xr = x.run(i), dr = dy.run(i), mean, k, scale](int64_t j) {
-                return normfn::grad_x(dr[j], xr[j] - mean, k, scale);
-              });
+    write_run(static_cast<T*>(a.dx) + i * cs + ch * a.s, a.s, tmp, [xr = x.run(i), dr = dy.run(i), g](int64_t j) {
+      return normfn::grad_x(dr[j], xr[j] - g.mean, g.k, g.scale);
+    });
 }
 HG_SIMD_TIERS((template <class T>), bn_backward_channel, bn_backward_body,
               (const BatchNormArgs& a, const T* x, int64_t ch), (a, x, ch))
 
+// A band of channels [c0, c1) per task, for runs shorter than kLanes ((N, C) input, small maps): x is n
+// rows of c * s, the band a block of w = (c1 - c0) * s columns, and every loop runs along a row (one
+// run per channel would be a loop of s iterations with a strided walk per element). Columns sum in
+// double; a channel's sums are its s columns'. Per-column copies of the channels' constants keep the
+// row loops free of divisions.
+constexpr int64_t kBandCols = 256;
+
+// acc[j] = the sum over the rows of f(i, j), for the w columns of a band.
+template <class F>
+[[gnu::always_inline]] inline void column_sums(int64_t n, int64_t w, std::vector<double>& acc, const F& f) {
+  acc.assign(static_cast<size_t>(w), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < w; ++j) acc[static_cast<size_t>(j)] += f(i, j);
+}
+// The sum of band channel q's s columns.
+inline double channel_sum(const std::vector<double>& acc, int64_t q, int64_t s) {
+  double t = 0;
+  for (int64_t j = q * s; j < (q + 1) * s; ++j) t += acc[static_cast<size_t>(j)];
+  return t;
+}
+// v[j] = value(q) for each of channel q's s columns, q in [0, channels).
+template <class C, class F>
+void per_column(std::vector<C>& v, int64_t channels, int64_t s, const F& value) {
+  v.resize(static_cast<size_t>(channels * s));
+  for (int64_t q = 0; q < channels; ++q) std::fill_n(v.begin() + q * s, s, value(q));
+}
+
+template <class T>
+[[gnu::always_inline]] inline void bn_forward_band_body(const BatchNormArgs& a, const T* x_in, int64_t c0,
+                                                        int64_t c1) {
+  using C = compute_t<T>;
+  thread_local std::vector<C> buf, tmp, mean, scale, shift;
+  thread_local std::vector<double> acc;
+  thread_local std::vector<ChannelMap<C>> maps;
+  const int64_t s = a.s, cs = a.c * s, nc = c1 - c0, w = nc * s;
+  const double m = static_cast<double>(a.n * s);
+  const Runs<C> x = runs_of(x_in + c0 * s, cs, a.n, w, buf);
+  maps.resize(static_cast<size_t>(nc));
+  if (a.training) {
+    column_sums(a.n, w, acc, [&](int64_t i, int64_t j) { return x.run(i)[j]; });
+    per_column(mean, nc, s, [&](int64_t q) { return static_cast<C>(channel_sum(acc, q, s) / m); });
+    column_sums(a.n, w, acc, [&](int64_t i, int64_t j) {
+      const C d = x.run(i)[j] - mean[static_cast<size_t>(j)];
+      return d * d;
+    });
+    for (int64_t q = 0; q < nc; ++q)
+      maps[static_cast<size_t>(q)] =
+          channel_map(a, c0 + q, mean[static_cast<size_t>(q * s)], static_cast<C>(channel_sum(acc, q, s) / m));
+  } else {
+    for (int64_t q = 0; q < nc; ++q) maps[static_cast<size_t>(q)] = running_map<C>(a, c0 + q);
+  }
+  per_column(mean, nc, s, [&](int64_t q) { return maps[static_cast<size_t>(q)].mean; });
+  per_column(scale, nc, s, [&](int64_t q) { return maps[static_cast<size_t>(q)].scale; });
+  per_column(shift, nc, s, [&](int64_t q) { return maps[static_cast<size_t>(q)].shift; });
+  for (int64_t i = 0; i < a.n; ++i)
+    write_run(static_cast<T*>(a.y) + i * cs + c0 * s, w, tmp, [xr = x.run(i), mu = mean.data(), sc = scale.data(),
+                                                               sh = shift.data()](int64_t j) {
+      return normfn::forward(xr[j], mu[j], sc[j], sh[j]);
+    });
+}
+HG_SIMD_TIERS((template <class T>), bn_forward_band, bn_forward_band_body,
+              (const BatchNormArgs& a, const T* x, int64_t c0, int64_t c1), (a, x, c0, c1))
+
+template <class T>
+[[gnu::always_inline]] inline void bn_backward_band_body(const BatchNormArgs& a, const T* x_in, int64_t c0,
+                                                         int64_t c1) {
+  using C = compute_t<T>;
+  thread_local std::vector<C> xbuf, dybuf, tmp, mean, k1, k2, scale;
+  thread_local std::vector<double> acc_dy, acc_dy_xc;
+  thread_local std::vector<ChannelGrad<C>> grads;
+  const int64_t s = a.s, cs = a.c * s, nc = c1 - c0, w = nc * s;
+  const Runs<C> x = runs_of(x_in + c0 * s, cs, a.n, w, xbuf);
+  const Runs<C> dy = runs_of(static_cast<const T*>(a.dy) + c0 * s, cs, a.n, w, dybuf);
+  per_column(mean, nc, s, [&](int64_t q) { return cptr<C>(a.mean)[c0 + q]; });
+  const bool sums = a.training || a.dweight || a.dbias;
+  column_sums(sums ? a.n : 0, w, acc_dy, [&](int64_t i, int64_t j) { return dy.run(i)[j]; });
+  column_sums(sums ? a.n : 0, w, acc_dy_xc, [&](int64_t i, int64_t j) {
+    return dy.run(i)[j] * (x.run(i)[j] - mean[static_cast<size_t>(j)]);
+  });
+  grads.resize(static_cast<size_t>(nc));
+  for (int64_t q = 0; q < nc; ++q)
+    grads[static_cast<size_t>(q)] = channel_grad<C>(a, c0 + q, channel_sum(acc_dy, q, s), channel_sum(acc_dy_xc, q, s));
+  if (!a.dx) return;
+  per_column(k1, nc, s, [&](int64_t q) { return grads[static_cast<size_t>(q)].k.k1; });
+  per_column(k2, nc, s, [&](int64_t q) { return grads[static_cast<size_t>(q)].k.k2; });
+  per_column(scale, nc, s, [&](int64_t q) { return grads[static_cast<size_t>(q)].scale; });
+  for (int64_t i = 0; i < a.n; ++i)
+    write_run(static_cast<T*>(a.dx) + i * cs + c0 * s, w, tmp,
+              [xr = x.run(i), dr = dy.run(i), mu = mean.data(), k1p = k1.data(), k2p = k2.data(),
+               sc = scale.data()](int64_t j) {
+                return normfn::grad_x(dr[j], xr[j] - mu[j], normfn::GradCoef<C>{k1p[j], k2p[j]}, sc[j]);
+              });
+}
+HG_SIMD_TIERS((template <class T>), bn_backward_band, bn_backward_band_body,
+              (const BatchNormArgs& a, const T* x, int64_t c0, int64_t c1), (a, x, c0, c1))
+
+// Calls channel(ch) for every channel (long runs) or band(c0, c1) for bands of channels (short runs).
+template <class Channel, class Band>
+void for_channels(const BatchNormArgs& a, const Channel& channel, const Band& band) {
+  const bool parallel = a.n * a.c * a.s >= kParallel;
+  if (a.s >= kLanes) return parallel_for(a.c, parallel, channel);
+  const int64_t per_band = std::max<int64_t>(1, kBandCols / std::max<int64_t>(a.s, 1));
+  parallel_for(num_pieces(a.c, per_band), parallel,
+               [&](int64_t b) { band(b * per_band, std::min(a.c, (b + 1) * per_band)); });
+}
+
 template <class T>
 void bn_forward(const BatchNormArgs& a) {
-  parallel_for(a.c, a.n * a.c * a.s >= kParallel, [&](int64_t ch) { bn_forward_channel(a, static_cast<const T*>(a.x), ch); });
+  const T* x = static_cast<const T*>(a.x);
+  for_channels(a, [&](int64_t ch) { bn_forward_channel(a, x, ch); },
+               [&](int64_t c0, int64_t c1) { bn_forward_band(a, x, c0, c1); });
 }
 template <class T>
 void bn_backward(const BatchNormArgs& a) {
-  parallel_for(a.c, a.n * a.c * a.s >= kParallel, [&](int64_t ch) { bn_backward_channel(a, static_cast<const T*>(a.x), ch); });
+  const T* x = static_cast<const T*>(a.x);
+  for_channels(a, [&](int64_t ch) { bn_backward_channel(a, x, ch); },
+               [&](int64_t c0, int64_t c1) { bn_backward_band(a, x, c0, c1); });
 }
 
 // ---- layer_norm --------------------------------------------------------------------------------
@@ -184,9 +320,9 @@ template <class T>
   C mean, var;
   group_stats(x, mean, var);
   const C invstd = normfn::invstd(var, a.eps);
-  cptr<T>(a.mean)[r] = mean;
-  cptr<T>(a.invstd)[r] = invstd;
-  const C *w = cptr<T>(a.weight), *b = cptr<T>(a.bias), *xr = x.run(0);
+  cptr<C>(a.mean)[r] = mean;
+  cptr<C>(a.invstd)[r] = invstd;
+  const C *w = cptr<C>(a.weight), *b = cptr<C>(a.bias), *xr = x.run(0);
   write_run(static_cast<T*>(a.y) + r * a.k, a.k, tmp, [=](int64_t j) {
     return normfn::forward(xr[j], mean, w ? invstd * w[j] : invstd, b ? b[j] : C(0));
   });
@@ -202,7 +338,7 @@ template <class T>
   thread_local std::vector<C> xbuf, dybuf, gbuf, tmp;
   const C* x = runs_of(x_in + r * a.k, a.k, 1, a.k, xbuf).run(0);
   const C* dy = runs_of(static_cast<const T*>(a.dy) + r * a.k, a.k, 1, a.k, dybuf).run(0);
-  const C mean = cptr<T>(a.mean)[r], invstd = cptr<T>(a.invstd)[r], *w = cptr<T>(a.weight);
+  const C mean = cptr<C>(a.mean)[r], invstd = cptr<C>(a.invstd)[r], *w = cptr<C>(a.weight);
   if (pw)
     for (int64_t j = 0; j < a.k; ++j) pw[j] += dy[j] * ((x[j] - mean) * invstd);
   if (pb)
@@ -247,8 +383,8 @@ void ln_backward(const LayerNormArgs& a) {
       w += part[static_cast<size_t>(2 * blk * k + j)];
       b += part[static_cast<size_t>((2 * blk + 1) * k + j)];
     }
-    if (a.dweight) cptr<T>(a.dweight)[j] = w;
-    if (a.dbias) cptr<T>(a.dbias)[j] = b;
+    if (a.dweight) cptr<C>(a.dweight)[j] = w;
+    if (a.dbias) cptr<C>(a.dbias)[j] = b;
   }
 }
 

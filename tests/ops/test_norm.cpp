@@ -327,9 +327,11 @@ Shape bn_pshape(const Shape& s) {
   return Shape(p);
 }
 
-// (N,C), runs shorter and longer than a vector of lanes (and not a multiple of it), a single spatial
-// element, and one large enough for the threaded path.
-const Shape kFusedBnShapes[] = {{6, 5}, {4, 3, 5, 7}, {3, 4, 37}, {5, 2, 1, 1}, {8, 6, 33, 33}};
+// The CPU kernel's two layouts: bands of channels for runs shorter than its 16 lanes ((N,C), a single
+// spatial element, 2x3 maps, several bands, threaded) and a channel per task for longer runs (not a
+// multiple of the lanes; threaded).
+const Shape kFusedBnShapes[] = {{6, 5},       {5, 2, 1, 1},  {4, 3, 2, 3},  {16, 70, 2, 2}, {128, 300},
+                                {4, 3, 5, 7}, {3, 4, 37},    {8, 6, 33, 33}};
 
 }  // namespace
 
@@ -411,13 +413,16 @@ TEST_CASE("batch_norm and layer_norm give the same bits on any thread count", "[
     Tensor rm = zeros({6}), rv = ones({6});
     const Tensor y = batch_norm(x, rm, rv, w, b);
     y.backward(randn_t(y.shape(), DType::F32, 134));
+    Tensor v = randn_t({128, 300}, DType::F32, 139).requires_grad_();  // bands of channels
+    const Tensor yv = batch_norm(v, Tensor(), Tensor(), Tensor(), Tensor());
+    yv.backward(randn_t(yv.shape(), DType::F32, 140));
     Tensor u = randn_t({2000, 33}, DType::BF16, 135).requires_grad_();
     Tensor lw = randn_t({33}, DType::F32, 136).requires_grad_(), lb = randn_t({33}, DType::F32, 137).requires_grad_();
     const Tensor z = layer_norm(u, {33}, lw, lb);
     z.backward(randn_t(z.shape(), DType::BF16, 138));
     omp_set_num_threads(saved);
     std::vector<std::vector<double>> out;
-    for (const Tensor& t : {y, x.grad(), w.grad(), b.grad(), rm, rv, z, u.grad(), lw.grad(), lb.grad()})
+    for (const Tensor& t : {y, x.grad(), w.grad(), b.grad(), rm, rv, yv, v.grad(), z, u.grad(), lw.grad(), lb.grad()})
       out.push_back(t.to_vector<double>());
     return out;
   };
