@@ -21,6 +21,7 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
+#include "cuda/available.h"
 #include "data/cifar.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
@@ -41,10 +42,3 @@
 #include "optim/clip.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
-
-namespace hg::cuda {
-// True when this build has the CUDA backend and a GPU is present. Never initialises the driver in a
-// build without CUDA.
-bool is_available();
-int device_count();
-}  // namespace hg::cuda

@@ -153,7 +153,7 @@ void* device_alloc(size_t nbytes, Device dev, std::optional<DType> dtype) {
   if (nbytes == 0) return nullptr;
   Allocator* a = get_allocator(dev.type);
   HG_CHECK(a != nullptr, "allocate: no allocator for device ", dev,
-           "; this build has no CUDA backend or no GPU is available (check hg::cuda::is_available())");
+           "; no backend registered one (hg::cuda::unavailable_reason() says why); use Device::cpu()");
   void* p = a->raw_alloc(nbytes, dev);
   Stats& s = stats(dev);
   const int64_t now = s.current.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);

@@ -88,9 +88,8 @@ DeviceContext* create_context(int device) {
 
 }  // namespace
 
-bool is_available() { return probe().count > 0; }
-int device_count() { return probe().count; }
-std::string unavailable_reason() { return probe().reason; }
+int runtime_device_count() { return probe().count; }
+std::string runtime_unavailable_reason() { return probe().reason; }
 
 DeviceContext& context(int device) {
   if (device >= 0 && device < kMaxDevices) {
@@ -99,9 +98,10 @@ DeviceContext& context(int device) {
       return *c;
     }
   }
-  HG_CHECK(is_available(), "cuda: no CUDA device is available (", unavailable_reason(), "); use Device::cpu()");
-  HG_CHECK(device >= 0 && device < device_count(), "cuda: device index ", device, " is out of range: ",
-           device_count(), " device(s) present; use Device::cuda(i) with 0 <= i < ", device_count());
+  const int count = runtime_device_count();
+  HG_CHECK(count > 0, "cuda: no CUDA device is available (", runtime_unavailable_reason(), "); use Device::cpu()");
+  HG_CHECK(device >= 0 && device < count, "cuda: device index ", device, " is out of range: ", count,
+           " device(s) present; use Device::cuda(i) with 0 <= i < ", count);
   std::lock_guard<std::mutex> lock(g_create_mutex);
   DeviceContext* c = g_contexts[device].load(std::memory_order_acquire);
   if (c == nullptr) {
@@ -113,7 +113,7 @@ DeviceContext& context(int device) {
 }
 
 DeviceContext& context_for(const void* device_ptr) {
-  if (device_count() <= 1 || device_ptr == nullptr) return context(0);
+  if (runtime_device_count() <= 1 || device_ptr == nullptr) return context(0);
   cudaPointerAttributes attr{};
   HG_CUDA_CHECK(cudaPointerGetAttributes(&attr, device_ptr));
   HG_CHECK(attr.type == cudaMemoryTypeDevice, "cuda: a kernel was given a pointer that is not device memory; "

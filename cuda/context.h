@@ -29,12 +29,13 @@ struct DeviceContext {
   int sm_count = 0;
 };
 
-// cudaGetDeviceCount succeeds and finds a device; cached after the first call; never throws.
-bool is_available();
-int device_count();
-// Why is_available() is false, e.g. "cudaErrorInsufficientDriver: CUDA driver version is
+// The devices cudaGetDeviceCount finds (0 when it fails); cached after the first call; never throws.
+// Named apart from the public hg::cuda::device_count() (cuda/api/loader.cpp, in libhalfgrad), which
+// loads this backend and then asks this one.
+int runtime_device_count();
+// Why runtime_device_count() is 0, e.g. "cudaErrorInsufficientDriver: CUDA driver version is
 // insufficient..."; empty when a device is available.
-std::string unavailable_reason();
+std::string runtime_unavailable_reason();
 
 // The context of `device`, created on first use (thread-safe); makes `device` current on this thread.
 // Throws hg::Error when no device is available or the index is out of range.

@@ -1,8 +1,7 @@
-// cuda/graph.h over the CUDA runtime's stream capture.
-#include "cuda/graph.h"
-
+// The backend's half of cuda/graph.h (the class itself is in libhalfgrad, cuda/api/graph.cpp): the CUDA
+// runtime's stream capture, reached through BackendApi (cuda/register.cpp).
+#include <functional>
 #include <string>
-#include <utility>
 
 #include "core/error.h"
 #include "cuda/check.h"
@@ -10,9 +9,9 @@
 
 namespace hg::cuda {
 
-void synchronize(int device) { HG_CUDA_CHECK(cudaStreamSynchronize(context(device).stream)); }
+void stream_synchronize(int device) { HG_CUDA_CHECK(cudaStreamSynchronize(context(device).stream)); }
 
-Graph Graph::capture(int device, const std::function<void()>& body) {
+void* graph_capture(int device, const std::function<void()>& body) {
   DeviceContext& ctx = context(device);
   HG_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal));
   std::string failure;
@@ -33,24 +32,13 @@ Graph Graph::capture(int device, const std::function<void()>& body) {
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   HG_CUDA_WARN(cudaGraphDestroy(graph));
   HG_CUDA_CHECK(inst);
-  return Graph(exec, device);
+  return exec;
 }
 
-void Graph::launch() {
-  HG_CHECK(exec_ != nullptr, "cuda::Graph::launch: this graph was moved from; launch the one it was moved to");
-  HG_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), context(device_).stream));
+void graph_launch(void* exec, int device) {
+  HG_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), context(device).stream));
 }
 
-Graph& Graph::operator=(Graph&& o) noexcept {
-  if (this != &o) {
-    std::swap(exec_, o.exec_);
-    std::swap(device_, o.device_);
-  }
-  return *this;
-}
-
-Graph::~Graph() {
-  if (exec_) HG_CUDA_WARN(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
-}
+void graph_destroy(void* exec) { HG_CUDA_WARN(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec))); }
 
 }  // namespace hg::cuda

@@ -1,8 +1,14 @@
-// The CUDA backend's entry point: ops/dispatch.cpp's ensure_backend() calls register_backend() once,
-// the first time a CUDA tensor reaches a table (or .to(Device::cuda()) is called), so CPU-only
-// programs never load the driver.
+// The CUDA backend's entry point: libhalfgrad loads this library (cuda/api/loader.cpp) the first time a
+// CUDA device is asked for and takes BackendApi from hg_cuda_backend_api(); ops/dispatch.cpp's
+// ensure_backend() then calls register_kernels once, when a CUDA tensor first reaches a table (or
+// .to(Device::cuda()) is called), so CPU-only programs never load the driver.
+#include <cudnn.h>
+
+#include <string>
+
 #include "core/allocator.h"
 #include "core/error.h"
+#include "cuda/api/backend.h"
 #include "cuda/blas.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
@@ -10,16 +16,21 @@
 
 namespace hg::cuda {
 
-void register_backend();
 void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-check (amp/scaler_math.h)
 void register_dnn();  // cuda/dnn.cpp: the conv2d tables
 void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embedding tables
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
-void register_norm();  // cuda/kernels/norm.cu: batch_norm and layer_norm (ops/norm_math.h)
 void register_pool();  // cuda/kernels/pool.cu: the pooling tables
+void stream_synchronize(int device);  // cuda/graph.cpp: cuda/graph.h's work
+void* graph_capture(int device, const std::function<void()>& body);
+void graph_launch(void* exec, int device);
+void graph_destroy(void* exec);
 
-void register_backend() {
-  HG_CHECK(is_available(), "cuda: no CUDA device is available (", unavailable_reason(), "); use Device::cpu()");
+namespace {
+
+void register_kernels() {
+  HG_CHECK(runtime_device_count() > 0, "cuda: no CUDA device is available (", runtime_unavailable_reason(),
+           "); use Device::cpu()");
   set_allocator(DeviceType::CUDA, &allocator());
   set_floating<EwKernel>(ew_kernels(), &elementwise<float>, &elementwise<f16>, &elementwise<bf16>,
                          &elementwise<double>);
@@ -33,9 +44,41 @@ void register_backend() {
   register_amp();
   register_dnn();
   register_loss();
-  register_norm();
   register_optim();
   register_pool();
 }
 
+// CUDA encodes versions as 1000 * major + 10 * minor (13000 = 13.0); cuDNN 9 as 10000 * major + 100 * minor
+// + patch. The driver's is the newest CUDA version it supports, 0 when no driver is installed.
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+std::string versions() {
+  int runtime = 0, driver = 0, blas_major = 0, blas_minor = 0, blas_patch = 0;
+  (void)cudaRuntimeGetVersion(&runtime);
+  (void)cudaDriverGetVersion(&driver);
+  (void)cublasGetProperty(MAJOR_VERSION, &blas_major);
+  (void)cublasGetProperty(MINOR_VERSION, &blas_minor);
+  (void)cublasGetProperty(PATCH_LEVEL, &blas_patch);
+  const size_t dnn = cudnnGetVersion();
+  return "CUDA runtime " + cuda_version(runtime) + ", driver " + (driver ? "supports CUDA " + cuda_version(driver) :
+         std::string("not found")) + ", cuBLAS " + std::to_string(blas_major) + "." + std::to_string(blas_minor) +
+         "." + std::to_string(blas_patch) + ", cuDNN " + std::to_string(dnn / 10000) + "." +
+         std::to_string(dnn % 10000 / 100) + "." + std::to_string(dnn % 100);
+}
+
+}  // namespace
 }  // namespace hg::cuda
+
+extern "C" const hg::cuda::BackendApi* hg_cuda_backend_api() {
+  using namespace hg::cuda;
+  static const BackendApi api{.abi = kBackendAbi,
+                              .device_count = &runtime_device_count,
+                              .unavailable_reason = &runtime_unavailable_reason,
+                              .register_kernels = &register_kernels,
+                              .versions = &versions,
+                              .synchronize = &stream_synchronize,
+                              .graph_capture = &graph_capture,
+                              .graph_launch = &graph_launch,
+                              .graph_destroy = &graph_destroy};
+  return &api;
+}

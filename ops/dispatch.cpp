@@ -6,21 +6,16 @@
 
 namespace hg {
 
-#if HG_HAS_CUDA
 namespace cuda {
-void register_backend();  // cuda/register.cpp
-}
-#endif
+// cuda/api/loader.cpp: loads the CUDA backend library and registers its kernels; throws hg::Error naming
+// what is missing (the library, a driver, a device) and the fix.
+void register_backend();
+}  // namespace cuda
 
 void ensure_backend(DeviceType t) {
   if (t == DeviceType::CPU) return;
-#if HG_HAS_CUDA
   static std::once_flag once;
-  std::call_once(once, [] { cuda::register_backend(); });
-#else
-  HG_FAIL("device: this halfgrad was built without the CUDA backend (HG_CUDA=OFF or no nvcc); rebuild with "
-          "-DHG_CUDA=ON or keep tensors on Device::cpu()");
-#endif
+  std::call_once(once, [] { cuda::register_backend(); });  // a failure throws and is retried next time
 }
 
 namespace {
@@ -90,12 +85,5 @@ SoftmaxTables& softmax_tables() {
 
 DispatchTable<SoftmaxKernel>& softmax_kernels() { return softmax_tables().fwd; }
 DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels() { return softmax_tables().bwd; }
-
-#if !HG_HAS_CUDA
-namespace cuda {
-bool is_available() { return false; }
-int device_count() { return 0; }
-}  // namespace cuda
-#endif
 
 }  // namespace hg

@@ -14,8 +14,8 @@
 
 namespace hg {
 
-// Loads the CUDA backend's registrations once (no-op without CUDA; throws when a CUDA tensor is used
-// in a build without it).
+// Loads the CUDA backend library (cuda/api/loader.cpp) and its registrations once; a no-op for the CPU.
+// Throws hg::Error naming what is missing (the backend, a CUDA library, the driver, a device).
 void ensure_backend(DeviceType t);
 
 template <class Fn>

@@ -1,5 +1,6 @@
 // Built against the installed package: a forward/backward through the public API, then one
-// optimizer step on an nn module (so the installed nn/ and optim/ headers are usable too).
+// optimizer step on an nn module (so the installed nn/ and optim/ headers are usable too), then whether
+// CUDA is usable and, if not, why.
 #include <cstdio>
 
 #include <halfgrad.h>
@@ -20,5 +21,7 @@ int main() {
   opt.step();
   const double moved = hg::sum(hg::abs(layer.weight - before)).item();
   std::printf("sgd step moved the weights by %g\n", moved);
+  // run.cmake checks that an installed CUDA build found its backend library (libhalfgrad_cuda) at run time.
+  std::printf("cuda: %s\n", hg::cuda::is_available() ? "available" : hg::cuda::unavailable_reason().c_str());
   return moved > 0 ? 0 : 1;
 }

@@ -15,7 +15,11 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${HG_WORK}/build RESULT_VARIABL
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${HG_WORK}/build/consumer RESULT_VARIABLE rc)
+execute_process(COMMAND ${HG_WORK}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ECHO_OUTPUT_VARIABLE)
 if(rc)
   message(FATAL_ERROR "the consumer program failed: ${rc}")
+endif()
+# With CUDA, libhalfgrad must find the installed backend next to it: "no device" is fine, a load failure not.
+if(HG_WITH_CUDA AND out MATCHES "cuda: [^\n]*(could not be loaded|built without)")
+  message(FATAL_ERROR "the installed package did not load its CUDA backend: ${CMAKE_MATCH_0}")
 endif()

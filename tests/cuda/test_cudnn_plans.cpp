@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "cuda/context.h"
 #include "cuda/dnn.h"
+#include "cuda/available.h"
 
 using namespace hg;
 using namespace hg::cuda::dnn;

@@ -258,6 +258,11 @@ TEST_CASE("cuda without a device: is_available is false and CUDA tensors throw",
   CHECK_FALSE(avail);
   CHECK(cuda::is_available() == avail);  // cached, still no throw
   CHECK(cuda::device_count() == 0);
+  // libhalfgrad loaded the backend (found next to it) and the CUDA runtime said why there is no device.
+  INFO(cuda::unavailable_reason());
+  CHECK(cuda::unavailable_reason().find("could not be loaded") == std::string::npos);
+  CHECK(cuda::unavailable_reason().find("cudaError") != std::string::npos);
+  CHECK(cuda::version_info().find("CUDA runtime") != std::string::npos);
 
   CHECK_THROWS_AS(empty({2, 3}, {.device = Device::cuda()}), Error);
   CHECK_THROWS_AS(zeros({2, 3}, {.device = Device::cuda()}), Error);

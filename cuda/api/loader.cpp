@@ -1,0 +1,93 @@
+// The public hg::cuda functions, in libhalfgrad: they load the CUDA backend (cuda/api/backend.h) the first
+// time a CUDA device is asked for. The backend file is found next to libhalfgrad (the build folder or the
+// install's lib/), or wherever HG_CUDA_LIBRARY points.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/api/backend.h"
+#include "cuda/available.h"
+
+namespace hg::cuda {
+namespace {
+
+struct Backend {
+  const BackendApi* api = nullptr;
+  std::string error;  // why api is null
+};
+
+#if HG_CUDA_BACKEND
+// dladdr of a function of this library names the file it was loaded from.
+std::string backend_path() {
+  if (const char* env = std::getenv("HG_CUDA_LIBRARY"); env != nullptr && *env != '\0') return env;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&backend_path), &info) == 0 || info.dli_fname == nullptr) {
+    return HG_CUDA_BACKEND_FILE;  // then the dynamic loader's own search path decides
+  }
+  const std::string self = info.dli_fname;
+  const size_t slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string() : self.substr(0, slash + 1)) + HG_CUDA_BACKEND_FILE;
+}
+
+Backend load() {
+  const std::string path = backend_path();
+  // RTLD_LOCAL: cudart's and cuDNN's symbols stay out of the program's global namespace.
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    return {nullptr, "the CUDA backend " + path + " could not be loaded (" + dlerror() +
+                         "); install the CUDA 13 runtime, cuBLAS and cuDNN 9 where the dynamic loader finds them, "
+                         "or set HG_CUDA_LIBRARY to the path of " HG_CUDA_BACKEND_FILE};
+  }
+  auto entry = reinterpret_cast<const BackendApi* (*)()>(dlsym(lib, "hg_cuda_backend_api"));
+  const BackendApi* api = entry != nullptr ? entry() : nullptr;
+  if (api == nullptr || api->abi != kBackendAbi) {
+    return {nullptr, path + " is not a CUDA backend of this halfgrad (no hg_cuda_backend_api, or ABI " +
+                         std::to_string(api ? api->abi : 0) + " where " + std::to_string(kBackendAbi) +
+                         " is expected); install the " HG_CUDA_BACKEND_FILE " built with this libhalfgrad"};
+  }
+  return {api, ""};
+}
+#else
+Backend load() {
+  return {nullptr, "this halfgrad was built without the CUDA backend (HG_CUDA=OFF or no nvcc); rebuild with "
+                   "-DHG_CUDA=ON"};
+}
+#endif
+
+// Loaded once per process and never unloaded: kernels, handles and graphs point into it.
+const Backend& backend() {
+  static const Backend b = load();
+  return b;
+}
+
+}  // namespace
+
+bool is_available() { return device_count() > 0; }
+
+int device_count() {
+  const Backend& b = backend();
+  return b.api != nullptr ? b.api->device_count() : 0;
+}
+
+std::string unavailable_reason() {
+  const Backend& b = backend();
+  return b.api != nullptr ? b.api->unavailable_reason() : b.error;
+}
+
+std::string version_info() {
+  const Backend& b = backend();
+  return b.api != nullptr ? b.api->versions() : "no CUDA backend: " + b.error;
+}
+
+const BackendApi& backend_api() {
+  const Backend& b = backend();
+  HG_CHECK(b.api != nullptr, "cuda: no CUDA device is available: ", b.error, "; or keep tensors on Device::cpu()");
+  return *b.api;
+}
+
+// ops/dispatch.cpp's ensure_backend() calls this once, the first time a CUDA tensor is made or used.
+void register_backend() { backend_api().register_kernels(); }
+
+}  // namespace hg::cuda
