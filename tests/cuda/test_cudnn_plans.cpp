@@ -1,5 +1,5 @@
 // cuDNN graph-API planning (cuda/dnn.h) checked with no GPU: a device-property descriptor loaded from
-// tests/cuda/fixtures/a100_sm80.json (an A100, sm_80, the architecture CI builds) stands in for the
+// tests/cuda/fixtures/a100_sm80.json (an A100, sm_80, the oldest architecture built) stands in for the
 // device, so every descriptor halfgrad builds -- tensors, convolution, operation, graph, heuristics,
 // engine configs, execution plans -- is finalized by the real cuDNN for the convolutions the models
 // use, in every dtype and direction, and bad problems are rejected with readable errors.
