@@ -6,10 +6,12 @@
 #   BUILD_DIR=/tmp/b scripts/gpu-check.sh
 #   HG_CUDA_ARCHS=90a scripts/gpu-check.sh          # override the detected architecture
 #   HG_CMAKE_ARGS="-DHG_ONEDNN=OFF" scripts/gpu-check.sh   # extra configure arguments
+#   QUICK=1 scripts/gpu-check.sh         # the GPU tests only: no CPU suite, no benchmarks
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
-# folder), else to the build folder. Exit status: 0 when everything passed, 1 when something failed,
-# 77 when there is no GPU.
+# folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
+# cases and assertions counted in hg_gpu_tests' output) and all passed; 1 otherwise, skipped GPU tests
+# (no usable device, a driver too old for the CUDA runtime) and a machine without a GPU included.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,8 +21,8 @@ mkdir -p "$build" "$logs"
 export PATH="/usr/local/cuda/bin:$PATH"
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-check: no GPU (nvidia-smi is missing or finds no device); nothing to do"
-  exit 77
+  echo "gpu-check: FAILED: no GPU (nvidia-smi is missing or finds no device); the GPU tests cannot run"
+  exit 1
 fi
 
 # compute_cap is "9.0" on an H100/H200, "8.0" on an A100: CMake wants "90" / "80".
@@ -52,21 +54,40 @@ if [ "$build_status" != "ok" ]; then
   tail -n 30 "$logs/configure.log" "$logs/build.log" 2>/dev/null || true
 fi
 
-# --- tests -------------------------------------------------------------------------------------
+# --- tests: they count only when they ran on the GPU ------------------------------------------
+# hg_gpu_tests exits 77 (CTest: Skipped, and "100% tests passed") when it finds no usable device, so the
+# verdict comes from its own output: its exit status and Catch2's counts of test cases and assertions.
 ctest_line="not run"
 catch_line="not run"
+gpu_verdict="not run (the build failed)"
+runtime="unknown (hg_gpu_tests did not run)"
 if [ "$build_status" = "ok" ]; then
   ctest --test-dir "$build" -L gpu --output-on-failure >"$logs/ctest-gpu.log" 2>&1 || true
   ctest_line="$(grep -E 'tests passed|tests failed' "$logs/ctest-gpu.log" | tail -n 1 || true)"
   [ -n "$ctest_line" ] || ctest_line="no summary (see ctest-gpu.log)"
-  if [ -x "$build/tests/hg_gpu_tests" ]; then
-    "$build/tests/hg_gpu_tests" --durations yes >"$logs/hg_gpu_tests.log" 2>&1 || true
-    # Catch2 v2 ends with "All tests passed (A assertions in T test cases)" or
-    # "test cases: T | P passed | F failed" and "assertions: ..."
-    catch_line="$(grep -E '^(All tests passed|test cases:|assertions:)' "$logs/hg_gpu_tests.log" | tr '\n' ' ' || true)"
-    [ -n "$catch_line" ] || catch_line="no summary (see hg_gpu_tests.log)"
+  grep -q 'did not run' "$logs/ctest-gpu.log" && ctest_line="$ctest_line, but some were SKIPPED (see ctest-gpu.log)"
+  gpu_rc=0
+  "$build/tests/hg_gpu_tests" --durations yes >"$logs/hg_gpu_tests.log" 2>&1 || gpu_rc=$?
+  runtime="$(sed -n 's/^cuda versions: //p' "$logs/hg_gpu_tests.log" | head -n 1)"
+  # Catch2 v2 ends with "All tests passed (A assertions in T test cases)" or with
+  # "test cases: T | P passed | F failed" and "assertions: A | ..."
+  catch_line="$(grep -E '^(All tests passed|test cases:|assertions:)' "$logs/hg_gpu_tests.log" | tr '\n' ' ' || true)"
+  [ -n "$catch_line" ] || catch_line="no summary (see hg_gpu_tests.log)"
+  cases="$(sed -nE 's/.* in ([0-9]+) test cases?\)$/\1/p; s/^test cases: *([0-9]+).*/\1/p' "$logs/hg_gpu_tests.log" | head -n 1)"
+  asserts="$(sed -nE 's/^All tests passed \(([0-9]+) assertions?.*/\1/p; s/^assertions: *([0-9]+).*/\1/p' \
+             "$logs/hg_gpu_tests.log" | head -n 1)"
+  if [ "$gpu_rc" -eq 77 ]; then
+    gpu_verdict="SKIPPED: $(grep -m1 '^no CUDA device' "$logs/hg_gpu_tests.log" || echo 'exit 77')"
+  elif [ "$gpu_rc" -ne 0 ]; then
+    gpu_verdict="FAILED (exit $gpu_rc, see hg_gpu_tests.log)"
+  elif [ "${cases:-0}" -eq 0 ] || [ "${asserts:-0}" -eq 0 ]; then
+    gpu_verdict="FAILED: no test case or assertion ran (${cases:-0} test cases, ${asserts:-0} assertions)"
+  else
+    gpu_verdict="ok: $cases test cases, $asserts assertions ran on the GPU"
   fi
-  # the CPU suite on this machine too: the oracle the GPU is compared with
+fi
+# the CPU suite on this machine too: the oracle the GPU is compared with
+if [ "$build_status" = "ok" ] && [ -z "${QUICK:-}" ]; then
   ctest --test-dir "$build" -LE gpu -j "$(nproc)" >"$logs/ctest-cpu.log" 2>&1 || true
   cpu_line="$(grep -E 'tests passed|tests failed' "$logs/ctest-cpu.log" | tail -n 1 || true)"
 fi
@@ -75,8 +96,8 @@ fi
 bench_lines=()
 for b in bench_gemm bench_elementwise; do
   exe="$build/$b"
-  if [ "$build_status" != "ok" ] || [ ! -x "$exe" ]; then
-    bench_lines+=("$b: not built")
+  if [ "$build_status" != "ok" ] || [ ! -x "$exe" ] || [ -n "${QUICK:-}" ]; then
+    bench_lines+=("$b: not run")
     continue
   fi
   if timeout 600 "$exe" >"$logs/$b.log" 2>&1; then
@@ -91,17 +112,22 @@ done
 {
   printf '%s\n' "================ halfgrad gpu-check ================"
   printf '%-14s %s\n' "gpu" "$gpu_name (sm_${cap/./}, driver $driver)"
+  printf '%-14s %s\n' "cuda" "$runtime"
   printf '%-14s %s\n' "archs" "$archs"
   printf '%-14s %s\n' "build" "$build_status (${build_s} s)"
   printf '%-14s %s\n' "ctest -L gpu" "$ctest_line"
   printf '%-14s %s\n' "hg_gpu_tests" "$catch_line"
+  printf '%-14s %s\n' "gpu verdict" "$gpu_verdict"
   printf '%-14s %s\n' "ctest (cpu)" "${cpu_line:-not run}"
   printf '%s\n' "---------------- benchmarks ----------------"
   for l in "${bench_lines[@]}"; do printf '%s\n' "$l"; done
   printf '%s\n' "===================================================="
 } | tee "$logs/summary.txt"
 
-if [ "$build_status" != "ok" ] || ! grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null; then
+if [ "$build_status" != "ok" ] || [ "${gpu_verdict%%:*}" != "ok" ] ||
+   ! grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || grep -q 'did not run' "$logs/ctest-gpu.log"; then
+  echo "gpu-check: FAILED: $gpu_verdict"
   exit 1
 fi
+echo "gpu-check: ok"
 exit 0
