@@ -1,12 +1,13 @@
 // CPU batch_norm and layer_norm kernels (contract in ops/norm.h; the per-element math is
-// ops/norm_math.h's, the functions the CUDA kernels call). batch_norm runs one channel per task and
-// layer_norm one row: a group's elements are read into cache once (F16/BF16 widened into an F32
-// buffer), then the mean, the sum of squared deviations from it (two passes over data in cache: no
-// E[x^2] - E[x]^2 cancellation) and the output are computed from there. Backward: one pass for the
-// group's two sums, one for dx. Inner loops run over contiguous runs with kLanes independent
-// accumulators, compiled per SIMD tier (ops/cpu/blocks.h), so they vectorise without fast-math.
-// Results do not depend on the thread count: a group's sums run in one fixed order, and layer_norm's
-// dweight/dbias add fixed row blocks' partial sums in block order.
+// ops/norm_math.h's, the functions the CUDA kernels call). batch_norm runs one channel per task (a band
+// of channels when the channel's runs are short, see bn_forward_band_body) and layer_norm one row: a
+// group's elements are read into cache once (F16/BF16 widened into an F32 buffer), then the mean, the
+// sum of squared deviations from it (two passes over data in cache: no E[x^2] - E[x]^2 cancellation)
+// and the output are computed from there. Backward: the group's two sums, then dx. Inner loops run
+// over contiguous memory with kLanes independent accumulators, compiled per SIMD tier
+// (ops/cpu/blocks.h), so they vectorise without fast-math. Results do not depend on the thread count:
+// tasks split by shape only, a group's sums run in one fixed order, and layer_norm's dweight/dbias add
+// fixed row blocks' partial sums in block order.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
