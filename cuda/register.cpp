@@ -20,6 +20,7 @@ void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-chec
 void register_dnn();  // cuda/dnn.cpp: the conv2d tables
 void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embedding tables
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
+void register_norm();  // cuda/kernels/norm.cu: batch_norm and layer_norm (ops/norm_math.h)
 void register_pool();  // cuda/kernels/pool.cu: the pooling tables
 void stream_synchronize(int device);  // cuda/graph.cpp: cuda/graph.h's work
 void* graph_capture(int device, const std::function<void()>& body);
@@ -44,6 +45,7 @@ void register_kernels() {
   register_amp();
   register_dnn();
   register_loss();
+  register_norm();
   register_optim();
   register_pool();
 }
