@@ -16,8 +16,62 @@
 
 namespace hg {
 
+// The number of threads CPU work may use, for the whole process (like torch.set_num_threads): OpenMP
+// regions halfgrad starts and oneDNN's primitives follow it. Default: OMP_NUM_THREADS, else the CPUs.
 int get_num_threads();
 void set_num_threads(int n);  // n >= 1
+
+// Busy machines. OpenMP threads wait for each other at the end of every parallel region, spinning
+// first (libgomp's default). When another process holds a core, the thread that still has work
+// waits for its time slice while its partner spins, and a region of microseconds takes milliseconds:
+// the Fashion-MNIST MLP ran 10-15x slower on 2 threads than on 1 next to one or two busy loops
+// (docs/ARCHITECTURE.md, "Threads"). halfgrad measures every region it runs: when the calling thread
+// waited for the others longer than stall_ms and longer than its own share of the work, that is a
+// stall; `stalls` stalls within window_ms make the process run on one thread for hold_ms, then try
+// all threads again: one stall then starts the next hold, twice as long (up to max_hold_ms), and a
+// quiet spell of 4 * hold_ms resets both. A quiet machine never stalls, so it keeps every thread.
+struct AdaptiveThreadsOptions {
+  bool enabled = true;  // HG_ADAPTIVE_THREADS=0 (or off) in the environment turns it off
+  double stall_ms = 1.0;
+  int stalls = 3;
+  double window_ms = 200;
+  double hold_ms = 500;
+  double max_hold_ms = 8000;
+};
+void set_adaptive_threads(const AdaptiveThreadsOptions& o);
+
+struct ThreadState {
+  int requested = 0;        // get_num_threads()
+  int running = 0;          // what regions use now: requested, or 1 while contended
+  bool contended = false;
+  int64_t stalls = 0;       // stalled regions seen so far
+  int64_t backoffs = 0;     // times the process fell back to one thread
+};
+ThreadState thread_state();
+
+// The thread count a region started now on this thread gets (requested, or 1 while contended); it
+// also sets this thread's OpenMP thread count to it, so oneDNN's regions follow. Kernels call it
+// before any OpenMP or oneDNN work.
+int runtime_threads();
+
+// This thread's OpenMP thread count set to n for a scope, then restored: oneDNN sizes a primitive's
+// regions from it when the primitive is created and when it runs.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int n);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_, n_;
+};
+
+namespace detail {
+// One region's timings, as parallel_ranges measures them (exposed so that tests can drive the
+// detector without depending on how busy the test machine is).
+void note_region(int64_t wait_ns, int64_t own_ns);
+}  // namespace detail
 
 // A non-owning reference to a callable f(begin, end): one indirect call per range, the loop inside
 // stays inlined in the caller's code.
@@ -38,7 +92,7 @@ void parallel_ranges(int64_t n, bool parallel, RangeFn f);
 
 template <class F>
 void parallel_for(int64_t n, bool parallel, F&& f) {
-  if (!parallel || n < 2 || get_num_threads() == 1) {
+  if (!parallel || n < 2 || runtime_threads() == 1) {
     for (int64_t i = 0; i < n; ++i) f(i);
     return;
   }
@@ -50,5 +104,14 @@ void parallel_for(int64_t n, bool parallel, F&& f) {
 
 // The number of pieces of `piece` elements that cover n (the last one may be short).
 constexpr int64_t num_pieces(int64_t n, int64_t piece) { return (n + piece - 1) / piece; }
+
+// The start of piece i of `pieces` nearly equal pieces of [0, len), rounded to a multiple of `align`
+// (pieces must be longer than align); piece `pieces` starts at len. Kernels that cut work into pieces
+// from the shape alone (not from the thread count) give the same bits on any number of threads.
+constexpr int64_t piece_start(int64_t len, int64_t pieces, int64_t i, int64_t align = 1) {
+  if (i >= pieces) return len;
+  const int64_t s = (len * i / pieces + align / 2) / align * align;
+  return s < len ? s : len;
+}
 
 }  // namespace hg

@@ -10,6 +10,7 @@
 #include "ops/cpu/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -263,12 +264,15 @@ struct Key {
   DType dtype;
   bool bias;
   int64_t n, c, h, w, k, r, s, oh, ow, sh, sw, ph, pw, dh, dw, g;
+  int64_t dy_k;  // channels per image in dy's buffer (more than k for a slice of the output channels)
+  int threads;   // oneDNN sizes a primitive's work split and scratchpad for the threads it is made with
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& q) const {
     size_t h = static_cast<size_t>(q.pass) | size_t(q.dtype) << 2 | size_t(q.bias) << 5;
-    for (int64_t v : {q.n, q.c, q.h, q.w, q.k, q.r, q.s, q.oh, q.ow, q.sh, q.sw, q.ph, q.pw, q.dh, q.dw, q.g})
+    for (int64_t v : {q.n, q.c, q.h, q.w, q.k, q.r, q.s, q.oh, q.ow, q.sh, q.sw, q.ph, q.pw, q.dh, q.dw, q.g,
+                      q.dy_k, int64_t{q.threads}})
       h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;  // FNV-1a style mixing
     return h;
   }
@@ -286,6 +290,7 @@ struct Operand {
 
 struct Plan {
   bool usable = false;  // false: oneDNN refused the problem, the im2col path runs instead
+  int threads = 1;      // made for, and always run with, this many OpenMP threads
   dnnl::primitive prim;
   std::vector<Operand> ops;  // in the order run_plan receives the caller's pointers
   std::unordered_map<int, memory> args;  // handles shared with ops: set_data_handle reaches both
@@ -369,7 +374,13 @@ Plan make_backward_data(const ConvArgs& a) {
   return p;
 }
 
-Plan make_backward_weight(const ConvArgs& a, bool bias) {
+// dy's plain layout when it holds dy_k channels per image of which the problem reads the first k.
+memory::desc dy_md(const memory::dims& d, DType t, int64_t dy_k) {
+  const int64_t plane = d[2] * d[3];
+  return {d, dnnl_type(t), memory::dims{dy_k * plane, plane, d[3], 1}};
+}
+
+Plan make_backward_weight(const ConvArgs& a, bool bias, int64_t dy_k) {
   using CW = dnnl::convolution_backward_weights;
   const Dims d = dims_of(a);
   const auto alg = dnnl::algorithm::convolution_direct;
@@ -380,35 +391,38 @@ Plan make_backward_weight(const ConvArgs& a, bool bias) {
   Plan p;
   p.usable = true, p.prim = CW(pd);
   p.add(operand(DNNL_ARG_SRC, true, plain_md(d.src, a.dtype), pd.src_desc()));
-  p.add(operand(DNNL_ARG_DIFF_DST, true, plain_md(d.dst, a.dtype), pd.diff_dst_desc()));
+  p.add(operand(DNNL_ARG_DIFF_DST, true, dy_md(d.dst, a.dtype, dy_k), pd.diff_dst_desc()));
   p.add(operand(DNNL_ARG_DIFF_WEIGHTS, false, plain_md(d.wei, a.dtype), pd.diff_weights_desc()));
   if (bias) p.add(operand(DNNL_ARG_DIFF_BIAS, false, plain_md(d.bias, a.dtype), pd.diff_bias_desc()));
   return p;
 }
 
-Plan make_plan(const ConvArgs& a, Pass pass, bool bias) {
+Plan make_plan(const ConvArgs& a, Pass pass, bool bias, int64_t dy_k, int threads) {
+  ScopedOmpThreads omp(threads);
   try {
-    if (pass == Pass::Forward) return make_forward(a, bias);
-    if (pass == Pass::BackwardData) return make_backward_data(a);
-    return make_backward_weight(a, bias);
+    Plan p = pass == Pass::Forward ? make_forward(a, bias)
+             : pass == Pass::BackwardData ? make_backward_data(a) : make_backward_weight(a, bias, dy_k);
+    p.threads = threads;
+    return p;
   } catch (const dnnl::error&) {
     return Plan{};  // e.g. a layout or dilation this oneDNN build has no implementation for
   }
 }
 
 // Per-thread cache and stream, like ops/cpu/gemm.cpp: no lock, no race on the memory handles.
-Plan& plan_for(const ConvArgs& a, Pass pass, bool bias) {
+Plan& plan_for(const ConvArgs& a, Pass pass, bool bias, int64_t dy_k, int threads) {
   thread_local std::unordered_map<Key, Plan, KeyHash> cache;
   const Key key{pass, a.dtype, bias, a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.oh, a.ow,
-                a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w, a.groups};
+                a.stride_h, a.stride_w, a.pad_h, a.pad_w, a.dil_h, a.dil_w, a.groups, dy_k, threads};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 256) cache.clear();  // bound memory when shapes keep changing
-  return cache.emplace(key, make_plan(a, pass, bias)).first->second;
+  return cache.emplace(key, make_plan(a, pass, bias, dy_k, threads)).first->second;
 }
 
 void run_plan(Plan& p, const std::vector<const void*>& ptrs) {
   thread_local dnnl::stream stream(engine());
+  ScopedOmpThreads omp(p.threads);
   std::vector<Tensor> inner;  // blocked-layout buffers, from the allocator's cache
   for (size_t i = 0; i < p.ops.size(); ++i) {
     Operand& o = p.ops[i];
@@ -427,16 +441,71 @@ void run_plan(Plan& p, const std::vector<const void*>& ptrs) {
   stream.wait();
 }
 
-// False when oneDNN has no implementation for this problem.
-bool onednn_run(const ConvArgs& a, Pass pass) {
+// False when oneDNN has no implementation for this problem. dy_k: channels per image in dy's buffer.
+bool onednn_one(const ConvArgs& a, Pass pass, int64_t dy_k, int threads) {
   const bool bias = pass == Pass::Forward ? a.b != nullptr : pass == Pass::BackwardWeight && a.db != nullptr;
-  Plan& p = plan_for(a, pass, bias);
+  Plan& p = plan_for(a, pass, bias, dy_k, threads);
   if (!p.usable) return false;
   if (pass == Pass::Forward) run_plan(p, bias ? std::vector<const void*>{a.x, a.wt, a.b, a.y}
                                               : std::vector<const void*>{a.x, a.wt, a.y});
   else if (pass == Pass::BackwardData) run_plan(p, {a.wt, a.dy, a.dx});
   else run_plan(p, bias ? std::vector<const void*>{a.x, a.dy, a.dw, a.db} : std::vector<const void*>{a.x, a.dy, a.dw});
   return true;
+}
+
+// ---- threads: fixed pieces ----------------------------------------------------------------------
+// Like ops/cpu/gemm.cpp, a convolution with enough work is cut into pieces that depend on its shape
+// alone, each run by a one-thread primitive: forward and backward data by images, backward weights by
+// output channels (each piece then sums over the whole batch itself). So the bits do not depend on
+// the thread count (oneDNN's own threading gave another bias gradient on 3 threads than on 1), and the
+// pieces' region is one halfgrad measures for stalls (core/parallel.h). A problem too small to cut,
+// or with groups, runs as one primitive: on one thread when small, else on oneDNN's threads.
+constexpr int64_t kConvPieceMacs = int64_t(1) << 22;
+
+// Output channels per backward-weights piece: oneDNN blocks them by 8 with AVX2, by 16 with AVX-512.
+int64_t channel_piece() {
+  static const int64_t c = onednn_isa().rfind("avx512", 0) == 0 ? 16 : 8;
+  return c;
+}
+
+int64_t conv_macs(const ConvArgs& a) { return a.n * a.k * a.oh * a.ow * (a.c / a.groups) * a.r * a.s; }
+
+int64_t conv_pieces(const ConvArgs& a, Pass pass) {
+  const int64_t macs = conv_macs(a);
+  if (macs < kConvPieceMacs || a.groups != 1) return 1;
+  const int64_t most = pass == Pass::BackwardWeight ? a.k / channel_piece() : a.n;
+  return std::max<int64_t>(1, std::min(std::clamp<int64_t>(macs / kConvPieceMacs, 2, 64), most));
+}
+
+// Piece i of `pieces`: images [n0, n1) for forward and backward data, output channels [k0, k1) for
+// backward weights (dy keeps all a.k channels per image; dw and db are sliced).
+ConvArgs conv_piece(const ConvArgs& a, Pass pass, int64_t pieces, int64_t i) {
+  const int64_t es = static_cast<int64_t>(dtype_size(a.dtype));
+  auto shift = [es](auto* p, int64_t elems) { return p ? ptr<char>(p) + elems * es : nullptr; };
+  ConvArgs q = a;
+  if (pass == Pass::BackwardWeight) {
+    const int64_t k0 = piece_start(a.k, pieces, i, channel_piece()), k1 = piece_start(a.k, pieces, i + 1, channel_piece());
+    q.k = k1 - k0;
+    q.dy = shift(a.dy, k0 * a.oh * a.ow);
+    q.dw = shift(a.dw, k0 * a.c * a.r * a.s);
+    q.db = shift(a.db, k0);
+    return q;
+  }
+  const int64_t n0 = piece_start(a.n, pieces, i), n1 = piece_start(a.n, pieces, i + 1);
+  q.n = n1 - n0;
+  q.x = shift(a.x, n0 * a.c * a.h * a.w), q.dx = shift(a.dx, n0 * a.c * a.h * a.w);
+  q.y = shift(a.y, n0 * a.k * a.oh * a.ow), q.dy = shift(a.dy, n0 * a.k * a.oh * a.ow);
+  return q;
+}
+
+bool onednn_run(const ConvArgs& a, Pass pass) {
+  const int64_t pieces = conv_pieces(a, pass);
+  if (pieces == 1) return onednn_one(a, pass, a.k, conv_macs(a) < kConvPieceMacs ? 1 : runtime_threads());
+  std::atomic<bool> refused{false};  // by shape: every piece alike, in practice
+  parallel_for(pieces, true, [&](int64_t i) {
+    if (!onednn_one(conv_piece(a, pass, pieces, i), pass, a.k, 1)) refused = true;
+  });
+  return !refused;  // refused: the caller runs the whole problem on im2col, overwriting every output
 }
 #endif
 

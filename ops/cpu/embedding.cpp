@@ -37,7 +37,7 @@ void embedding_backward(const EmbeddingArgs& a) {
   const T* dy = static_cast<const T*>(a.dy);
   std::memset(g, 0, static_cast<size_t>(a.num * a.dim) * sizeof(C));
   const bool parallel = a.n * a.dim > kParallel;
-  const int64_t pieces = parallel ? omp_get_max_threads() : 1;
+  const int64_t pieces = parallel ? runtime_threads() : 1;
   parallel_for(pieces, parallel, [&](int64_t p) {
     const int64_t lo = a.num * p / pieces, hi = a.num * (p + 1) / pieces;
     for (int64_t i = 0; i < a.n; ++i) {

@@ -5,14 +5,13 @@
 //    other CPU widened to F32 and run by the F32 kernel, rounded once (ops/cpu/onednn.h says why);
 //  * F16: always widened (no CPU here has an F16 GEMM in oneDNN 2.6);
 //  * F64, and everything in a build without oneDNN: Eigen.
-#include <omp.h>
-
 #include "core/parallel.h"
 #include "ops/cpu/onednn.h"
 #include "ops/dispatch.h"  // cpu::cast
 #include "ops/gemm.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -122,14 +121,13 @@ struct PlanKey {
   Trans ta, tb;
   int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
   uint32_t alpha, beta;
-  int threads;  // oneDNN fixes a primitive's thread count when it is created
   bool operator==(const PlanKey&) const = default;
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& p) const {
     size_t h = static_cast<size_t>(p.dtype) | size_t(p.ta) << 8 | size_t(p.tb) << 9;
     for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.sa, p.sb, p.sc,
-                      int64_t(p.alpha) << 32 | p.beta, int64_t(p.threads)})
+                      int64_t(p.alpha) << 32 | p.beta})
       h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;  // FNV-1a style mixing
     return h;
   }
@@ -172,25 +170,10 @@ dnnl::matmul::primitive_desc matmul_pd(const GemmArgs& g, int64_t batch) {
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine());
 }
 
-// Below this many multiply-adds a GEMM runs on one thread: splitting a few microseconds of work
-// costs more in fork/join than it saves (a 32x64x64 layer ran 2x slower on 2 threads than on 1).
-constexpr int64_t kSerialMacs = int64_t(1) << 19;
-
-int plan_threads(const GemmArgs& g) {
-  const int max = omp_get_max_threads();
-  return g.batch * g.m * g.n * g.k < kSerialMacs ? 1 : max;
-}
-
-// Creates the primitive while OpenMP offers `threads`: oneDNN sizes its parallel loops then.
-Plan make_plan(const GemmArgs& g, int threads) {
-  const int max = omp_get_max_threads();
-  if (threads != max) omp_set_num_threads(threads);
-  struct Restore {
-    int max, threads;
-    ~Restore() {
-      if (threads != max) omp_set_num_threads(max);
-    }
-  } restore{max, threads};
+// A one-thread primitive: halfgrad splits a GEMM into tiles itself (tiled() below). oneDNN sizes a
+// primitive's work split from OpenMP's thread count when it is created and when it runs.
+Plan make_plan(const GemmArgs& g) {
+  ScopedOmpThreads omp(1);
   Plan p;
   dnnl::matmul::primitive_desc pd;
   try {
@@ -222,19 +205,21 @@ Plan& plan_for(const GemmArgs& g) {
   const bool one = g.batch == 1;
   const PlanKey key{g.dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch,
                     one ? 0 : g.stride_a, one ? 0 : g.stride_b, one ? 0 : g.stride_c,
-                    std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta), plan_threads(g)};
+                    std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta)};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (cache.size() >= 1024) cache.clear();  // bound memory when shapes keep changing
-  return cache.emplace(key, make_plan(g, key.threads)).first->second;
+  return cache.emplace(key, make_plan(g)).first->second;
 }
 
 void widened_gemm(const GemmArgs& g);
 
+// One tile on this thread.
 void onednn_gemm(const GemmArgs& g) {
   thread_local dnnl::stream stream(engine());
   Plan& p = plan_for(g);
   if (p.widen) return widened_gemm(g);
+  ScopedOmpThreads omp(1);
   const size_t es = dtype_size(g.dtype);
   const int64_t steps = p.per_batch ? g.batch : 1;
   for (int64_t i = 0; i < steps; ++i) {
@@ -283,12 +268,71 @@ void narrow(DType dt, const float* src, int64_t nmat, Dims d, void* dst, int64_t
   });
 }
 
-void gemm_f32(const GemmArgs& g) {
+// ---- threads: fixed tiles ------------------------------------------------------------------------
+// A GEMM with enough work is cut into tiles (pieces of the batch, of C's rows and of its columns) that
+// depend on its shape alone, and each tile runs on one thread as a one-thread GEMM over the whole K.
+// So every element of C is the same sum in the same order on any thread count: a run gives the same
+// bits on 1 or 16 threads, and when a busy machine makes halfgrad drop to one thread (core/parallel.h)
+// nothing changes. oneDNN's own threading splits K for some shapes and does not give that (its F32
+// forward of a 128x1568x64 linear differed between 1 and 2 threads); and through parallel_for the
+// tiles' region is one halfgrad measures for stalls.
+
+// Below this many multiply-adds a GEMM is one tile: splitting a few microseconds of work costs more
+// in fork/join than it saves (a 32x64x64 layer ran 2x slower on 2 threads than on 1).
+constexpr int64_t kSerialMacs = int64_t(1) << 19;
+constexpr int64_t kTileMacs = int64_t(1) << 21;  // aim: tiles of about this much work (~50 us)
+constexpr int64_t kMinTile = 64;                 // rows or columns: narrower tiles slow the kernel down
+constexpr int64_t kMaxTiles = 64;
+
+struct Tiles {
+  int64_t pb = 1, pm = 1, pn = 1;  // pieces of the batch, of M, of N
+  int64_t count() const { return pb * pm * pn; }
+};
+
+Tiles tiles_of(const GemmArgs& g) {
+  Tiles t;
+  const int64_t macs = g.batch * g.m * g.n * g.k;
+  if (macs < kSerialMacs) return t;
+  const int64_t want = std::clamp(macs / kTileMacs, int64_t{2}, kMaxTiles);
+  t.pb = std::min(g.batch, want);
+  while (t.count() < want) {  // halve the longer side of the tile while it stays >= kMinTile
+    const bool m_ok = g.m / (2 * t.pm) >= kMinTile, n_ok = g.n / (2 * t.pn) >= kMinTile;
+    if (m_ok && (!n_ok || g.m / t.pm >= g.n / t.pn)) t.pm *= 2;
+    else if (n_ok) t.pn *= 2;
+    else break;
+  }
+  return t;
+}
+
+// Tile i of t: the same GEMM on a range of the batch, rows of op(A) and C, columns of op(B) and C.
+GemmArgs tile_of(const GemmArgs& g, const Tiles& t, int64_t i) {
+  const int64_t ib = i / (t.pm * t.pn), im = i / t.pn % t.pm, in = i % t.pn;
+  const int64_t b0 = piece_start(g.batch, t.pb, ib, 1), b1 = piece_start(g.batch, t.pb, ib + 1, 1);
+  const int64_t r0 = piece_start(g.m, t.pm, im, 16), r1 = piece_start(g.m, t.pm, im + 1, 16);
+  const int64_t c0 = piece_start(g.n, t.pn, in, 16), c1 = piece_start(g.n, t.pn, in + 1, 16);
+  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype));
+  GemmArgs s = g;
+  s.batch = b1 - b0, s.m = r1 - r0, s.n = c1 - c0;
+  s.a = at<char>(g.a, es * (b0 * g.stride_a + (g.trans_a == Trans::N ? r0 * g.lda : r0)));
+  s.b = at<char>(g.b, es * (b0 * g.stride_b + (g.trans_b == Trans::N ? c0 : c0 * g.ldb)));
+  s.c = at<char>(g.c, es * (b0 * g.stride_c + r0 * g.ldc + c0));
+  return s;
+}
+
+// A tile (or a whole small GEMM) on this thread, F32, F64 or native BF16.
+void gemm_one_thread(const GemmArgs& g) {
 #if HG_HAS_ONEDNN
-  onednn_gemm(g);
-#else
-  eigen_gemm<float>(g);
+  if (g.dtype != DType::F64) return onednn_gemm(g);
 #endif
+  ScopedOmpThreads omp(1);  // Eigen would open its own OpenMP region
+  if (g.dtype == DType::F64) eigen_gemm<double>(g);
+  else eigen_gemm<float>(g);
+}
+
+void tiled(const GemmArgs& g) {
+  const Tiles t = tiles_of(g);
+  if (t.count() == 1) return gemm_one_thread(g);
+  parallel_for(t.count(), true, [&](int64_t i) { gemm_one_thread(tile_of(g, t, i)); });
 }
 
 // Grow-only F32 scratch, 64-byte aligned like the framework's tensors: AVX-512 and AMX loads that
@@ -329,7 +373,7 @@ void widened_gemm(const GemmArgs& g) {
   widen(g.dtype, g.a, na, da, g.lda, g.stride_a, a);
   widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, b);
   if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, c);
-  gemm_f32(f);
+  tiled(f);
   narrow(g.dtype, c, g.batch, dc, g.c, g.ldc, g.stride_c);
 }
 
@@ -376,17 +420,9 @@ void gemm(const GemmArgs& g) {
   validate(g);
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return scale_c(g);
-  switch (g.dtype) {
-    case DType::F64: return eigen_gemm<double>(g);
-    case DType::F32: return gemm_f32(g);
-#if HG_HAS_ONEDNN
-    case DType::BF16: return onednn_native(DType::BF16) ? onednn_gemm(g) : widened_gemm(g);
-#else
-    case DType::BF16: return widened_gemm(g);
-#endif
-    case DType::F16: return widened_gemm(g);
-    case DType::I64: break;
-  }
+  const bool widen = g.dtype == DType::F16 || (g.dtype == DType::BF16 && !onednn_native(DType::BF16));
+  if (widen) widened_gemm(g);
+  else tiled(g);
 }
 
 std::string gemm_engine(DType dt) {

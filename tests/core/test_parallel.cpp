@@ -1,10 +1,13 @@
 // core/parallel.h: ranges cover [0, n) exactly once; an exception thrown on any thread of an OpenMP
-// region reaches the caller as itself (an hg::Error stays an hg::Error) instead of terminating.
+// region reaches the caller as itself (an hg::Error stays an hg::Error) instead of terminating; regions
+// that wait for a descheduled thread make the process fall back to one thread for a while.
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -13,12 +16,26 @@
 using namespace hg;
 
 namespace {
-// Runs the test body with n OpenMP threads and restores the previous count.
+// Runs the test body with n threads and no adaptive fallback (a busy test machine must not change the
+// thread count under the test), then restores both.
 struct ThreadCount {
   int saved = get_num_threads();
-  explicit ThreadCount(int n) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
+  explicit ThreadCount(int n, AdaptiveThreadsOptions o = {.enabled = false}) {
+    set_adaptive_threads(o);
+    set_num_threads(n);
+  }
+  ~ThreadCount() {
+    set_num_threads(saved);
+    set_adaptive_threads({});
+  }
 };
+
+void sleep_ms(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
+
+// A two-thread region in which the other thread works `other_ms` and the calling thread `own_ms`.
+void region(double other_ms, double own_ms) {
+  parallel_for(2, true, [&](int64_t i) { sleep_ms(i == 0 ? own_ms : other_ms); });
+}
 }  // namespace
 
 TEST_CASE("parallel_for visits every index once, on any thread count", "[core][parallel]") {
@@ -76,4 +93,62 @@ TEST_CASE("an exception thrown on a worker thread reaches the caller", "[core][p
   parallel_for(100, true, [&](int64_t i) { v[static_cast<size_t>(i)] = i; });
   for (int64_t x : v) sum += x;
   CHECK(sum == 4950);
+}
+
+// Feeds the detector one region in which the calling thread waited wait_ms beyond its own own_ms.
+void note(double wait_ms, double own_ms = 0) {
+  detail::note_region(static_cast<int64_t>(wait_ms * 1e6), static_cast<int64_t>(own_ms * 1e6));
+}
+
+TEST_CASE("stalled regions fall back to one thread, then try all threads again", "[core][parallel]") {
+  ThreadCount tc(2, {.stall_ms = 2, .stalls = 3, .window_ms = 1000, .hold_ms = 150, .max_hold_ms = 600});
+  REQUIRE(runtime_threads() == 2);
+  const int64_t backoffs = thread_state().backoffs;
+  note(1.5);        // shorter than stall_ms: no stall
+  note(6, 7);       // the caller's own share was longer: imbalance, no stall
+  note(6);
+  note(6);          // two stalls are not yet enough
+  CHECK_FALSE(thread_state().contended);
+  note(6);
+  ThreadState st = thread_state();
+  CHECK(st.contended);
+  CHECK(st.running == 1);
+  CHECK(st.requested == 2);
+  CHECK(st.backoffs == backoffs + 1);
+  CHECK(runtime_threads() == 1);
+  CHECK(get_num_threads() == 2);  // what the user asked for does not change
+  sleep_ms(200);                  // the hold (150 ms) is over: all threads again
+  CHECK_FALSE(thread_state().contended);
+  CHECK(runtime_threads() == 2);
+  note(6);  // right after a hold one stall is enough, and the next hold is twice as long
+  CHECK(thread_state().contended);
+  sleep_ms(200);
+  CHECK(thread_state().contended);  // 300 ms this time
+  sleep_ms(150);
+  CHECK_FALSE(thread_state().contended);
+  sleep_ms(650);  // a quiet spell of 4 holds (600 ms) after the hold: back to needing three stalls
+  note(0);        // any region notices the quiet spell
+  note(6);
+  CHECK_FALSE(thread_state().contended);
+}
+
+TEST_CASE("a region that waits for a slow thread is measured as a stall", "[core][parallel]") {
+  ThreadCount tc(2, {.stall_ms = 5, .stalls = 1, .window_ms = 1000, .hold_ms = 100, .max_hold_ms = 100});
+  const int64_t stalls = thread_state().stalls;
+  region(30, 0);  // the other thread sleeps 30 ms while the caller has nothing to do
+  CHECK(thread_state().stalls == stalls + 1);
+  CHECK(thread_state().contended);
+  CHECK(runtime_threads() == 1);
+  region(30, 0);  // one thread now: the caller runs both pieces itself, no region, no stall
+  CHECK(thread_state().stalls == stalls + 1);
+}
+
+TEST_CASE("adaptive threads: options are checked and HG_ADAPTIVE_THREADS-style off keeps every thread", "[core][parallel]") {
+  CHECK_THROWS_WITH(set_adaptive_threads({.hold_ms = 0}), Catch::Contains("hold_ms=0"));
+  CHECK_THROWS_WITH(set_adaptive_threads({.hold_ms = 100, .max_hold_ms = 50}), Catch::Contains("max_hold_ms >= hold_ms"));
+  CHECK_THROWS_WITH(set_num_threads(0), Catch::Contains("n=0"));
+  ThreadCount tc(2, {.enabled = false, .stall_ms = 1, .stalls = 1});
+  for (int i = 0; i < 3; ++i) note(10);
+  CHECK_FALSE(thread_state().contended);
+  CHECK(runtime_threads() == 2);
 }
