@@ -1,6 +1,6 @@
 #pragma once
 // What oneDNN does on this CPU, decided once per process for every CPU engine that uses it (GEMM,
-// convolution) and reported by their engine names (ops/cpu/engines.h).
+// convolution) and reported by their engine names (cpu::gemm_engine, cpu::conv_engine).
 #include <string>
 
 #include "core/dtype.h"
