@@ -156,6 +156,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    std::printf("amp_recipe on %s; BF16 GEMM engine %s\n", hg::cpu_summary().c_str(),
+                hg::cpu::gemm_engine(hg::DType::BF16).c_str());
     std::printf("width %lld, batch %lld, %lld layers, %lld batches x %lld epochs, %d thread(s), %s\n",
                 static_cast<long long>(c.width), static_cast<long long>(c.batch), static_cast<long long>(c.layers),
                 static_cast<long long>(c.batches), static_cast<long long>(c.epochs), hg::get_num_threads(),

@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
       {"sum", 1, [](const Tensor& a, const Tensor&) { return sum(a); }},
       {"softmax(-1)", 2, [](const Tensor& a, const Tensor&) { return softmax(a.reshape({-1, 1024}), -1); }},
   };
-  std::printf("bench_elementwise: %lld elements, %d OpenMP threads, conversions: %s\n", static_cast<long long>(n),
-              get_num_threads(), convert_isa());
+  std::printf("bench_elementwise on %s\n%lld elements, %d OpenMP threads, conversions: %s\n", cpu_summary().c_str(),
+              static_cast<long long>(n), get_num_threads(), convert_isa());
   std::printf("%-12s %10s %10s %10s %10s %10s %10s %9s %9s\n", "op", "F32 ms", "GB/s", "F16 ms", "GB/s", "BF16 ms",
               "GB/s", "F16/F32", "BF16/F32");
   const Tensor a32 = randn({n}), b32 = randn({n});

@@ -160,6 +160,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // the header on stderr: stdout is one JSON line per workload (benchmarks/compare_pytorch reads it)
+  std::fprintf(stderr, "bench_train on %s; GEMM engines F32 %s, BF16 %s\n", hg::cpu_summary().c_str(),
+               hg::cpu::gemm_engine(hg::DType::F32).c_str(), hg::cpu::gemm_engine(hg::DType::BF16).c_str());
   bool found = false;
   for (const Workload& w : workloads()) {
     if (which != "all" && which != w.name) continue;
