@@ -84,7 +84,10 @@ std::string cpu_summary() {
   std::string flags;
   for (auto [on, name] : {std::pair{f.avx2, "avx2"}, {f.fma, "fma"}, {f.f16c, "f16c"}, {f.avx512, "avx512"},
                           {f.avx512_bf16, "avx512_bf16"}, {f.amx_bf16, "amx_bf16"}})
-    if (on) flags += (flags.empty() ? "" : " ") + std::string(name);
+    if (on) {
+      if (!flags.empty()) flags += ' ';
+      flags += name;
+    }
   return f.model + " (" + (flags.empty() ? "no AVX" : flags) + "; halfgrad loops: " + simd_tier_name(simd_tier()) + ")";
 }
 

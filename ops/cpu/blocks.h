@@ -28,8 +28,8 @@ void narrow(const C* src, T* dst, int64_t n) {
 // at run time from core/cpu_features.h's simd_tier() (HG_CONVERT_ISA caps it), so transcendental
 // functors vectorise 8 or 16 wide without building the library with -march. The loop body is an
 // always_inline function; the functors it calls are inlined into each copy. The copies give the same
-// bits: ISO C++ mode (-std=c++20) keeps GCC from contracting a*b+c into an FMA, and no copy reorders
-// a sum.
+// bits: the library is compiled with -ffp-contract=off, so GCC never fuses a*b+c into an FMA, and no
+// copy reorders a sum.
 #if defined(__x86_64__)
 #define HG_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
 #define HG_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")))
