@@ -7,6 +7,9 @@
 #   HG_CUDA_ARCHS=90a scripts/gpu-check.sh          # override the detected architecture
 #   HG_CMAKE_ARGS="-DHG_ONEDNN=OFF" scripts/gpu-check.sh   # extra configure arguments
 #   QUICK=1 scripts/gpu-check.sh         # the GPU tests only: no CPU suite, no benchmarks
+#   HG_PREBUILT=1 BUILD_DIR=... scripts/gpu-check.sh  # a build made on another machine at the same path
+#                                        # (a GPU machine without the build's dependencies): no configure,
+#                                        # no build, no CPU suite; the GPU tests and benchmarks run
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
@@ -43,7 +46,14 @@ fi
 
 build_status="ok"
 start=$(date +%s)
-if ! cmake "${configure[@]}" >"$logs/configure.log" 2>&1; then
+if [ -n "${HG_PREBUILT:-}" ]; then
+  if [ ! -x "$build/tests/hg_gpu_tests" ]; then
+    build_status="prebuilt build FAILED: $build/tests/hg_gpu_tests is missing (HG_PREBUILT wants a CUDA build there)"
+  else
+    echo "gpu-check: HG_PREBUILT: using the build in $build as it is (built on $(cat "$build/.built-on" 2>/dev/null || echo 'another machine'))"
+    ldd "$build/tests/hg_gpu_tests" "$build"/libhalfgrad_cuda.so.* 2>&1 | grep 'not found' && build_status="prebuilt build FAILED: libraries not found (see above)"
+  fi
+elif ! cmake "${configure[@]}" >"$logs/configure.log" 2>&1; then
   build_status="configure FAILED (see configure.log)"
 elif ! cmake --build "$build" -j "$(nproc)" >"$logs/build.log" 2>&1; then
   build_status="build FAILED (see build.log)"
@@ -87,7 +97,7 @@ if [ "$build_status" = "ok" ]; then
   fi
 fi
 # the CPU suite on this machine too: the oracle the GPU is compared with
-if [ "$build_status" = "ok" ] && [ -z "${QUICK:-}" ]; then
+if [ "$build_status" = "ok" ] && [ -z "${QUICK:-}" ] && [ -z "${HG_PREBUILT:-}" ]; then
   ctest --test-dir "$build" -LE gpu -j "$(nproc)" >"$logs/ctest-cpu.log" 2>&1 || true
   cpu_line="$(grep -E 'tests passed|tests failed' "$logs/ctest-cpu.log" | tail -n 1 || true)"
 fi
@@ -114,7 +124,7 @@ done
   printf '%-14s %s\n' "gpu" "$gpu_name (sm_${cap/./}, driver $driver)"
   printf '%-14s %s\n' "cuda" "$runtime"
   printf '%-14s %s\n' "archs" "$archs"
-  printf '%-14s %s\n' "build" "$build_status (${build_s} s)"
+  printf '%-14s %s\n' "build" "$build_status (${build_s} s${HG_PREBUILT:+, prebuilt})"
   printf '%-14s %s\n' "ctest -L gpu" "$ctest_line"
   printf '%-14s %s\n' "hg_gpu_tests" "$catch_line"
   printf '%-14s %s\n' "gpu verdict" "$gpu_verdict"

@@ -59,7 +59,12 @@ table() {
     env $(cap_env "$cap") "$build/cpu_engines" --rows "$cap" >>"$out"
   done
   echo "ISA caps on $model (level $cpu_level): the engine each dtype runs"
-  { printf 'cap\tdtype\tGEMM\tconv2d\tconversions\tloops\n'; cat "$out"; } | column -t -s $'\t'
+  # aligned columns with awk alone (column(1) is not on every machine: bsdextrautils on Debian)
+  { printf 'cap\tdtype\tGEMM\tconv2d\tconversions\tloops\n'; cat "$out"; } | awk -F'\t' '
+    { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } n[NR] = NF }
+    END { for (r = 1; r <= NR; r++) { line = ""
+            for (i = 1; i <= n[r]; i++) line = line (i < n[r] ? sprintf("%-" w[i] + 2 "s", cell[r, i]) : cell[r, i])
+            print line } }'
   if [ ${#skipped[@]} -gt 0 ]; then
     echo "caps this machine could not run (its CPU lacks the instructions):"
     printf '  %s\n' "${skipped[@]}"
