@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
+
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -25,17 +28,18 @@ int64_t now_ns() {
 struct State {
   std::atomic<int> requested{0};
   std::atomic<uint64_t> generation{1};  // bumped by set_num_threads: every thread re-applies its count
-  std::atomic<bool> adaptive{true};
+  std::atomic<bool> adaptive{true}, check_load{true};
   std::atomic<int64_t> stall_ns{0}, window_ns{0}, hold_ns{0}, max_hold_ns{0};
   std::atomic<int> stalls_needed{0};
   // the contention detector
   std::atomic<int64_t> window_start{0}, hold_until{0}, next_hold{0}, hold_end{0};
   std::atomic<int> stalls{0};
-  std::atomic<int64_t> backoffs{0}, stall_count{0};
+  std::atomic<int64_t> backoffs{0}, stall_count{0}, dismissed{0};
 };
 
 void apply_options(State& s, const AdaptiveThreadsOptions& o) {
   s.adaptive = o.enabled;
+  s.check_load = o.check_load;
   s.stall_ns = static_cast<int64_t>(o.stall_ms * 1e6);
   s.window_ns = static_cast<int64_t>(o.window_ms * 1e6);
   s.hold_ns = static_cast<int64_t>(o.hold_ms * 1e6);
@@ -86,12 +90,33 @@ void detail::note_region(int64_t wait, int64_t own) {
   if (s.stalls.fetch_add(1, std::memory_order_relaxed) + 1 < s.stalls_needed.load(std::memory_order_relaxed) &&
       !probation)
     return;
+  // Slow regions on a machine with a free CPU for every runnable thread are not contention (idle
+  // vCPUs slow to wake, one heavy range): keep every thread.
+  if (s.check_load.load(std::memory_order_relaxed) && detail::machine_oversubscribed() == 0) {
+    s.stalls = 0;
+    s.dismissed.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const int64_t hold = s.next_hold.load(std::memory_order_relaxed);
   s.hold_until = t + hold;
   s.hold_end = t + hold;
   s.next_hold = std::min(2 * hold, s.max_hold_ns.load(std::memory_order_relaxed));
   s.stalls = 0;
   s.backoffs.fetch_add(1, std::memory_order_relaxed);
+}
+
+int detail::machine_oversubscribed() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return -1;
+  // One line per CPU and a long "intr" line come first: read in pieces until procs_running.
+  char line[256];
+  long running = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "procs_running %ld", &running) == 1) break;
+  std::fclose(f);
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (running < 0 || cpus < 1) return -1;
+  return running > cpus ? 1 : 0;
 }
 
 namespace {
@@ -156,18 +181,25 @@ void set_adaptive_threads(const AdaptiveThreadsOptions& o) {
 ThreadState thread_state() {
   const State& s = state();
   const bool contended = contended_at(s, now_ns());
-  return {s.requested.load(), contended ? 1 : s.requested.load(), contended, s.stall_count.load(), s.backoffs.load()};
+  return {s.requested.load(), contended ? 1 : s.requested.load(), contended, s.stall_count.load(), s.backoffs.load(),
+          s.dismissed.load()};
 }
 
 void parallel_ranges(int64_t n, bool parallel, RangeFn f) {
   if (n <= 0) return;
-  if (!parallel || n < 2 || runtime_threads() == 1) return f(0, n);
+  if (!parallel || n < 2) return f(0, n);
+  const int threads = runtime_threads();
+  if (threads == 1) return f(0, n);
+  // Never more threads than ranges: a thread with an empty range would only wait, and the caller's own
+  // range is what the stall detector measures the others by (on 16 threads, a GEMM of 8 tiles left the
+  // caller empty-handed, and every such region looked like a stall: the process fell back to one thread).
+  const int team = static_cast<int>(std::min<int64_t>(n, threads));
   FirstError error;
-  int64_t own = 0;
+  int64_t own = 0, mine = 1, longest = 1;
   const int64_t start = now_ns();
   // No worksharing construct: each thread takes its range and catches inside its own structured
   // block, which is the only way an exception may leave the region's code (OpenMP 5.2 §2.1).
-#pragma omp parallel
+#pragma omp parallel num_threads(team)
   {
     const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
     const int64_t begin = n * id / nt, end = n * (id + 1) / nt;
@@ -177,9 +209,16 @@ void parallel_ranges(int64_t n, bool parallel, RangeFn f) {
     } catch (...) {
       error.capture();
     }
-    if (id == 0) own = now_ns() - t0;
+    if (id == 0) {
+      own = now_ns() - t0;
+      mine = std::max<int64_t>(end - begin, 1);
+      longest = (n + nt - 1) / nt;
+    }
   }
-  detail::note_region(now_ns() - start - own, own);
+  // The caller's range holds n/nt items rounded down, the longest one more when nt does not divide n:
+  // the region should last about own * longest / mine; what it took beyond that was spent waiting.
+  const int64_t expected = own * longest / mine;
+  detail::note_region(now_ns() - start - expected, expected);
   error.rethrow();
 }
 

@@ -26,10 +26,15 @@ void set_num_threads(int n);  // n >= 1
 // waits for its time slice while its partner spins, and a region of microseconds takes milliseconds:
 // the Fashion-MNIST MLP ran 10-15x slower on 2 threads than on 1 next to one or two busy loops
 // (docs/ARCHITECTURE.md, "Threads"). halfgrad measures every region it runs: when the calling thread
-// waited for the others longer than stall_ms and longer than its own share of the work, that is a
+// waited for the others longer than stall_ms and longer than the longest share of the work (its own
+// time, scaled when another thread's range holds one item more than its own), that is a
 // stall; `stalls` stalls within window_ms make the process run on one thread for hold_ms, then try
 // all threads again: one stall then starts the next hold, twice as long (up to max_hold_ms), and a
-// quiet spell of 4 * hold_ms resets both. A quiet machine never stalls, so it keeps every thread.
+// quiet spell of 4 * hold_ms resets both. A stall that would start a hold counts only when the
+// machine really is oversubscribed at that moment: more runnable threads than online CPUs
+// (procs_running in /proc/stat; where it cannot be read, the timings decide alone). On a quiet
+// 16-core VM, waking idle vCPUs made regions wait over a millisecond without any other process, and
+// the timings alone held the process on one thread for most of a run (3-5x slower than 16 threads).
 struct AdaptiveThreadsOptions {
   bool enabled = true;  // HG_ADAPTIVE_THREADS=0 (or off) in the environment turns it off
   double stall_ms = 1.0;
@@ -37,6 +42,7 @@ struct AdaptiveThreadsOptions {
   double window_ms = 200;
   double hold_ms = 500;
   double max_hold_ms = 8000;
+  bool check_load = true;  // confirm with /proc/stat before a hold (tests that feed timings turn it off)
 };
 void set_adaptive_threads(const AdaptiveThreadsOptions& o);
 
@@ -46,6 +52,7 @@ struct ThreadState {
   bool contended = false;
   int64_t stalls = 0;       // stalled regions seen so far
   int64_t backoffs = 0;     // times the process fell back to one thread
+  int64_t dismissed = 0;    // holds not started: the stalls came while the machine was not oversubscribed
 };
 ThreadState thread_state();
 
@@ -71,6 +78,9 @@ namespace detail {
 // One region's timings, as parallel_ranges measures them (exposed so that tests can drive the
 // detector without depending on how busy the test machine is).
 void note_region(int64_t wait_ns, int64_t own_ns);
+// 1 when this machine now has more runnable threads than online CPUs (procs_running in /proc/stat
+// against sysconf's online CPUs), 0 when not, -1 when /proc/stat cannot be read.
+int machine_oversubscribed();
 }  // namespace detail
 
 // A non-owning reference to a callable f(begin, end): one indirect call per range, the loop inside
@@ -86,8 +96,9 @@ class RangeFn {
   void (*call_)(void*, int64_t, int64_t);
 };
 
-// f(begin, end) on one contiguous range of [0, n) per thread (ranges differ in size by at most one),
-// or f(0, n) inline when !parallel, n < 2 or one thread is allowed. Per-thread scratch belongs inside f.
+// f(begin, end) on one contiguous range of [0, n) per thread, on min(n, threads) threads (ranges differ
+// in size by at most one, the calling thread's is the first and never longer than another's), or f(0, n)
+// inline when !parallel, n < 2 or one thread is allowed. Per-thread scratch belongs inside f.
 void parallel_ranges(int64_t n, bool parallel, RangeFn f);
 
 template <class F>

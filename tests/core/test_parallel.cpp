@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/parallel.h"
 
@@ -101,7 +103,8 @@ void note(double wait_ms, double own_ms = 0) {
 }
 
 TEST_CASE("stalled regions fall back to one thread, then try all threads again", "[core][parallel]") {
-  ThreadCount tc(2, {.stall_ms = 2, .stalls = 3, .window_ms = 1000, .hold_ms = 150, .max_hold_ms = 600});
+  ThreadCount tc(2, {.stall_ms = 2, .stalls = 3, .window_ms = 1000, .hold_ms = 150, .max_hold_ms = 600,
+                     .check_load = false});
   REQUIRE(runtime_threads() == 2);
   const int64_t backoffs = thread_state().backoffs;
   note(1.5);        // shorter than stall_ms: no stall
@@ -133,7 +136,8 @@ TEST_CASE("stalled regions fall back to one thread, then try all threads again",
 }
 
 TEST_CASE("a region that waits for a slow thread is measured as a stall", "[core][parallel]") {
-  ThreadCount tc(2, {.stall_ms = 5, .stalls = 1, .window_ms = 1000, .hold_ms = 100, .max_hold_ms = 100});
+  ThreadCount tc(2, {.stall_ms = 5, .stalls = 1, .window_ms = 1000, .hold_ms = 100, .max_hold_ms = 100,
+                     .check_load = false});
   const int64_t stalls = thread_state().stalls;
   region(30, 0);  // the other thread sleeps 30 ms while the caller has nothing to do
   CHECK(thread_state().stalls == stalls + 1);
@@ -151,4 +155,48 @@ TEST_CASE("adaptive threads: options are checked and HG_ADAPTIVE_THREADS-style o
   for (int i = 0; i < 3; ++i) note(10);
   CHECK_FALSE(thread_state().contended);
   CHECK(runtime_threads() == 2);
+}
+
+TEST_CASE("adaptive threads: stalls on a machine with a free CPU per runnable thread start no hold", "[core][parallel]") {
+  const int state = detail::machine_oversubscribed();
+  REQUIRE(state >= -1);
+  REQUIRE(state <= 1);
+  if (state == -1) WARN("/proc/stat cannot be read here: holds are decided by the timings alone");
+  // More busy threads than CPUs: procs_running counts them all, the machine is oversubscribed.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (long i = 0; i < cpus + 2; ++i)
+    busy.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  sleep_ms(50);
+  const int loaded = detail::machine_oversubscribed();
+  {
+    // the same stalls as above start a hold now that the load confirms them
+    ThreadCount tc(2, {.stall_ms = 1, .stalls = 1, .window_ms = 1000, .hold_ms = 100, .max_hold_ms = 100});
+    note(6);
+    if (loaded == 1) CHECK(thread_state().contended);
+  }
+  stop = true;
+  for (auto& t : busy) t.join();
+  if (state != -1) CHECK(loaded == 1);
+  // A machine that is not oversubscribed: found by asking until a moment with a free CPU (a busy CI
+  // machine may have none for a while); then the stall is dismissed and every thread stays.
+  if (state != -1) {
+    int free_cpu = 0;
+    for (int i = 0; i < 50 && !free_cpu; ++i) {
+      if (detail::machine_oversubscribed() == 0) free_cpu = 1;
+      else sleep_ms(20);
+    }
+    if (free_cpu) {
+      ThreadCount tc(2, {.stall_ms = 1, .stalls = 1, .window_ms = 1000, .hold_ms = 100, .max_hold_ms = 100});
+      const int64_t dismissed = thread_state().dismissed;
+      note(6);
+      // the load is read again inside: it may have changed in between, then a hold is right
+      if (!thread_state().contended) CHECK(thread_state().dismissed == dismissed + 1);
+      else CHECK(thread_state().backoffs >= 1);
+    }
+  }
 }
