@@ -24,6 +24,7 @@
 #include "core/half.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/workspace.h"
 
 namespace hg::cuda::dnn {
 namespace {
@@ -452,21 +453,6 @@ int64_t alignment_of(std::initializer_list<const void*> ptrs) {
     while (a > 1 && reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(a) != 0) a /= 2;
   return a;
 }
-
-// A workspace from the device allocator; its stream-ordered free runs after the work queued before it.
-class Workspace {
- public:
-  Workspace(size_t bytes, Device dev) : bytes_(bytes), dev_(dev), p_(device_alloc(bytes, dev)) {}
-  ~Workspace() { device_free(p_, bytes_, dev_); }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  void* get() const { return p_; }
-
- private:
-  size_t bytes_;
-  Device dev_;
-  void* p_;
-};
 
 // Runs the plan of `key` on x (or dx), w (or dw), y (or dy); `out` is the pointer written.
 void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const void* out) {

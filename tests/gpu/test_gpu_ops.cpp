@@ -313,7 +313,9 @@ TEST_CASE("gpu: transpose, permute, slice, cat and clone are exact", "[gpu]") {
 }
 
 TEST_CASE("gpu: sum, mean, var", "[gpu]") {
-  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {3, 0, 2}, {1, 1}};
+  // {3, 70, 40} and {600, 257}: sums over dims that are not the last, by the column kernel (several
+  // column tiles, a partial last one, rows longer than a block's height)
+  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {3, 0, 2}, {1, 1}, {3, 70, 40}, {600, 257}};
   for (DType dt : kTypes)
     for (const Shape& s : shapes) {
       const Tensor x = rnd(s, dt);
@@ -331,6 +333,23 @@ TEST_CASE("gpu: sum, mean, var", "[gpu]") {
       if (x.ndim() == 3) check_close(sum(x, {0, 2}), sum(xg, {0, 2}), t, describe("sum dims 0,2", dt, s));
       const VarOptions population{.correction = 0};
       if (x.numel() > 1) check_close(var(x, {}, population), var(xg, {}, population), t, describe("var", dt, s));
+    }
+}
+
+TEST_CASE("gpu: sums of few long rows are split over blocks and added once", "[gpu]") {
+  // rows of 70000 and 60000 elements: several chunks per row, partial sums in F32 (F64 for F64), one
+  // rounding at the end; a mean of 0.25 keeps the sums far from zero and inside F16's range
+  const Shape shapes[] = {{70000}, {2, 60000}, {60000, 3}};
+  for (DType dt : kTypes)
+    for (const Shape& s : shapes) {
+      const Tensor x = rnd(s, dt, 1.0, 0.25);
+      const Tensor xg = gpu(x);
+      const Tol t = reduce_tol(dt);
+      check_close(sum(x), sum(xg), t, describe("long sum all", dt, s));
+      check_close(mean(x), mean(xg), t, describe("long mean all", dt, s));
+      const int64_t last = x.ndim() - 1;
+      check_close(sum(x, {last}), sum(xg, {last}), t, describe("long sum last dim", dt, s));
+      check_close(sum(x, {0}), sum(xg, {0}), t, describe("long sum dim 0", dt, s));
     }
 }
 
