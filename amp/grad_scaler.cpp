@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -55,17 +56,34 @@ void unscale_cpu(const UnscaleArgs& a) {
   if (bad.load(std::memory_order_relaxed)) *a.found_inf = 1.0f;
 }
 
+// The largest count a state dict entry (an F64) holds exactly.
+constexpr double kMaxCount = 9007199254740992.0;  // 2^53
+
+// A value stored as F32 (the scale and its limits): finite there and a normal number, as the scale must be.
+bool normal_f32(double v) {
+  const float f = static_cast<float>(v);
+  return std::isfinite(v) && std::isfinite(f) && f >= kScaleFloor;
+}
+
+// Every option is checked in the type it is kept in: the scale and its limits in F32, the factors in double.
 void check_options(const GradScalerOptions& o) {
-  HG_CHECK(o.init_scale > 0 && std::isfinite(o.init_scale), "GradScaler: init_scale=", o.init_scale,
-           "; it must be finite and > 0 (torch's default is 65536)");
-  HG_CHECK(o.growth_factor > 1, "GradScaler: growth_factor=", o.growth_factor, "; it must be > 1 (default 2)");
-  HG_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, "GradScaler: backoff_factor=", o.backoff_factor,
-           "; it must be in (0, 1) (default 0.5)");
+  HG_CHECK(normal_f32(o.init_scale), "GradScaler: init_scale=", o.init_scale, "; the scale is kept as F32 and must be "
+           "a normal F32 number, in [", kScaleFloor, ", ", FLT_MAX, "] (torch's default is 65536)");
+  HG_CHECK(std::isfinite(o.growth_factor) && o.growth_factor > 1, "GradScaler: growth_factor=", o.growth_factor,
+           "; it must be finite and > 1 (default 2)");
+  HG_CHECK(o.backoff_factor >= kScaleFloor && o.backoff_factor < 1, "GradScaler: backoff_factor=", o.backoff_factor,
+           "; it must be in [", kScaleFloor, ", 1), a normal F32 number below 1 (default 0.5)");
   HG_CHECK(o.growth_interval >= 1, "GradScaler: growth_interval=", o.growth_interval, "; it must be >= 1 (default 2000)");
   HG_CHECK(o.hysteresis >= 1, "GradScaler: hysteresis=", o.hysteresis, "; it must be >= 1 (1: back off at every overflow)");
-  HG_CHECK(o.min_scale >= 0 && o.min_scale <= o.init_scale && o.init_scale <= o.max_scale, "GradScaler: min_scale=",
-           o.min_scale, ", init_scale=", o.init_scale, ", max_scale=", o.max_scale,
+  HG_CHECK(o.min_scale == 0 || normal_f32(o.min_scale), "GradScaler: min_scale=", o.min_scale, "; it must be 0 (no "
+           "floor beyond F32's smallest normal number, ", kScaleFloor, ", which always holds) or a normal F32 number");
+  HG_CHECK(o.max_scale == std::numeric_limits<double>::infinity() || normal_f32(o.max_scale), "GradScaler: max_scale=",
+           o.max_scale, "; it must be infinity (no ceiling) or a normal F32 number, at most ", FLT_MAX);
+  HG_CHECK(o.min_scale <= o.init_scale && o.init_scale <= o.max_scale, "GradScaler: min_scale=", o.min_scale,
+           ", init_scale=", o.init_scale, ", max_scale=", o.max_scale,
            "; they must satisfy 0 <= min_scale <= init_scale <= max_scale");
+  HG_CHECK(o.max_skipped_in_a_row >= 0, "GradScaler: max_skipped_in_a_row=", o.max_skipped_in_a_row,
+           "; it must be >= 0 (0: never stop, as torch; default 50)");
 }
 
 // The found_inf flags of one unscale_, one per device the gradients live on: host memory for the CPU,
@@ -120,10 +138,12 @@ double read_entry(const optim::StateDict& sd, const char* key, std::set<std::str
   return it->second.item<double>();
 }
 
-int64_t read_count(const optim::StateDict& sd, const char* key, std::set<std::string>& used, int64_t lo) {
+// A whole number in [lo, hi] (within 2^53 either way: an F64 holds those exactly, and int64 takes them).
+int64_t read_count(const optim::StateDict& sd, const char* key, std::set<std::string>& used, double lo,
+                   double hi = kMaxCount) {
   const double v = read_entry(sd, key, used);
-  HG_CHECK(v == std::floor(v) && v >= static_cast<double>(lo), "GradScaler.load_state_dict: entry '", key, "' is ", v,
-           "; it must be a whole number >= ", lo);
+  HG_CHECK(std::isfinite(v) && v == std::floor(v) && v >= lo && v <= hi, "GradScaler.load_state_dict: entry '", key,
+           "' is ", v, "; it must be a whole number in [", lo, ", ", hi, "]");
   return static_cast<int64_t>(v);
 }
 
@@ -150,10 +170,19 @@ DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
   return t;
 }
 
+void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const char* where) {
+  if (stop_after <= 0 || skipped < stop_after) return;
+  HG_FAIL(where, ": the loss or the gradients have been inf/NaN in ", skipped, " updates in a row, every step skipped, "
+          "and the scale has fallen to ", scale, ": training is not progressing. Find the first op that makes the "
+          "inf/NaN with amp::inspect::NonFiniteOrigin (amp/inspect/nonfinite.h), check the data and the learning rate; "
+          "GradScalerOptions::max_skipped_in_a_row = 0 trains on regardless, as torch does");
+}
+
 const StepResult::Values& StepResult::read() const {
   if (!values_) {
-    float v[2] = {0.0f, 0.0f};
+    float v[3] = {0.0f, 0.0f, 0.0f};
     copy_bytes(v, Device::cpu(), snapshot_.data_ptr(), snapshot_.device(), sizeof v);  // waits for the step
+    throw_if_stuck(static_cast<int64_t>(v[2]), stop_after_, static_cast<double>(v[1]), "GradScaler.step");
     values_ = Values{.found_inf = v[0] != 0.0f, .scale = static_cast<double>(v[1])};
   }
   return *values_;
@@ -179,11 +208,11 @@ void GradScaler::upload_state() {
   const Device d = dev_.device;
   if (!dev_.scale.defined()) {
     dev_.scale = empty(Shape{}, {.dtype = DType::F32, .device = d});
-    dev_.trackers = empty(Shape{2}, {.dtype = DType::I64, .device = d});
+    dev_.trackers = empty(Shape{3}, {.dtype = DType::I64, .device = d});
     dev_.inv_scale = zeros(Shape{}, {.dtype = DType::F32, .device = d});
     dev_.found_inf = zeros(Shape{4}, {.dtype = DType::F32, .device = d});  // grows with the optimizers
   }
-  const int64_t trackers[2] = {state_.growth_tracker, state_.hysteresis_left};
+  const int64_t trackers[3] = {state_.growth_tracker, state_.hysteresis_left, state_.skipped_in_a_row};
   copy_bytes(dev_.scale.data_ptr(), d, &state_.scale, Device::cpu(), sizeof(float));
   copy_bytes(dev_.trackers.data_ptr(), d, trackers, Device::cpu(), sizeof trackers);
 }
@@ -191,14 +220,16 @@ void GradScaler::upload_state() {
 ScaleState GradScaler::current() const {
   if (!on_device()) return state_;
   return {.scale = download<float>(dev_.scale), .growth_tracker = download<int64_t>(dev_.trackers, 0),
-          .hysteresis_left = download<int64_t>(dev_.trackers, 1)};
+          .hysteresis_left = download<int64_t>(dev_.trackers, 1), .skipped_in_a_row = download<int64_t>(dev_.trackers, 2)};
 }
 
 double GradScaler::get_scale() const {
   if (!enabled()) return 1.0;
-  const float s = current().scale;
-  warn_if_below_one(s);
-  return static_cast<double>(s);
+  const ScaleState st = current();
+  warn_if_below_one(st.scale);
+  // the device path's update() cannot see the skips without a sync: the first read says it
+  if (on_device()) throw_if_stuck(st.skipped_in_a_row, options_.max_skipped_in_a_row, st.scale, "GradScaler.get_scale");
+  return static_cast<double>(st.scale);
 }
 
 // opt's found_inf flag on the device; a new optimizer gets the next slot (the flags grow, keeping theirs).
@@ -257,15 +288,17 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   }
   if (on_device()) return unscale_on_device(opt, st);
   const double inv_scale = inv_scale_of(state_.scale);  // torch: _scale.double().reciprocal().float()
+  // an inf/NaN/0 factor would turn finite gradients into inf/NaN after the check: an overflow
+  const bool bad_inv = bad_inv_scale(static_cast<float>(inv_scale));
   FoundInf found;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
     const bool deferred = g.dtype() == DType::F16;  // see grad_scaler.h: the update kernel unscales it
-    unscale_grad(g, inv_scale, !deferred, found);
+    unscale_grad(g, inv_scale, !deferred && !bad_inv, found);
     if (deferred) opt.set_grad_scale(i, inv_scale);
   }
-  st.found_inf = found.any();
+  st.found_inf = found.any() || bad_inv;
   st.stage = Stage::Unscaled;
 }
 
@@ -307,9 +340,9 @@ StepResult GradScaler::step(optim::Optimizer& opt) {
     const int64_t slot = slot_for(opt);
     opt.set_found_inf(static_cast<const float*>(dev_.found_inf.data_ptr()) + slot);
     opt.step();
-    Tensor snapshot = empty(Shape{2}, {.dtype = DType::F32, .device = dev_.device});
+    Tensor snapshot = empty(Shape{3}, {.dtype = DType::F32, .device = dev_.device});
     run({.op = ScalerOp::Snapshot, .slot = slot, .out = static_cast<float*>(snapshot.data_ptr())});
-    return StepResult(std::move(snapshot));
+    return StepResult(std::move(snapshot), options_.max_skipped_in_a_row);
   }
   if (st.found_inf) opt.clear_grad_scales();  // skipped: torch does not call optimizer.step()
   else opt.step();
@@ -337,13 +370,15 @@ void GradScaler::update() {
     return;
   }
   if (options_.dynamic) scale_update(state_, found, update_params());
+  else state_.skipped_in_a_row = found ? state_.skipped_in_a_row + 1 : 0;  // a static scale skips too
   warn_if_below_one(state_.scale);
+  throw_if_stuck(state_.skipped_in_a_row, options_.max_skipped_in_a_row, state_.scale, "GradScaler.update");
 }
 
 void GradScaler::update(double new_scale) {
   if (!enabled()) return;
-  HG_CHECK(new_scale > 0 && std::isfinite(static_cast<float>(new_scale)), "GradScaler.update: new_scale=", new_scale,
-           "; it must be finite in F32 and > 0");
+  HG_CHECK(normal_f32(new_scale), "GradScaler.update: new_scale=", new_scale, "; the scale is kept as F32 and must "
+           "be a normal F32 number, in [", kScaleFloor, ", ", FLT_MAX, "]");
   state_.scale = static_cast<float>(new_scale);
   per_optimizer_.clear();
   if (on_device()) run({.op = ScalerOp::SetScale, .new_scale = state_.scale});
@@ -367,6 +402,8 @@ optim::StateDict GradScaler::state_dict() const {
   sd["scale"] = scalar(st.scale);
   sd["growth_tracker"] = scalar(static_cast<double>(st.growth_tracker));
   sd["hysteresis_tracker"] = scalar(static_cast<double>(st.hysteresis_left));
+  sd["skipped_tracker"] = scalar(static_cast<double>(st.skipped_in_a_row));
+  sd["max_skipped_in_a_row"] = scalar(static_cast<double>(options_.max_skipped_in_a_row));
   sd["growth_factor"] = scalar(options_.growth_factor);
   sd["backoff_factor"] = scalar(options_.backoff_factor);
   sd["growth_interval"] = scalar(static_cast<double>(options_.growth_interval));
@@ -392,16 +429,18 @@ void GradScaler::load_state_dict(const optim::StateDict& sd) {
   o.dynamic = read_entry(sd, "dynamic", used) != 0.0;
   const double scale = read_entry(sd, "scale", used);
   const int64_t growth = read_count(sd, "growth_tracker", used, 0);
-  const double hyst = read_entry(sd, "hysteresis_tracker", used);
-  HG_CHECK(hyst == std::floor(hyst) && hyst <= static_cast<double>(o.hysteresis), "GradScaler.load_state_dict: "
-           "entry 'hysteresis_tracker' is ", hyst, "; it must be a whole number <= hysteresis=", o.hysteresis);
+  const int64_t hyst = read_count(sd, "hysteresis_tracker", used, -kMaxCount, static_cast<double>(o.hysteresis));
+  // entries added later: absent from older files
+  const int64_t skipped = sd.count("skipped_tracker") ? read_count(sd, "skipped_tracker", used, 0) : 0;
+  if (sd.count("max_skipped_in_a_row")) o.max_skipped_in_a_row = read_count(sd, "max_skipped_in_a_row", used, 0);
   o.init_scale = scale;  // torch sets _init_scale from the dict
   check_options(o);
   for (const auto& [key, t] : sd)
     HG_CHECK(used.count(key), "GradScaler.load_state_dict: unexpected entry '", key,
              "'; the dict was not saved by GradScaler::state_dict()");
   options_ = o;
-  state_ = {.scale = static_cast<float>(scale), .growth_tracker = growth, .hysteresis_left = static_cast<int64_t>(hyst)};
+  state_ = {.scale = static_cast<float>(scale), .growth_tracker = growth, .hysteresis_left = hyst,
+            .skipped_in_a_row = skipped};
   if (on_device()) upload_state();  // torch fills the live device tensors
 }
 

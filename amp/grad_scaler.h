@@ -72,11 +72,17 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;
   bool enabled = true;  // false: scale() returns the loss, step() just steps, the rest does nothing
   // Extras (Apex, Megatron, DeepSpeed); the defaults are torch's behaviour.
-  double min_scale = 0.0;  // the backed-off scale never goes below it (0: no floor)
+  double min_scale = 0.0;  // the backed-off scale never goes below it (0: only F32's smallest normal, 2^-126)
   double max_scale = std::numeric_limits<double>::infinity();  // growth stops there
   int64_t hysteresis = 1;  // back off only after this many overflowing iterations in a row
   bool dynamic = true;     // false: a static scale (init_scale forever); inf/NaN steps are still skipped
   StepSkip step_skip = StepSkip::Auto;  // where an inf/NaN step is skipped (see above)
+  // Stop, not train through: after this many updates in a row whose gradients held an inf/NaN, update()
+  // throws an hg::Error naming the count, the scale and amp::inspect::NonFiniteOrigin (on the device
+  // path, the first read after it: get_scale() or a StepResult's accessors; a sync-free loop is not
+  // interrupted, and its parameters stay untouched as every step is skipped).
+  // 0 trains on for ever, as torch does. 50 halvings take the default scale from 2^16 to 2^-34.
+  int64_t max_skipped_in_a_row = 50;
 };
 
 // What step(opt) did. On the host path the values are known at once; on the device path they stay on
@@ -85,7 +91,9 @@ struct GradScalerOptions {
 class StepResult {
  public:
   StepResult(bool found_inf, double scale) : values_(Values{found_inf, scale}) {}
-  explicit StepResult(Tensor snapshot) : snapshot_(std::move(snapshot)) {}  // {found_inf, scale} as F32
+  // {found_inf, scale, skipped in a row} as F32 on the device; the accessors throw the scaler's stop
+  // error (GradScalerOptions::max_skipped_in_a_row) when the skips before this step reached `stop_after`
+  StepResult(Tensor snapshot, int64_t stop_after) : snapshot_(std::move(snapshot)), stop_after_(stop_after) {}
 
   bool stepped() const { return !found_inf(); }       // the update was applied
   bool found_inf() const { return read().found_inf; }  // some gradient of this optimizer was inf or NaN
@@ -98,8 +106,13 @@ class StepResult {
   };
   const Values& read() const;
   Tensor snapshot_;
+  int64_t stop_after_ = 0;
   mutable std::optional<Values> values_;
 };
+
+// The error GradScaler raises once `skipped` updates in a row (>= stop_after > 0) found inf/NaN
+// gradients; `where` names the call. Does nothing otherwise.
+void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const char* where);
 
 class GradScaler {
  public:
@@ -114,21 +127,24 @@ class GradScaler {
   StepResult step(optim::Optimizer& opt);
   // The new scale from every optimizer's found_inf since the last update; all optimizers back to READY.
   void update();
-  // Sets the scale (> 0, finite) instead; growth tracker and hysteresis are kept (torch).
+  // Sets the scale (a normal F32 number) instead; growth tracker and hysteresis are kept (torch).
   void update(double new_scale);
 
   // On the device path these read the device (a sync), as torch's get_scale() does.
   double get_scale() const;
   int64_t growth_tracker() const { return current().growth_tracker; }
   int64_t hysteresis_left() const { return current().hysteresis_left; }
+  // Updates in a row whose gradients held an inf/NaN (0 after a clean one).
+  int64_t skipped_in_a_row() const { return current().skipped_in_a_row; }
   bool is_enabled() const { return enabled(); }
   // The scaler keeps its state on a device and lets the optimizers skip there (decided at the first
   // scale() or unscale_).
   bool on_device() const { return dev_.scale.defined(); }
   const GradScalerOptions& options() const { return options_; }
 
-  // Named 0-d F64 tensors: scale, growth_tracker, hysteresis_tracker and the options growth_factor,
-  // backoff_factor, growth_interval, hysteresis, min_scale, max_scale, dynamic. Empty when disabled
+  // Named 0-d F64 tensors: scale, growth_tracker, hysteresis_tracker, skipped_tracker and the options
+  // growth_factor, backoff_factor, growth_interval, hysteresis, min_scale, max_scale, dynamic,
+  // max_skipped_in_a_row (the last two entries optional when loading, for older files). Empty when disabled
   // (torch). Save it after update().
   optim::StateDict state_dict() const;
   // All or nothing; throws on an empty dict (saved by a disabled scaler) or a missing/bad entry.

@@ -4,6 +4,7 @@
 // _amp_update_scale_ (one scalar update, with Apex/Megatron's hysteresis and min/max scale added),
 // then the unscale kernel's arguments and its dispatch table, then the one-thread ops over the
 // device-resident state of the device path.
+#include <float.h>
 #include <math.h>
 
 #include <cstdint>
@@ -30,12 +31,18 @@ struct UnscaleCheck {
   }
 };
 
+// The scale stays a normal F32 number: never below 2^-126 (FLT_MIN, whatever min_scale says), so 1/scale
+// (at most 2^126) is finite, and never grown to inf. Below it, 1/scale would be inf from 2^-128 on, a
+// finite gradient times inf would pass the finite check and write inf/NaN into the parameters, and a
+// scale flushed to 0 would stay 0 for ever.
+constexpr float kScaleFloor = FLT_MIN;
+
 struct ScaleUpdateParams {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   int64_t hysteresis = 1;   // back off at the hysteresis-th overflow in a row (1: every overflow, torch)
-  float min_scale = 0.0f;   // a floor for the backed-off scale (0: none, torch)
+  float min_scale = 0.0f;   // a floor for the backed-off scale (0: none, torch; kScaleFloor holds anyway)
   float max_scale = INFINITY;  // a ceiling for the grown scale (inf: none, torch)
 };
 
@@ -43,23 +50,28 @@ struct ScaleState {
   float scale = 65536.0f;      // F32, as torch's _scale tensor
   int64_t growth_tracker = 0;  // clean updates since the last growth or overflow
   int64_t hysteresis_left = 1; // overflows still tolerated before backing off
+  int64_t skipped_in_a_row = 0;  // updates with an inf/NaN since the last clean one (halfgrad's stop rule)
 };
 
 // One update of the scale after an iteration; found_inf: some optimizer saw an inf/NaN gradient.
 // torch's amp_update_scale_cuda_kernel with apex's update_scale_hysteresis on top:
 //   overflow: growth_tracker = 0; hysteresis_left -= 1; back off only when it reaches 0
-//             (scale *= backoff_factor in double, rounded to F32, then at least min_scale);
+//             (scale *= backoff_factor in double, rounded to F32, then at least min_scale and
+//             kScaleFloor);
 //   clean:    hysteresis_left = hysteresis; after growth_interval clean updates in a row the scale
 //             grows by growth_factor, capped at max_scale, and never to inf (it then stays).
 HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams& p) {
   if (found_inf) {
     st.growth_tracker = 0;
+    st.skipped_in_a_row += 1;
     st.hysteresis_left -= 1;
     if (st.hysteresis_left > 0) return;
     const float backed = static_cast<float>(static_cast<double>(st.scale) * p.backoff_factor);
-    st.scale = backed < p.min_scale ? p.min_scale : backed;
+    const float floor = p.min_scale > kScaleFloor ? p.min_scale : kScaleFloor;
+    st.scale = backed < floor ? floor : backed;
     return;
   }
+  st.skipped_in_a_row = 0;
   st.hysteresis_left = p.hysteresis;
   const int64_t successful = st.growth_tracker + 1;
   if (successful < p.growth_interval) {
@@ -75,6 +87,9 @@ HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams&
 
 // 1/scale as torch computes it, _scale.double().reciprocal().float(): in double, rounded to F32.
 HG_HD float inv_scale_of(float scale) { return static_cast<float>(1.0 / static_cast<double>(scale)); }
+// An unscale by this factor counts as an overflow: 1/scale is inf, NaN or 0 (a scale that left F32's
+// normal range; kScaleFloor keeps the scaler's own updates from it, this guards every other way in).
+HG_HD bool bad_inv_scale(float inv) { return !amp_is_finite(inv) || inv == 0.0f; }
 
 // In place over n contiguous elements of the table's dtype: g = UnscaleCheck(g) when `write`, else
 // only the check (the gradient stays as it is); *found_inf (host memory for the CPU, device memory
@@ -102,13 +117,14 @@ DispatchTable<UnscaleKernel>& unscale_kernels();
 
 // ---- the device path's scaler state (amp/grad_scaler.h, StepSkip::Kernel) -----------------------
 // The state lives in memory of the loss's device: scale (F32), trackers = {growth tracker, hysteresis
+// left, skipped in a row}
 // left} (I64), inv_scale (F32) and found_inf, one F32 flag per optimizer. Every change to it is one
 // of these ops, run by one thread (a <<<1,1>>> kernel on a GPU), so nothing is read back to the host.
 enum class ScalerOp : uint8_t {
-  PrepareUnscale,  // inv_scale = inv_scale_of(scale); found_inf[slot] = 0
+  PrepareUnscale,  // inv_scale = inv_scale_of(scale); found_inf[slot] = bad_inv_scale(inv_scale)
   Update,          // scale_update with the OR of found_inf[0, num_found) (when dynamic); flags = 0
   SetScale,        // scale = new_scale; flags = 0 (update(new_scale))
-  Snapshot,        // out[0] = found_inf[slot], out[1] = scale (a StepResult's values)
+  Snapshot,        // out = {found_inf[slot], scale, skipped in a row} (a StepResult's values)
 };
 
 struct ScalerStateArgs {
@@ -129,11 +145,15 @@ HG_HD void scaler_state_update(const ScalerStateArgs& a) {
   bool found = false;
   for (int64_t k = 0; k < a.num_found; ++k) found = found || a.found_inf[k] != 0.0f;
   if (a.dynamic) {
-    ScaleState st{.scale = *a.scale, .growth_tracker = a.trackers[0], .hysteresis_left = a.trackers[1]};
+    ScaleState st{.scale = *a.scale, .growth_tracker = a.trackers[0], .hysteresis_left = a.trackers[1],
+                  .skipped_in_a_row = a.trackers[2]};
     scale_update(st, found, a.params);
     *a.scale = st.scale;
     a.trackers[0] = st.growth_tracker;
     a.trackers[1] = st.hysteresis_left;
+    a.trackers[2] = st.skipped_in_a_row;
+  } else {
+    a.trackers[2] = found ? a.trackers[2] + 1 : 0;  // a static scale skips too
   }
   for (int64_t k = 0; k < a.num_found; ++k) a.found_inf[k] = 0.0f;
 }
@@ -142,7 +162,7 @@ HG_HD void scaler_state_op(const ScalerStateArgs& a) {
   switch (a.op) {
     case ScalerOp::PrepareUnscale:
       *a.inv_scale = inv_scale_of(*a.scale);
-      a.found_inf[a.slot] = 0.0f;
+      a.found_inf[a.slot] = bad_inv_scale(*a.inv_scale) ? 1.0f : 0.0f;
       return;
     case ScalerOp::Update:
       scaler_state_update(a);
@@ -154,6 +174,7 @@ HG_HD void scaler_state_op(const ScalerStateArgs& a) {
     case ScalerOp::Snapshot:
       a.out[0] = a.found_inf[a.slot];
       a.out[1] = *a.scale;
+      a.out[2] = static_cast<float>(a.trackers[2]);
       return;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -247,7 +248,7 @@ TEST_CASE("GradScaler: state_dict round trip continues identically; empty and ba
   const Vec pattern = {1.0, kInf, kInf, 1.0, 1.0, kInf, 1.0, 1.0, 1.0, 1.0, kInf};
   for (size_t k = 0; k < 5; ++k) iterate(s, opt, p, {pattern[k]});
   const optim::StateDict sd = s.state_dict();
-  CHECK(sd.size() == 10);
+  CHECK(sd.size() == 12);
   CHECK(sd.at("scale").item<double>() == s.get_scale());
   GradScaler t({.init_scale = 2.0});  // other options: all come from the dict
   t.load_state_dict(sd);
@@ -260,6 +261,7 @@ TEST_CASE("GradScaler: state_dict round trip continues identically; empty and ba
     CHECK(t.get_scale() == s.get_scale());
     CHECK(t.growth_tracker() == s.growth_tracker());
     CHECK(t.hysteresis_left() == s.hysteresis_left());
+    CHECK(t.skipped_in_a_row() == s.skipped_in_a_row());
   }
   REQUIRE_THROWS_WITH(t.load_state_dict({}), Catch::Contains("saved from a disabled GradScaler"));
   optim::StateDict missing = sd;
@@ -549,4 +551,133 @@ TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its ker
   set_grad(p, {1.0, 1.0});
   s.unscale_(opt);
   REQUIRE_THROWS_WITH(s.unscale_(opt), Catch::Contains("unscale_() has already been called"));
+}
+
+// ---- issue 12: a collapsing scale is stopped, never trained through --------------------------------
+
+namespace {
+// An iteration whose loss is NaN: every gradient NaN.
+StepResult nan_iteration(GradScaler& s, optim::Optimizer& opt, const Tensor& p) { return iterate(s, opt, p, {kNaN}); }
+}  // namespace
+
+TEST_CASE("GradScaler: a NaN loss on every step never pushes the scale out of F32's normal range, and the next "
+          "finite step updates the parameters with finite values", "[amp][scaler]") {
+  for (StepSkip skip : {StepSkip::Host, StepSkip::Kernel}) {
+    CAPTURE(static_cast<int>(skip));
+    // 0: train on as torch does; before the floor, 165 NaN steps made the scale 0 and 1/scale inf
+    GradScaler s({.step_skip = skip, .max_skipped_in_a_row = 0});
+    Tensor p = make_param({1.0});
+    SGD opt({p}, {.lr = 0.5});
+    capture_stderr([&] {
+      for (int k = 0; k < 300; ++k) nan_iteration(s, opt, p);
+      CHECK(s.get_scale() == static_cast<double>(FLT_MIN));  // 2^-126: the floor (the read warns: scale below 1)
+    });
+    CHECK(s.skipped_in_a_row() == 300);
+    CHECK(values(p) == Vec{1.0});  // every step skipped
+    // a clean step at the floor: gradient 2^-126 * 1 unscales to 1 with a finite 1/scale = 2^126
+    const StepResult r = iterate(s, opt, p, {static_cast<double>(FLT_MIN)});
+    CHECK(r.stepped());
+    CHECK(values(p) == Vec{0.5});
+    CHECK(std::isfinite(values(p)[0]));
+    CHECK(s.skipped_in_a_row() == 0);
+  }
+}
+
+TEST_CASE("GradScaler: after max_skipped_in_a_row NaN updates in a row it stops with an error naming the count, the "
+          "scale and NonFiniteOrigin", "[amp][scaler]") {
+  {  // host path: update() throws at the 50th skipped update in a row (the default)
+    GradScaler s({.step_skip = StepSkip::Host});
+    CHECK(s.options().max_skipped_in_a_row == 50);
+    Tensor p = make_param({1.0});
+    SGD opt({p}, {.lr = 0.5});
+    capture_stderr([&] {
+      for (int k = 0; k < 49; ++k) nan_iteration(s, opt, p);
+    });
+    iterate(s, opt, p, {s.get_scale()});  // a clean step (gradient 1 once unscaled) resets the count
+    CHECK(s.skipped_in_a_row() == 0);
+    for (int k = 0; k < 49; ++k) nan_iteration(s, opt, p);
+    REQUIRE_THROWS_WITH(nan_iteration(s, opt, p), Catch::Contains("GradScaler.update") &&
+                                                    Catch::Contains("inf/NaN in 50 updates in a row") &&
+                                                    Catch::Contains("NonFiniteOrigin") &&
+                                                    Catch::Contains("max_skipped_in_a_row = 0"));
+    CHECK(values(p) == Vec{0.5});
+  }
+  {  // device path: the first read after it says so (update() cannot see it without a sync)
+    GradScaler s({.step_skip = StepSkip::Kernel, .max_skipped_in_a_row = 5});
+    Tensor p = make_param({1.0});
+    SGD opt({p}, {.lr = 0.5});
+    capture_stderr([&] {
+      for (int k = 0; k < 5; ++k) CHECK(nan_iteration(s, opt, p).found_inf());
+    });
+    REQUIRE_THROWS_WITH(s.get_scale(), Catch::Contains("GradScaler.get_scale") && Catch::Contains("5 updates in a row"));
+    set_grad(p, {kNaN});
+    const StepResult r = s.step(opt);
+    REQUIRE_THROWS_WITH(r.stepped(), Catch::Contains("GradScaler.step") && Catch::Contains("5 updates in a row"));
+  }
+  {  // a static scale skips too, and stops too
+    GradScaler s({.init_scale = 8.0, .dynamic = false, .step_skip = StepSkip::Host, .max_skipped_in_a_row = 3});
+    Tensor p = make_param({1.0});
+    SGD opt({p}, {.lr = 0.5});
+    nan_iteration(s, opt, p);
+    nan_iteration(s, opt, p);
+    REQUIRE_THROWS_WITH(nan_iteration(s, opt, p), Catch::Contains("3 updates in a row"));
+  }
+}
+
+TEST_CASE("GradScaler: options and loaded values are checked in the type they are kept in", "[amp][scaler]") {
+  const auto rejects = [](GradScalerOptions o, const char* what) {
+    REQUIRE_THROWS_WITH(GradScaler(o), Catch::Contains(what));
+  };
+  rejects({.init_scale = 1e39}, "init_scale=1e+39; the scale is kept as F32");  // inf in F32
+  rejects({.init_scale = 1e-46}, "init_scale=1e-46");                             // 0 in F32
+  rejects({.init_scale = 1e-39}, "a normal F32 number");                          // subnormal in F32
+  rejects({.growth_factor = kInf}, "growth_factor=inf; it must be finite");
+  rejects({.backoff_factor = 1e-300}, "backoff_factor=1e-300");
+  rejects({.min_scale = 1e-46}, "min_scale=1e-46");
+  rejects({.max_scale = 1e39}, "max_scale=1e+39; it must be infinity (no ceiling) or a normal F32 number");
+  rejects({.max_skipped_in_a_row = -1}, "max_skipped_in_a_row=-1");
+  GradScaler s;
+  REQUIRE_THROWS_WITH(s.update(1e-46), Catch::Contains("new_scale=1e-46") && Catch::Contains("normal F32"));
+  REQUIRE_THROWS_WITH(s.update(1e39), Catch::Contains("new_scale=1e+39"));
+  CHECK(s.get_scale() == 65536.0);  // untouched by the refused calls
+
+  const optim::StateDict good = s.state_dict();
+  const auto bad_entry = [&](const char* key, double v, const char* what) {
+    optim::StateDict sd = good;
+    sd[key] = full(Shape{}, v, {.dtype = DType::F64});
+    GradScaler t;
+    REQUIRE_THROWS_WITH(t.load_state_dict(sd), Catch::Contains(what));
+    CHECK(t.get_scale() == 65536.0);  // all or nothing
+  };
+  bad_entry("growth_tracker", 1e300, "entry 'growth_tracker' is 1e+300; it must be a whole number in [0, ");
+  bad_entry("growth_tracker", kNaN, "entry 'growth_tracker' is nan");
+  bad_entry("hysteresis_tracker", -1e300, "entry 'hysteresis_tracker' is -1e+300");
+  bad_entry("skipped_tracker", 2.5, "entry 'skipped_tracker' is 2.5");
+  bad_entry("scale", 1e39, "init_scale=1e+39; the scale is kept as F32");
+  bad_entry("scale", 1e-46, "init_scale=1e-46");
+  bad_entry("growth_factor", kInf, "growth_factor=inf");
+  bad_entry("max_skipped_in_a_row", -3, "entry 'max_skipped_in_a_row' is -3");
+  // a dict from before the skip counter still loads
+  optim::StateDict old = good;
+  old.erase("skipped_tracker");
+  old.erase("max_skipped_in_a_row");
+  GradScaler t({.max_skipped_in_a_row = 7});
+  t.load_state_dict(old);
+  CHECK(t.skipped_in_a_row() == 0);
+  CHECK(t.options().max_skipped_in_a_row == 7);
+}
+
+TEST_CASE("GradScaler: an inf, NaN or zero 1/scale counts as an overflow on both paths", "[amp][scaler]") {
+  CHECK(bad_inv_scale(std::numeric_limits<float>::infinity()));
+  CHECK(bad_inv_scale(std::numeric_limits<float>::quiet_NaN()));
+  CHECK(bad_inv_scale(0.0f));
+  CHECK_FALSE(bad_inv_scale(std::ldexp(1.0f, 126)));
+  // the device path's PrepareUnscale flags it (a scale of 0 or a subnormal one, e.g. written by hand)
+  for (float scale : {0.0f, std::ldexp(1.0f, -140), std::ldexp(1.0f, -126)}) {
+    float sc = scale, inv = 0.0f, found[1] = {0.0f};
+    int64_t trackers[3] = {0, 1, 0};
+    scaler_state_op({.op = ScalerOp::PrepareUnscale, .scale = &sc, .trackers = trackers, .inv_scale = &inv,
+                     .found_inf = found, .num_found = 1, .slot = 0});
+    CHECK((found[0] != 0.0f) == (scale < FLT_MIN));
+  }
 }
