@@ -7,9 +7,10 @@
 //             [begin, end) counted from the buffer's start
 // halfgrad reads and writes the dtypes it has: F32, F16, BF16, F64, I64.
 //
-// Writes are atomic: the file goes to "<path>.tmp.<pid>" beside path, is flushed to the disk, and is
-// renamed over path, so a crash or an error leaves either the old file or the new one, never half of
-// one. Loads check every byte count and offset before using it and throw hg::Error naming the file
+// Writes are atomic (core/atomic_file.h): the file goes to "<path>.hg-tmp.<pid>.<n>" beside path, is
+// flushed to the disk, and is renamed over path, so a crash or an error leaves either the old file or
+// the new one, never half of one. Only a regular file is replaced (a symlink is followed to one; a
+// device, FIFO or directory is refused), and temp files of killed writers are removed by the next save. Loads check every byte count and offset before using it and throw hg::Error naming the file
 // and the problem; a malformed file never crashes the reader or yields garbage.
 #include <cstdint>
 #include <map>

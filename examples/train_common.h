@@ -168,6 +168,14 @@ inline Args parse_args(int argc, char** argv, Args a) {
     usage(a, "--opt-level O0 is pure FP32; drop --amp " + a.amp + " or pick O1-O3");
   if (a.compare && (!a.amp.empty() || !a.opt_level.empty() || !a.save.empty() || !a.resume.empty()))
     usage(a, "--compare runs every precision itself; it takes no --amp, --opt-level, --save or --resume");
+  // a checkpoint that cannot be written is found now, not after the first epoch
+  if (!a.save.empty()) {
+    try {
+      hg::check_writable("--save", a.save);
+    } catch (const hg::Error& e) {
+      usage(a, e.what());
+    }
+  }
   return a;
 }
 

@@ -12,9 +12,11 @@
 #include <iterator>
 #include <limits>
 #include <random>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "test_util.h"
+#include "core/atomic_file.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 
@@ -193,10 +195,10 @@ TEST_CASE("save_safetensors is atomic: a failed write leaves the previous file a
     CHECK(read_bytes(path) == before);
     only_the_file();
   }
-  // The rename fails: the target is a directory. The temporary file is removed.
+  // The target is a directory: refused before anything is written.
   fs::create_directories(tmp.dir / "sub.safetensors" / "x");
-  CHECK_THROWS_WITH(save_safetensors(tmp / "sub.safetensors", bigger), Catch::Contains("cannot rename"));
-  CHECK(!fs::exists(tmp.dir / ("sub.safetensors.tmp." + std::to_string(::getpid()))));
+  CHECK_THROWS_WITH(save_safetensors(tmp / "sub.safetensors", bigger), Catch::Contains("is a directory"));
+  CHECK(fs::is_directory(tmp.dir / "sub.safetensors" / "x"));
   fs::remove_all(tmp.dir / "sub.safetensors");
   CHECK_THROWS_WITH(save_safetensors(tmp / "no/such/dir/x.safetensors", bigger), Catch::Contains("cannot create"));
   save_safetensors(path, bigger);  // and a good write replaces it
@@ -275,4 +277,57 @@ TEST_CASE("load_safetensors survives every truncation and random corruption of a
   }
   CHECK(loaded + rejected == 500);
   CHECK(rejected > 0);
+}
+
+TEST_CASE("checkpoint writes replace only regular files, follow symlinks and clear dead writers' temp files",
+          "[safetensors][cpu]") {
+  TempDir tmp("targets");
+  const std::map<std::string, Tensor> t = {{"a", ones({4})}};
+  // a device node and a FIFO are refused before anything is written, and stay what they were
+  CHECK_THROWS_WITH(save_safetensors("/dev/null", t), Catch::Contains("'/dev/null' is a character device") &&
+                                                          Catch::Contains("only replaces regular files"));
+  struct stat st {};
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  const std::string fifo = tmp / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(save_safetensors(fifo, t), Catch::Contains("is a FIFO"));
+  CHECK(fs::is_fifo(fifo));
+  // a symlink is followed: the file it leads to is replaced, the link stays a link
+  const std::string real = tmp / "real.safetensors", link = tmp / "link.safetensors";
+  save_safetensors(real, {{"old", zeros({1})}});
+  fs::create_symlink("real.safetensors", link);  // relative, resolved against the link's folder
+  save_safetensors(link, t);
+  CHECK(fs::is_symlink(link));
+  CHECK(load_safetensors(real).tensors.count("a") == 1);
+  // a dangling link creates its target; a link to a FIFO is refused and names the link
+  const std::string dangling = tmp / "dangling.safetensors";
+  fs::create_symlink(tmp / "made.safetensors", dangling);
+  save_safetensors(dangling, t);
+  CHECK(fs::is_regular_file(tmp / "made.safetensors"));
+  CHECK(fs::is_symlink(dangling));
+  fs::create_symlink(fifo, tmp / "to_pipe");
+  CHECK_THROWS_WITH(save_safetensors(tmp / "to_pipe", t), Catch::Contains("is a FIFO") &&
+                                                             Catch::Contains("through the symlink"));
+  // temp files of a writer that died are removed by the next save in the folder; a live one's stay
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);  // its pid is free now
+  const std::string dead = tmp / ("x.safetensors.hg-tmp." + std::to_string(child) + ".0");
+  const std::string alive = tmp / ("y.safetensors.hg-tmp." + std::to_string(::getppid()) + ".3");
+  const std::string unrelated = tmp / "notes.tmp.123";
+  for (const std::string& f : {dead, alive, unrelated}) std::ofstream(f) << "partial";
+  save_safetensors(tmp / "z.safetensors", t);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(alive));
+  CHECK(fs::exists(unrelated));
+  // check_writable: the same refusals up front, and nothing left behind when it passes
+  CHECK_THROWS_WITH(check_writable("--save", tmp.dir.string()), Catch::Contains("--save") &&
+                                                                  Catch::Contains("is a directory"));
+  CHECK_THROWS_WITH(check_writable("--save", tmp / "no/such/dir/c.safetensors"), Catch::Contains("cannot create"));
+  const auto before = std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator());
+  check_writable("--save", tmp / "fresh.safetensors");
+  CHECK_FALSE(fs::exists(tmp / "fresh.safetensors"));
+  CHECK(std::distance(fs::directory_iterator(tmp.dir), fs::directory_iterator()) == before);
 }

@@ -423,6 +423,6 @@ TEST_CASE("GradientHistogram errors name the call, the values and the fix", "[in
   h.record("a", Kind::Weight, f32({1}));
   CHECK_THROWS_WITH(h.at("b", Kind::Weight), Catch::Contains("nothing recorded for 'b' (weight); recorded: a/weight"));
   CHECK_THROWS_WITH(h.write_csv("/nonexistent_hg_dir/h.csv"),
-                    Catch::Contains("GradientHistogram::write_csv: cannot create '/nonexistent_hg_dir/h.csv.tmp."));
+                    Catch::Contains("GradientHistogram::write_csv: cannot create '/nonexistent_hg_dir/h.csv.hg-tmp."));
   CHECK_THROWS_WITH(h.write_json(""), Catch::Contains("GradientHistogram::write_json: the path is empty"));
 }
