@@ -94,6 +94,13 @@ std::string atomic_write_target(const char* op, const std::string& path) {
   }
 }
 
+void require_regular_file(const char* op, const std::string& path) {
+  struct stat st {};
+  HG_CHECK(::stat(path.c_str(), &st) == 0, op, ": cannot open '", path, "': ", std::strerror(errno), "; check the path");
+  HG_CHECK(S_ISREG(st.st_mode), op, ": '", path, "' is ", kind_of(st.st_mode),
+           "; halfgrad reads only regular files: pass the path of the file itself");
+}
+
 void check_writable(const char* op, const std::string& path) {
   const std::string target = atomic_write_target(op, path);
   AtomicFile probe(op, target);  // creates the temp file next to it; the destructor removes it

@@ -47,6 +47,11 @@ void write_file_atomic(const char* op, const std::string& path, const std::strin
 // Throws an hg::Error naming op when that exists and is not a regular file.
 std::string atomic_write_target(const char* op, const std::string& path);
 
+// Readers call this before opening: throws an hg::Error naming op when path is missing or is not a
+// regular file once symlinks are followed (a FIFO would block the reader for ever, a device would
+// never end, a directory cannot be read).
+void require_regular_file(const char* op, const std::string& path);
+
 // Before long work that ends in a write (a training run with --save): throws now, with the reason,
 // when `path` could not be written then (not a regular file, no such directory, no permission); it
 // creates and removes a temporary file next to the target and leaves the target untouched.

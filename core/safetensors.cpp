@@ -392,6 +392,41 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
+// The header must be UTF-8 (JSON, and the reference reader rejects anything else): no stray
+// continuation byte, no overlong form, no surrogate, nothing above U+10FFFF.
+void check_utf8(const std::string& path, const std::string& h) {
+  const auto* b = reinterpret_cast<const unsigned char*>(h.data());
+  const size_t n = h.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = b[i];
+    size_t len = 0;
+    uint32_t cp = 0, min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = len != 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (b[i + k] & 0xC0) == 0x80;
+      cp = cp << 6 | (b[i + k] & 0x3F);
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02X", c);
+      HG_FAIL("load_safetensors: '", path, "': the header is not valid UTF-8 (byte ", byte, " at header offset ", i,
+              "); safetensors headers are UTF-8 JSON: the file is corrupt or was not written by a safetensors writer");
+    }
+    i += len;
+  }
+}
+
 void read_exact(std::FILE* f, const std::string& path, uint64_t at, void* dst, uint64_t n) {
   if (n == 0) return;
   HG_CHECK(fseeko(f, static_cast<off_t>(at), SEEK_SET) == 0 && std::fread(dst, 1, n, f) == n, "load_safetensors: '",
@@ -401,6 +436,7 @@ void read_exact(std::FILE* f, const std::string& path, uint64_t at, void* dst, u
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  require_regular_file("load_safetensors", path);  // a FIFO would block the reader for ever
   FilePtr f(std::fopen(path.c_str(), "rb"));
   HG_CHECK(f, "load_safetensors: cannot open '", path, "': ", std::strerror(errno), "; check the path");
   HG_CHECK(fseeko(f.get(), 0, SEEK_END) == 0, "load_safetensors: cannot seek in '", path, "'; it must be a regular file");
@@ -419,6 +455,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
            " bytes, above safetensors' limit of ", kMaxHeader, "; the file is corrupt");
   std::string header(n, '\0');
   read_exact(f.get(), path, 8, header.data(), n);
+  check_utf8(path, header);
   const Json root = JsonParser(path, header).document();
   const HeaderReader reader(path);
   if (root.kind != Json::Kind::Object) reader.fail("the header is not a JSON object");

@@ -53,7 +53,7 @@ CifarSplit read_files(const std::vector<std::string>& paths, const char* op) {
   std::vector<int64_t> counts;
   int64_t total = 0;
   for (const std::string& p : paths) {
-    files.push_back(read_bytes(p, op));
+    files.push_back(read_bytes(p, op, size_t{60000} * kCifarRecordBytes));  // the whole train set in one file at most
     counts.push_back(check_records(files.back(), p, op));
     total += counts.back();
   }

@@ -1,5 +1,7 @@
 #include "data/idx.h"
 
+#include "core/atomic_file.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@ struct FileCloser {
 using File = std::unique_ptr<std::FILE, FileCloser>;
 
 std::vector<uint8_t> read_raw(const std::string& path, const char* op) {
+  require_regular_file(op, path);  // a FIFO would block for ever, a device never end
   File f(std::fopen(path.c_str(), "rb"));
   HG_CHECK(f != nullptr, op, ": cannot open '", path, "': ", std::strerror(errno));
   std::error_code ec;
@@ -43,9 +46,16 @@ struct Inflater {
   ~Inflater() { inflateEnd(&zs); }
 };
 
-// Inflates a gzip file held in memory. Output grows by doubling from the size the last member's
-// trailer (ISIZE, the size mod 2^32) announces, so a single-member file is inflated in one go.
-std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path, const char* op) {
+// deflate's best case turns one compressed byte into at most 1032: more output than that from `in` is
+// impossible, so a limit above it never binds.
+size_t inflate_bound(size_t in) { return in * 1032 + 1024; }
+
+// Inflates a gzip file held in memory into at most `limit` bytes (concatenated members are joined).
+// Inflating stops as soon as the output would pass the limit: an error naming `why` (what the limit
+// is), or, with `prefix`, the first `limit` bytes returned quietly (to read a header first). Output
+// grows by doubling from the size the last member's trailer (ISIZE) announces, within the limit.
+std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path, const char* op, size_t limit,
+                            const char* why, bool prefix = false) {
   size_t isize = 0;
   if (in.size() >= 18) {  // 10-byte header + 8-byte trailer at least
     const uint8_t* t = in.data() + in.size() - 4;
@@ -53,13 +63,21 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
   }
   // ISIZE of a damaged file can be anything: trust it only up to a ratio real data sets stay under
   isize = std::min(isize, 8 * in.size() + (size_t{1} << 20));
-  std::vector<uint8_t> out(std::max<size_t>(isize, 1) + 1);
+  const size_t cap = limit + 1;  // one byte past the limit tells "more"
+  std::vector<uint8_t> out(std::min(std::max<size_t>(isize, 1) + 1, cap));
   Inflater inf;
   z_stream& zs = inf.zs;
   zs.next_in = const_cast<Bytef*>(in.data());
   size_t consumed = 0, produced = 0;
   for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+    if (produced == out.size()) {
+      if (produced == cap) {
+        if (prefix) break;
+        HG_FAIL(op, ": '", path, "' inflates to more than ", limit, " bytes (", why, "); a gzip bomb or a corrupt "
+                "file: re-download it");
+      }
+      out.resize(std::min(out.size() * 2, cap));
+    }
     zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size() - consumed, UINT_MAX));
     zs.next_out = out.data() + produced;
     zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - produced, UINT_MAX));
@@ -79,7 +97,7 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
              "' is a truncated gzip stream: it ends after ", in.size(), " compressed bytes (", produced,
              " bytes inflated) before the end of the data; re-download the file");
   }
-  out.resize(produced);
+  out.resize(std::min(produced, limit));
   return out;
 }
 
@@ -117,30 +135,55 @@ struct IdxFile {
   const uint8_t* data() const { return bytes.data() + header; }
 };
 
-// Reads and validates an IDX file: a known magic and exactly header + numel * element size bytes.
-IdxFile parse_idx(const std::string& path, const char* op) {
-  IdxFile f;
-  f.bytes = read_bytes(path, op);
-  const auto& b = f.bytes;
-  HG_CHECK(b.size() >= 4, op, ": '", path, "' is truncated: it has ", b.size(),
-           " bytes but an IDX header needs at least 4");
-  f.magic = be32(b.data());
+// The header of an IDX file from its first bytes b[0, n): magic, element type, dims, header size and
+// numel (the elements are not looked at).
+void parse_header(IdxFile& f, const uint8_t* b, size_t n, const std::string& path, const char* op) {
+  HG_CHECK(n >= 4, op, ": '", path, "' is truncated: it has ", n, " bytes but an IDX header needs at least 4");
+  f.magic = be32(b);
   f.type = b[2];
   const size_t nd = b[3];
   HG_CHECK(b[0] == 0 && b[1] == 0 && idx_type_size(f.type) != 0 && nd >= 1, op, ": '", path, "' has magic ",
            hex32(f.magic), " but an IDX file starts with 0x0000TTNN (TT = 08/09/0B/0C/0D/0E the element type, NN >= 1 "
            "the number of dims), e.g. 0x00000803 for images, 0x00000801 for labels; is it an IDX file?");
   f.header = 4 + 4 * nd;
-  HG_CHECK(b.size() >= f.header, op, ": '", path, "' is truncated: its header declares ", nd, " dims (",
-           f.header, " bytes) but the file has only ", b.size(), " bytes");
+  HG_CHECK(n >= f.header, op, ": '", path, "' is truncated: its header declares ", nd, " dims (", f.header,
+           " bytes) but the file has only ", n, " bytes");
   for (size_t i = 0; i < nd; ++i) {
-    f.dims.push_back(be32(b.data() + 4 + 4 * i));
+    f.dims.push_back(be32(b + 4 + 4 * i));
     // 2^40 elements is far beyond any IDX data set and keeps numel * 8 from overflowing
     HG_CHECK(f.numel <= (int64_t{1} << 40) / std::max<int64_t>(f.dims.back(), 1), op, ": '", path,
              "' header dims ", dims_str(f.dims), "... are inconsistent (too many elements)");
     f.numel *= f.dims.back();
   }
+}
+
+// Reads and validates an IDX file: a known magic and exactly header + numel * element size bytes. A
+// gzip file is inflated twice over its bytes in memory: the header alone first, then no more than the
+// size the header declares, so a gzip bomb stops at that size (or at once, with a bad header).
+IdxFile parse_idx(const std::string& path, const char* op) {
+  IdxFile f;
+  std::vector<uint8_t> raw = read_raw(path, op);
+  const bool gz = is_gzip(raw);
+  if (gz) {
+    const std::vector<uint8_t> head = gunzip(raw, path, op, 4 + 4 * 255, "an IDX header", true);
+    parse_header(f, head.data(), head.size(), path, op);
+  } else {
+    parse_header(f, raw.data(), raw.size(), path, op);
+  }
   const size_t want = f.header + static_cast<size_t>(f.numel) * idx_type_size(f.type);
+  if (gz) {
+    HG_CHECK(want <= inflate_bound(raw.size()), op, ": '", path, "' header dims ", dims_str(f.dims), " need ", want,
+             " bytes but ", raw.size(), " bytes of gzip cannot inflate to more than ", inflate_bound(raw.size()),
+             "; the file is truncated or corrupt: re-download it");
+    try {
+      f.bytes = gunzip(raw, path, op, want, "the size its IDX header declares");
+    } catch (const std::bad_alloc&) {
+      HG_FAIL(op, ": not enough memory to inflate '", path, "' (", want, " bytes, header dims ", dims_str(f.dims), ")");
+    }
+  } else {
+    f.bytes = std::move(raw);
+  }
+  const auto& b = f.bytes;
   HG_CHECK(b.size() >= want, op, ": '", path, "' is truncated: header dims ", dims_str(f.dims), " need ", want,
            " bytes but the file has ", b.size(), "; re-download it");
   HG_CHECK(b.size() == want, op, ": '", path, "' header dims ", dims_str(f.dims),
@@ -215,9 +258,18 @@ const std::array<const char*, 10>& fashion_mnist_classes() {
   return names;
 }
 
-std::vector<uint8_t> read_bytes(const std::string& path, const char* op) {
+std::vector<uint8_t> read_bytes(const std::string& path, const char* op, size_t max_bytes) {
   std::vector<uint8_t> bytes = read_raw(path, op);
-  return is_gzip(bytes) ? gunzip(bytes, path, op) : bytes;
+  if (!is_gzip(bytes)) {
+    HG_CHECK(bytes.size() <= max_bytes, op, ": '", path, "' has ", bytes.size(), " bytes, more than the ", max_bytes,
+             " this reader takes; is it the right file?");
+    return bytes;
+  }
+  try {
+    return gunzip(bytes, path, op, std::min(max_bytes, inflate_bound(bytes.size())), "the most this reader takes");
+  } catch (const std::bad_alloc&) {
+    HG_FAIL(op, ": not enough memory to inflate '", path, "'");
+  }
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, Compression compression) {

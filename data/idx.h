@@ -22,8 +22,11 @@ const std::array<const char*, 10>& fashion_mnist_classes();
 
 // --- files --------------------------------------------------------------------------------------
 // The bytes of a file, inflated when it starts with the gzip magic (concatenated members are joined).
-// Throws naming op and path when the file is missing, unreadable, truncated or corrupt.
-std::vector<uint8_t> read_bytes(const std::string& path, const char* op = "read_bytes");
+// Throws naming op and path when the file is missing, not a regular file, unreadable, truncated or
+// corrupt, or holds (once inflated) more than max_bytes: inflating stops there, so a gzip bomb costs
+// at most max_bytes of memory. The IDX readers bound it by the size their header declares.
+std::vector<uint8_t> read_bytes(const std::string& path, const char* op = "read_bytes",
+                                size_t max_bytes = size_t{1} << 32);
 
 enum class Compression { None, Gzip };
 // Writes bytes to path (gzip-compressed on request): for caching subsets and for the tests.

@@ -226,6 +226,19 @@ TEST_CASE("load_safetensors names what is wrong with a malformed file", "[safete
   expect(craft(R"({"a\q":1})", ""), "unknown escape");
   expect(craft(std::string(100, '[') + std::string(100, ']'), ""), "nested too deeply");
   expect(craft("[1]", ""), "the header is not a JSON object");
+  // names (and the whole header) must be UTF-8, as the reference reader requires
+  const std::string entry = R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  expect(craft("{\"a\xFF" + entry, f32x2), "not valid UTF-8 (byte 0xFF at header offset 3)");
+  expect(craft("{\"\xC0\xAF" + entry, f32x2), "not valid UTF-8 (byte 0xC0");       // overlong '/'
+  expect(craft("{\"\xED\xA0\x80" + entry, f32x2), "not valid UTF-8 (byte 0xED");  // a surrogate
+  expect(craft("{\"\xF4\x90\x80\x80" + entry, f32x2), "not valid UTF-8");       // above U+10FFFF
+  expect(craft("{\"ab\xE2\x82" + entry, f32x2), "not valid UTF-8 (byte 0xE2");    // cut short
+  write_bytes(path, craft("{\"caf\xC3\xA9 \xF0\x9F\x98\x80" + entry, f32x2));  // é and an emoji: fine
+  CHECK(load_safetensors(path).tensors.count("caf\xC3\xA9 \xF0\x9F\x98\x80") == 1);
+  const std::string fifo = tmp / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE_THROWS_WITH(load_safetensors(fifo), Catch::Contains("is a FIFO") && Catch::Contains("regular files"));
+  REQUIRE_THROWS_WITH(load_safetensors(tmp.dir.string()), Catch::Contains("is a directory"));
   expect(craft(one(R"({"dtype":"I32","shape":[2],"data_offsets":[0,8]})"), f32x2), "has dtype 'I32'");
   expect(craft(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), f32x2.substr(4)),
          "tensor 'a' of dtype F32 and shape [2] needs 8 bytes but its data_offsets [0, 4] hold 4");

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/rng.h"
@@ -232,6 +233,42 @@ TEST_CASE("idx: bad files give errors naming the problem", "[data]") {
   for (size_t i = 12; i < bad.size() - 8; ++i) bad[i] ^= 0x5A;
   write_bytes(dir / "gz_bad", bad);
   CHECK_THAT(error_of([&] { read_idx_images(dir / "gz_bad"); }), Contains("not a valid gzip"));
+}
+
+TEST_CASE("idx: a gzip bomb stops at the size its header declares; non-regular files are refused at once",
+          "[data]") {
+  TempDir dir;
+  // a valid header for 100 images of 28x28 (78,416 bytes) followed by 64 MB of zeros, gzip'd to ~64 KB
+  Bytes bomb = images_file(100, 28, 28);
+  bomb.resize(size_t{64} << 20, 0);
+  write_bytes(dir / "bomb.gz", bomb, Compression::Gzip);
+  bomb = {};
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THAT(error_of([&] { read_idx_images(dir / "bomb.gz"); }),
+             Contains("inflates to more than 78416 bytes") && Contains("the size its IDX header declares"));
+  // the header claims far more than the compressed bytes can hold
+  Bytes claims = idx_file(0x08, {60000, 28, 28}, {});
+  write_bytes(dir / "claims.gz", claims, Compression::Gzip);
+  CHECK_THAT(error_of([&] { read_idx_images(dir / "claims.gz"); }), Contains("cannot inflate to more than"));
+  // zeros from the first byte: the header is wrong and nothing past it is inflated
+  write_bytes(dir / "zeros.gz", Bytes(size_t{64} << 20, 0), Compression::Gzip);
+  CHECK_THAT(error_of([&] { read_idx_images(dir / "zeros.gz"); }), Contains("magic 0x00000000"));
+  INFO("three bombs took " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  // read_bytes takes a bound of its own
+  write_bytes(dir / "plain.gz", Bytes(5000, 7), Compression::Gzip);
+  CHECK(read_bytes(dir / "plain.gz").size() == 5000);
+  CHECK_THAT(error_of([&] { read_bytes(dir / "plain.gz", "reader", 4096); }),
+             Contains("reader") && Contains("inflates to more than 4096 bytes"));
+  write_bytes(dir / "plain", Bytes(5000, 7));
+  CHECK_THAT(error_of([&] { read_bytes(dir / "plain", "reader", 4096); }), Contains("has 5000 bytes, more than the 4096"));
+  // a FIFO (which would block the reader for ever) and a directory: refused before any read
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(error_of([&] { read_idx_images(fifo); }), Contains("is a FIFO") && Contains("regular files"));
+  CHECK_THAT(error_of([&] { read_bytes(fifo); }), Contains("is a FIFO"));
+  CHECK_THAT(error_of([&] { read_cifar10_file(fifo); }), Contains("read_cifar10_file") && Contains("is a FIFO"));
+  CHECK_THAT(error_of([&] { read_idx_labels(dir.path.string()); }), Contains("is a directory"));
+  CHECK_THAT(error_of([&] { read_idx_labels("/dev/zero"); }), Contains("is a character device"));
 }
 
 TEST_CASE("idx: concatenated gzip members read as one stream", "[data]") {
