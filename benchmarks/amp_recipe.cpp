@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "amp/inspect/memory.h"
+#include "examples/cli.h"
 #include "halfgrad.h"
 
 namespace {
@@ -130,32 +131,32 @@ void print_ledgers(const Result& f32, const Result& bf16, const Result& f16) {
 
 }  // namespace
 
+[[noreturn]] void usage(const std::string& problem) {
+  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--threads N] [--device cpu|cuda]");
+}
+
 int main(int argc, char** argv) {
   Config c;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto next = [&]() -> int64_t {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "amp_recipe: %s needs a value\n", f.c_str());
-        std::exit(2);
-      }
-      return std::atoll(argv[++i]);
-    };
-    if (f == "--full") c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .device = c.device};
-    else if (f == "--width") c.width = next();
-    else if (f == "--batch") c.batch = next();
-    else if (f == "--layers") c.layers = next();
-    else if (f == "--batches") c.batches = next();
-    else if (f == "--epochs") c.epochs = next();
-    else if (f == "--threads") hg::set_num_threads(static_cast<int>(next()));
-    else if (f == "--device" && i + 1 < argc) c.device = std::strcmp(argv[++i], "cuda") == 0 ? hg::Device::cuda() : hg::Device::cpu();
-    else {
-      std::fprintf(stderr, "usage: amp_recipe [--width N] [--batch N] [--layers N] [--batches N] [--epochs N] "
-                           "[--full] [--threads N] [--device cpu|cuda]\n");
-      return 2;
-    }
-  }
-  try {
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--full") return false;
+    c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .device = c.device};
+    return true;
+  };
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    using example::parse_number;
+    if (f == "--width") c.width = parse_number<int64_t>(v, 1);
+    else if (f == "--batch") c.batch = parse_number<int64_t>(v, 1);
+    else if (f == "--layers") c.layers = parse_number<int64_t>(v, 1);
+    else if (f == "--batches") c.batches = parse_number<int64_t>(v, 1);
+    else if (f == "--epochs") c.epochs = parse_number<int64_t>(v, 1);
+    else if (f == "--threads") hg::set_num_threads(parse_number<int>(v, 1, hg::max_num_threads()));
+    else if (f == "--device" && (v == "cpu" || v == "cuda")) c.device = v == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
+    else if (f == "--device") throw std::invalid_argument("expected cpu or cuda");
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, on_switch, on_value, usage);
+  return example::guarded_main("amp_recipe", [&] {
     std::printf("amp_recipe on %s; BF16 GEMM engine %s\n", hg::cpu_summary().c_str(),
                 hg::cpu::gemm_engine(hg::DType::BF16).c_str());
     std::printf("width %lld, batch %lld, %lld layers, %lld batches x %lld epochs, %d thread(s), %s\n",
@@ -175,8 +176,6 @@ int main(int argc, char** argv) {
     std::printf("(autocast adds a BF16 copy of each weight and halves the layers' activations, while the loss\n"
                 " runs in F32: the ledger below splits it)\n");
     print_ledgers(f32, bf16, f16);
-  } catch (const hg::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+    return 0;
+  });
 }

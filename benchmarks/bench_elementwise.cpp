@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "examples/cli.h"
 #include "benchmarks/bench_util.h"
 #include "halfgrad.h"
 
@@ -29,7 +30,13 @@ int main(int argc, char** argv) {
   double min_s = 0.2;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) samples = 3, min_s = 0.05;
-    else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) n = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) {
+      try {
+        n = example::parse_number<int64_t>(argv[++i], 1, int64_t{1} << 34);
+      } catch (const std::invalid_argument& e) {
+        return std::fprintf(stderr, "bench_elementwise: bad value '%s' for --n: %s\n", argv[i], e.what()), 2;
+      }
+    }
     else return std::fprintf(stderr, "usage: bench_elementwise [--quick] [--n ELEMENTS]\n"), 2;
   }
   const Case cases[] = {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/cli.h"
 #include "halfgrad.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
@@ -148,18 +149,27 @@ void run(const Workload& w, int steps) {
 
 }  // namespace
 
+int run_all(const std::string& which, int steps);
+
+[[noreturn]] void usage(const std::string& problem) {
+  example::exit_with_usage("bench_train", problem, "[--workload tiny|mlp|recipe|cnn|bn_cnn|recipe_bf16|cnn_bf16|bn_cnn_bf16|all] [--steps N] [--threads N]");
+}
+
 int main(int argc, char** argv) {
   std::string which = "all";
   int steps = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--workload")) which = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) hg::set_num_threads(std::atoi(argv[i + 1]));
-    else {
-      std::fprintf(stderr, "usage: bench_train [--workload tiny|mlp|recipe|cnn|bn_cnn|recipe_bf16|cnn_bf16|bn_cnn_bf16|all] [--steps N] [--threads N]\n");
-      return 2;
-    }
-  }
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--workload") which = v;
+    else if (f == "--steps") steps = example::parse_number<int>(v, 1);
+    else if (f == "--threads") hg::set_num_threads(example::parse_number<int>(v, 1, hg::max_num_threads()));
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, [](const std::string&) { return false; }, on_value, usage);
+  return example::guarded_main("bench_train", [&] { return run_all(which, steps); });
+}
+
+int run_all(const std::string& which, int steps) {
   // the header on stderr: stdout is one JSON line per workload (benchmarks/compare_pytorch reads it)
   std::fprintf(stderr, "bench_train on %s; GEMM engines F32 %s, BF16 %s\n", hg::cpu_summary().c_str(),
                hg::cpu::gemm_engine(hg::DType::F32).c_str(), hg::cpu::gemm_engine(hg::DType::BF16).c_str());
@@ -173,4 +183,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn, bn_cnn, recipe_bf16, cnn_bf16, bn_cnn_bf16 or all)\n", which.c_str());
     return 2;
   }
+  return 0;
 }

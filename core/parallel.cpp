@@ -141,8 +141,11 @@ class FirstError {
 
 int get_num_threads() { return state().requested.load(std::memory_order_relaxed); }
 
+int max_num_threads() { return std::max(8, 8 * omp_get_num_procs()); }
+
 void set_num_threads(int n) {
-  HG_CHECK(n >= 1, "set_num_threads: n=", n, " must be >= 1");
+  HG_CHECK(n >= 1 && n <= max_num_threads(), "set_num_threads: n=", n, " must be in [1, ", max_num_threads(),
+           "] (at most 8 x the ", omp_get_num_procs(), " CPUs of this machine); threads beyond the CPUs only wait");
   State& s = state();
   s.requested = n;
   s.generation.fetch_add(1);

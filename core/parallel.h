@@ -19,7 +19,10 @@ namespace hg {
 // The number of threads CPU work may use, for the whole process (like torch.set_num_threads): OpenMP
 // regions halfgrad starts and oneDNN's primitives follow it. Default: OMP_NUM_THREADS, else the CPUs.
 int get_num_threads();
-void set_num_threads(int n);  // n >= 1
+void set_num_threads(int n);  // 1 <= n <= max_num_threads()
+// The most set_num_threads takes: 8 x the CPUs OpenMP can use (at least 8). Far more threads than
+// cores only slow a run down, and libgomp crashed or hung building teams of 20000-100000 threads.
+int max_num_threads();
 
 // Busy machines. OpenMP threads wait for each other at the end of every parallel region, spinning
 // first (libgomp's default). When another process holds a core, the thread that still has work

@@ -77,11 +77,11 @@ Options parse(int argc, char** argv) {
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
     else if (f == "--out") o.out = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v);
-    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v), steps_set = true;
-    else if (f == "--lr") o.lr = example::parse_number<double>(v);
+    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
+    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
+    else if (f == "--lr") o.lr = example::parse_positive(v);
     else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
-    else if (f == "--measure-every") o.measure_every = example::parse_number<int64_t>(v);
+    else if (f == "--measure-every") o.measure_every = example::parse_number<int64_t>(v, 1);
     else return false;
     return true;
   };
@@ -438,6 +438,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  return example::guarded_main("amp_master_weights", [&] { return run(o); });
+  return example::guarded_main("amp_master_weights", [&] { return run(parse(argc, argv)); });
 }

@@ -73,12 +73,11 @@ std::vector<int64_t> parse_steps(const std::string& v) {
   std::vector<int64_t> steps;
   std::stringstream ss(v);
   for (std::string item; std::getline(ss, item, ',');) {
-    const auto s = example::parse_number<int64_t>(item);
-    if (s < 0) throw std::invalid_argument(item);
+    const auto s = example::parse_number<int64_t>(item, 0);
     steps.push_back(s);
   }
   std::set<int64_t> uniq(steps.begin(), steps.end());
-  if (steps.empty() || uniq.size() != steps.size()) throw std::invalid_argument(v);
+  if (steps.empty() || uniq.size() != steps.size()) throw std::invalid_argument("expected distinct steps, e.g. 300,301,600");
   return {uniq.begin(), uniq.end()};
 }
 
@@ -87,12 +86,12 @@ Options parse_options(int argc, char** argv) {
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
     else if (f == "--out") o.out = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v);
+    else if (f == "--threads") o.threads = example::parse_number<int>(v, 0, hg::max_num_threads());
     else if (f == "--inject") o.inject = parse_steps(v), o.inject_set = true;
-    else if (f == "--growth-interval") o.growth_interval = example::parse_number<int64_t>(v), o.growth_set = true;
-    else if (f == "--epochs") o.epochs = example::parse_number<int>(v);
+    else if (f == "--growth-interval") o.growth_interval = example::parse_number<int64_t>(v, 1), o.growth_set = true;
+    else if (f == "--epochs") o.epochs = example::parse_number<int>(v, 1);
     else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
-    else if (f == "--noise-seeds") o.noise_seeds = example::parse_number<int>(v), o.noise_set = true;
+    else if (f == "--noise-seeds") o.noise_seeds = example::parse_number<int>(v, 0), o.noise_set = true;
     else return false;
     return true;
   };
@@ -447,6 +446,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_options(argc, argv);
-  return example::guarded_main("amp_overflow", [&] { return run(o); });
+  return example::guarded_main("amp_overflow", [&] { return run(parse_options(argc, argv)); });
 }

@@ -80,8 +80,8 @@ Options parse(int argc, char** argv) {
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
     else if (f == "--out") o.out = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v);
-    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v), steps_set = true;
+    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
+    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
     else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
     else return false;
     return true;
@@ -352,6 +352,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  return example::guarded_main("amp_underflow", [&] { return run(o); });
+  return example::guarded_main("amp_underflow", [&] { return run(parse(argc, argv)); });
 }

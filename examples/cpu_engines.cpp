@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
@@ -36,7 +37,7 @@ const char* env_or_dash(const char* name) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const bool rows = argc == 3 && std::strcmp(argv[1], "--rows") == 0;
   if (argc != 1 && !rows) {
     std::fprintf(stderr, "usage: %s [--rows CAP]\n", argv[0]);
@@ -59,4 +60,8 @@ int main(int argc, char** argv) {
     std::printf("%-6s %-34s %-34s %s\n", dtype_name(dt), r.gemm.c_str(), r.conv.c_str(), r.convert.c_str());
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return example::guarded_main("cpu_engines", [&] { return run(argc, argv); });
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "halfgrad.h"
 
 using namespace hg;
@@ -64,37 +65,29 @@ double train_step(Params& p, const Tensor& x, const Tensor& y, double lr, double
   return loss.item();
 }
 
+[[noreturn]] void usage(const std::string& problem) {
+  example::exit_with_usage("mlp_demo", problem, "[--steps N] [--hidden H] [--lr LR] [--seed S]");
+}
+
 Config parse(int argc, char** argv) {
   Config c;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mlp_demo: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--steps") c.steps = std::atoi(next());
-    else if (a == "--hidden") c.hidden = std::atoi(next());
-    else if (a == "--lr") c.lr = std::atof(next());
-    else if (a == "--seed") c.seed = std::strtoull(next(), nullptr, 10);
-    else {
-      std::fprintf(stderr, "usage: mlp_demo [--steps N] [--hidden H] [--lr LR] [--seed S]\n");
-      std::exit(a == "--help" || a == "-h" ? 0 : 2);
-    }
-  }
-  if (c.steps <= 0 || c.hidden <= 0 || !(c.lr > 0)) {
-    std::fprintf(stderr, "mlp_demo: steps, hidden and lr must be positive\n");
-    std::exit(2);
-  }
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    // hidden: the MLP's width, an int in the example's code (its tensors are far smaller than that)
+    if (f == "--steps") c.steps = example::parse_number<int>(v, 1);
+    else if (f == "--hidden") c.hidden = example::parse_number<int>(v, 1, 1 << 20);
+    else if (f == "--lr") c.lr = example::parse_positive(v);
+    else if (f == "--seed") c.seed = example::parse_number<uint64_t>(v);
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, [](const std::string&) { return false; }, on_value, usage);
   return c;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const Config c = parse(argc, argv);
+
+int run(const Config& c) {
   Generator data_gen(c.seed + 1), g32(c.seed), g16(c.seed);
   Params p32 = make_params(c, DType::F32, g32), p16 = make_params(c, DType::F16, g16);
   std::printf("halfgrad mlp_demo: fit y = sin(3x) + 0.05*noise, MLP 1-%d-1 (tanh), batch %d, SGD lr %.3g\n", c.hidden,
@@ -121,3 +114,5 @@ int main(int argc, char** argv) {
   std::printf("peak memory used by tensors: %.1f KiB\n", static_cast<double>(memory::peak_allocated(Device::cpu())) / 1024);
   return 0;
 }
+
+int main(int argc, char** argv) { return example::guarded_main("mlp_demo", [&] { return run(parse(argc, argv)); }); }

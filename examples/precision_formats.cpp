@@ -178,6 +178,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     usage(stderr);
     return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "precision_formats: error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "precision_formats: error: an unknown exception\n");
+    return 1;
   }
   return 0;
 }

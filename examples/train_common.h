@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "cli.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "halfgrad.h"
@@ -90,40 +91,6 @@ inline Mode mode_of(const Args& a) {
   return m;
 }
 
-// Parses a whole string as a number of type T (throws std::invalid_argument for "", "3x", "1e"...).
-template <class T>
-T parse_number(const std::string& v) {
-  size_t used = 0;
-  T x{};
-  if constexpr (std::is_floating_point_v<T>) x = static_cast<T>(std::stod(v, &used));
-  else if constexpr (std::is_unsigned_v<T>) x = static_cast<T>(std::stoull(v, &used));
-  else x = static_cast<T>(std::stoll(v, &used));
-  if (used != v.size()) throw std::invalid_argument(v);
-  return x;
-}
-
-// The examples' command-line loop: value-less switches and "--flag VALUE" pairs. on_switch(f) and
-// on_value(f, v) return false for a flag they do not know; on_value may throw std::logic_error for a bad
-// value (parse_number does). Every problem goes to usage(problem), which must not return.
-inline void parse_flags(int argc, char** argv, const std::function<bool(const std::string&)>& on_switch,
-                        const std::function<bool(const std::string&, const std::string&)>& on_value,
-                        const std::function<void(const std::string&)>& usage) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help" || f == "-h") usage("help");
-    if (on_switch(f)) continue;
-    if (i + 1 >= argc) usage("flag " + f + " is unknown or needs a value");
-    const std::string v = argv[++i];
-    bool known = false;
-    try {
-      known = on_value(f, v);
-    } catch (const std::logic_error&) {
-      usage("bad value '" + v + "' for " + f);
-    }
-    if (!known) usage("unknown flag " + f);
-  }
-}
-
 // An on_switch for parse_flags that knows one switch: seeing `name` sets `target`.
 inline std::function<bool(const std::string&)> switch_flag(std::string name, bool& target) {
   return [name = std::move(name), &target](const std::string& f) {
@@ -136,15 +103,15 @@ inline std::function<bool(const std::string&)> switch_flag(std::string name, boo
 // Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
 inline Args parse_args(int argc, char** argv, Args a) {
   auto on_value = [&](const std::string& f, const std::string& v) {
-    if (f == "--epochs") a.epochs = parse_number<int>(v);
-    else if (f == "--batch") a.batch = parse_number<int64_t>(v);
-    else if (f == "--lr") a.lr = parse_number<double>(v);
+    if (f == "--epochs") a.epochs = parse_number<int>(v, 1);
+    else if (f == "--batch") a.batch = parse_number<int64_t>(v, 1);
+    else if (f == "--lr") a.lr = parse_positive(v);
     else if (f == "--seed") a.seed = parse_number<uint64_t>(v);
-    else if (f == "--threads") a.threads = parse_number<int>(v);
+    else if (f == "--threads") a.threads = parse_number<int>(v, 1, hg::max_num_threads());
     else if (f == "--device") a.device = v;
     else if (f == "--data") a.data = v;
-    else if (f == "--limit") a.limit = parse_number<int64_t>(v);
-    else if (f == "--max-steps") a.max_steps = parse_number<int64_t>(v);
+    else if (f == "--limit") a.limit = parse_number<int64_t>(v, 1);
+    else if (f == "--max-steps") a.max_steps = parse_number<int64_t>(v, 1);
     else if (f == "--amp") a.amp = v;
     else if (f == "--opt-level") a.opt_level = v;
     else if (f == "--save") a.save = v;
@@ -435,21 +402,11 @@ inline void print_table(const std::vector<Summary>& rows) {
               "(no masters, no scaling); bf16-O1: autocast BF16, no scaling. Peak: tensor bytes while training.\n");
 }
 
-// The exit status of body() for a program's main: an hg::Error or other exception is printed as
-// "<name>: error: ..." with status 1 (bad flags already exited with 2 while parsing).
-inline int guarded_main(const char* name, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
-    return 1;
-  }
-}
-
 // Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed). body builds
 // the model and optimizer for the given flags and trains them (with train()).
 inline int run_example(int argc, char** argv, Args defaults,
                        const std::function<Summary(const Args&, const Data&)>& body) {
+  const std::string defaults_name = defaults.name;
   try {
     const Args a = parse_args(argc, argv, std::move(defaults));
     if (a.threads > 0) hg::set_num_threads(a.threads);
@@ -476,10 +433,12 @@ inline int run_example(int argc, char** argv, Args defaults,
     }
     print_table(rows);
     return 0;
-  } catch (const hg::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {  // hg::Error, std::filesystem::filesystem_error, std::bad_alloc...
+    std::fprintf(stderr, "%s: error: %s\n", defaults_name.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: an unknown exception\n", defaults_name.c_str());
   }
+  return 1;
 }
 
 }  // namespace example
