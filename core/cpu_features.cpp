@@ -42,7 +42,16 @@ CpuFeatures detect() {
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
-  f.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+  // AMX-BF16 from CPUID (leaf 7, EDX bit 22) and the OS's tile state in XCR0 (bits 17, 18): clang < 15
+  // rejects "amx-bf16" in __builtin_cpu_supports.
+  unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+  bool tiles_saved = false;
+  if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE)) {
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    tiles_saved = (lo & (3u << 17)) == (3u << 17);
+  }
+  f.amx_bf16 = tiles_saved && __get_cpuid_count(7, 0, &a7, &b7, &c7, &d7) && (d7 & (1u << 22));
   return f;
 }
 #else

@@ -29,13 +29,20 @@ constexpr uint64_t kMaxHeader = 100ull << 20;
 
 // --- JSON: just enough for a safetensors header -------------------------------------------------
 
+struct JsonMember;
+
 struct Json {
   enum class Kind { Null, Bool, Number, String, Array, Object };
   Kind kind = Kind::Null;
   size_t pos = 0;    // where the value starts in the header, for error messages
   std::string text;  // a string's contents or a number's digits
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;  // in file order, names unique
+  std::vector<JsonMember> members;  // in file order, names unique
+};
+
+struct JsonMember {  // not a std::pair: a pair of an incomplete Json inside Json is not portable
+  std::string name;
+  Json value;
 };
 
 class JsonParser {
@@ -116,7 +123,7 @@ class JsonParser {
       skip_ws();
       expect(':');
       skip_ws();
-      v.members.emplace_back(std::move(name), value(depth + 1));
+      v.members.push_back({std::move(name), value(depth + 1)});
       skip_ws();
       if (peek() == ',' && i_ < s_.size()) {
         ++i_;

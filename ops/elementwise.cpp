@@ -83,7 +83,9 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
 
 Tensor binary(const char* name, EwOp op, amp::Op aop, const Tensor& a_in, const Tensor& b_in) {
   if (amp::OpCast c{aop, {a_in, b_in}}) return c.result(binary(name, op, aop, c[0], c[1]));
-  auto [a, b] = promote(name, a_in, b_in);
+  // named tensors, not structured bindings: clang before 16 cannot capture those in the lambda below
+  const auto promoted = promote(name, a_in, b_in);
+  const Tensor a = promoted.first, b = promoted.second;
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
   run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);

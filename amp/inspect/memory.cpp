@@ -240,8 +240,12 @@ void print_ledgers(std::ostream& os, const std::vector<LedgerSnapshot>& ledgers)
     return out;
   };
   table_row(os, "role", "dtype", header, widths);
-  for (const auto& [r, dt] : nonzero_rows(ledgers))
-    table_row(os, role_name(r), dtype_name(dt), cells([r, dt](const LedgerSnapshot& l) { return l.at(r, dt); }), widths);
+  for (const auto& row : nonzero_rows(ledgers)) {
+    const Role role = row.first;  // no structured bindings: clang before 16 cannot capture them
+    const DType dtype = row.second;
+    table_row(os, role_name(role), dtype_name(dtype),
+              cells([role, dtype](const LedgerSnapshot& l) { return l.at(role, dtype); }), widths);
+  }
   table_row(os, "total", "", cells([](const LedgerSnapshot& l) { return l.total(); }), widths);
   table_row(os, "peak", "", cells([](const LedgerSnapshot& l) { return l.peak; }), widths);
   step_counter_note(os, ledgers);
