@@ -135,6 +135,14 @@ inline Args parse_args(int argc, char** argv, Args a) {
     usage(a, "--opt-level O0 is pure FP32; drop --amp " + a.amp + " or pick O1-O3");
   if (a.compare && (!a.amp.empty() || !a.opt_level.empty() || !a.save.empty() || !a.resume.empty()))
     usage(a, "--compare runs every precision itself; it takes no --amp, --opt-level, --save or --resume");
+  // a report folder that cannot be made is found now, not after the first step
+  if (!a.inspect.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.inspect, ec);
+    if (ec || !std::filesystem::is_directory(a.inspect))
+      usage(a, "--inspect: cannot make the folder '" + a.inspect + "': " +
+                   (ec ? ec.message() : std::string("it exists and is not a folder")) + "; pass a folder path");
+  }
   // a checkpoint that cannot be written is found now, not after the first epoch
   if (!a.save.empty()) {
     try {
