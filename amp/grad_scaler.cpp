@@ -147,6 +147,16 @@ int64_t read_count(const optim::StateDict& sd, const char* key, std::set<std::st
   return static_cast<int64_t>(v);
 }
 
+// The error GradScaler raises once `skipped` updates in a row (>= stop_after > 0) found inf/NaN
+// gradients; `where` names the call. Does nothing otherwise.
+void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const char* where) {
+  if (stop_after <= 0 || skipped < stop_after) return;
+  HG_FAIL(where, ": the loss or the gradients have been inf/NaN in ", skipped, " updates in a row, every step skipped, "
+          "and the scale has fallen to ", scale, ": training is not progressing. Find the first op that makes the "
+          "inf/NaN with amp::inspect::NonFiniteOrigin (amp/inspect/nonfinite.h), check the data and the learning rate; "
+          "GradScalerOptions::max_skipped_in_a_row = 0 trains on regardless, as torch does");
+}
+
 }  // namespace
 
 DispatchTable<UnscaleKernel>& unscale_kernels() {
@@ -168,14 +178,6 @@ DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
     return d;
   }();
   return t;
-}
-
-void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const char* where) {
-  if (stop_after <= 0 || skipped < stop_after) return;
-  HG_FAIL(where, ": the loss or the gradients have been inf/NaN in ", skipped, " updates in a row, every step skipped, "
-          "and the scale has fallen to ", scale, ": training is not progressing. Find the first op that makes the "
-          "inf/NaN with amp::inspect::NonFiniteOrigin (amp/inspect/nonfinite.h), check the data and the learning rate; "
-          "GradScalerOptions::max_skipped_in_a_row = 0 trains on regardless, as torch does");
 }
 
 const StepResult::Values& StepResult::read() const {
@@ -365,12 +367,11 @@ void GradScaler::update() {
   bool found = false;
   for (const auto& [opt, st] : per_optimizer_) found = found || st.found_inf;
   per_optimizer_.clear();
-  if (on_device()) {  // one thread: the OR of every optimizer's flag, scale_update, flags back to 0
+  if (on_device()) {  // one thread: the OR of every optimizer's flag, state_update, flags back to 0
     run({.op = ScalerOp::Update, .params = update_params(), .dynamic = options_.dynamic});
     return;
   }
-  if (options_.dynamic) scale_update(state_, found, update_params());
-  else state_.skipped_in_a_row = found ? state_.skipped_in_a_row + 1 : 0;  // a static scale skips too
+  state_update(state_, found, update_params(), options_.dynamic);
   warn_if_below_one(state_.scale);
   throw_if_stuck(state_.skipped_in_a_row, options_.max_skipped_in_a_row, state_.scale, "GradScaler.update");
 }

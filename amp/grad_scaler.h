@@ -36,7 +36,7 @@
 //    writes found_inf there; step() always calls the optimizer, handing it found_inf and the device
 //    1/scale of F16 gradients (Optimizer::set_found_inf, set_device_grad_scale), and the update kernels
 //    leave everything untouched when found_inf is set (torch's fused optimizers); update() is a
-//    one-thread kernel over amp::scale_update. No copy to the host, no sync in scale, unscale_, step
+//    one-thread kernel over amp::state_update. No copy to the host, no sync in scale, unscale_, step
 //    and update: a training loop can be captured into a CUDA graph. Reading values does sync:
 //    get_scale(), growth_tracker(), hysteresis_left(), state_dict() and a StepResult's accessors.
 //    The "scale below 1" warning is given when the scale is read (update() cannot see it).
@@ -109,10 +109,6 @@ class StepResult {
   int64_t stop_after_ = 0;
   mutable std::optional<Values> values_;
 };
-
-// The error GradScaler raises once `skipped` updates in a row (>= stop_after > 0) found inf/NaN
-// gradients; `where` names the call. Does nothing otherwise.
-void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const char* where);
 
 class GradScaler {
  public:

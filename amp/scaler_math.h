@@ -63,7 +63,6 @@ struct ScaleState {
 HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams& p) {
   if (found_inf) {
     st.growth_tracker = 0;
-    st.skipped_in_a_row += 1;
     st.hysteresis_left -= 1;
     if (st.hysteresis_left > 0) return;
     const float backed = static_cast<float>(static_cast<double>(st.scale) * p.backoff_factor);
@@ -71,7 +70,6 @@ HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams&
     st.scale = backed < floor ? floor : backed;
     return;
   }
-  st.skipped_in_a_row = 0;
   st.hysteresis_left = p.hysteresis;
   const int64_t successful = st.growth_tracker + 1;
   if (successful < p.growth_interval) {
@@ -83,6 +81,13 @@ HG_HD void scale_update(ScaleState& st, bool found_inf, const ScaleUpdateParams&
   if (!amp_is_finite(grown)) return;  // torch: never grow the scale to inf
   if (grown > p.max_scale) grown = p.max_scale;
   if (grown > st.scale) st.scale = grown;  // at max_scale it stays
+}
+
+// One iteration's update of the whole state, on both paths: the skip count (halfgrad's stop rule, for a
+// static scale too), then scale_update when the scale is dynamic.
+HG_HD void state_update(ScaleState& st, bool found_inf, const ScaleUpdateParams& p, bool dynamic) {
+  st.skipped_in_a_row = found_inf ? st.skipped_in_a_row + 1 : 0;
+  if (dynamic) scale_update(st, found_inf, p);
 }
 
 // 1/scale as torch computes it, _scale.double().reciprocal().float(): in double, rounded to F32.
@@ -117,12 +122,11 @@ DispatchTable<UnscaleKernel>& unscale_kernels();
 
 // ---- the device path's scaler state (amp/grad_scaler.h, StepSkip::Kernel) -----------------------
 // The state lives in memory of the loss's device: scale (F32), trackers = {growth tracker, hysteresis
-// left, skipped in a row}
-// left} (I64), inv_scale (F32) and found_inf, one F32 flag per optimizer. Every change to it is one
+// left, skipped in a row} (I64), inv_scale (F32) and found_inf, one F32 flag per optimizer. Every change to it is one
 // of these ops, run by one thread (a <<<1,1>>> kernel on a GPU), so nothing is read back to the host.
 enum class ScalerOp : uint8_t {
   PrepareUnscale,  // inv_scale = inv_scale_of(scale); found_inf[slot] = bad_inv_scale(inv_scale)
-  Update,          // scale_update with the OR of found_inf[0, num_found) (when dynamic); flags = 0
+  Update,          // state_update with the OR of found_inf[0, num_found); flags = 0
   SetScale,        // scale = new_scale; flags = 0 (update(new_scale))
   Snapshot,        // out = {found_inf[slot], scale, skipped in a row} (a StepResult's values)
 };
@@ -144,17 +148,13 @@ struct ScalerStateArgs {
 HG_HD void scaler_state_update(const ScalerStateArgs& a) {
   bool found = false;
   for (int64_t k = 0; k < a.num_found; ++k) found = found || a.found_inf[k] != 0.0f;
-  if (a.dynamic) {
-    ScaleState st{.scale = *a.scale, .growth_tracker = a.trackers[0], .hysteresis_left = a.trackers[1],
-                  .skipped_in_a_row = a.trackers[2]};
-    scale_update(st, found, a.params);
-    *a.scale = st.scale;
-    a.trackers[0] = st.growth_tracker;
-    a.trackers[1] = st.hysteresis_left;
-    a.trackers[2] = st.skipped_in_a_row;
-  } else {
-    a.trackers[2] = found ? a.trackers[2] + 1 : 0;  // a static scale skips too
-  }
+  ScaleState st{.scale = *a.scale, .growth_tracker = a.trackers[0], .hysteresis_left = a.trackers[1],
+                .skipped_in_a_row = a.trackers[2]};
+  state_update(st, found, a.params, a.dynamic);
+  *a.scale = st.scale;
+  a.trackers[0] = st.growth_tracker;
+  a.trackers[1] = st.hysteresis_left;
+  a.trackers[2] = st.skipped_in_a_row;
   for (int64_t k = 0; k < a.num_found; ++k) a.found_inf[k] = 0.0f;
 }
 

@@ -28,17 +28,19 @@ int main(int argc, char** argv) {
   int64_t n = 16 << 20;
   int samples = 7;
   double min_s = 0.2;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) samples = 3, min_s = 0.05;
-    else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) {
-      try {
-        n = example::parse_number<int64_t>(argv[++i], 1, int64_t{1} << 34);
-      } catch (const std::invalid_argument& e) {
-        return std::fprintf(stderr, "bench_elementwise: bad value '%s' for --n: %s\n", argv[i], e.what()), 2;
-      }
-    }
-    else return std::fprintf(stderr, "usage: bench_elementwise [--quick] [--n ELEMENTS]\n"), 2;
-  }
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--quick") return false;
+    samples = 3, min_s = 0.05;
+    return true;
+  };
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f != "--n") return false;
+    n = example::parse_number<int64_t>(v, 1, int64_t{1} << 34);
+    return true;
+  };
+  example::parse_flags(argc, argv, on_switch, on_value, [](const std::string& problem) {
+    example::exit_with_usage("bench_elementwise", problem, "[--quick] [--n ELEMENTS]");
+  });
   const Case cases[] = {
       {"relu", 2, [](const Tensor& a, const Tensor&) { return relu(a); }},
       {"add", 3, [](const Tensor& a, const Tensor& b) { return a + b; }},

@@ -18,9 +18,12 @@
 namespace hg {
 namespace {
 
-// Makes the rename itself durable (POSIX: a rename is recorded in the directory).
-std::string dir_of(const std::string& path);
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
 
+// Makes the rename itself durable (POSIX: a rename is recorded in the directory).
 void fsync_directory(const char* op, const std::string& path) {
   const std::string dir = dir_of(path);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -31,11 +34,6 @@ void fsync_directory(const char* op, const std::string& path) {
   ::close(fd);
   HG_CHECK(rc == 0, op, ": wrote '", path, "' but syncing its directory failed: ", std::strerror(err),
            "; the new file may not survive a crash");
-}
-
-std::string dir_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
 const char* kind_of(mode_t m) {

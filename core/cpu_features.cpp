@@ -35,8 +35,8 @@ CpuFeatures detect() {
   // read from CPUID leaf 1 because clang < 15 rejects "f16c" there.
   __builtin_cpu_init();
   unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool avx = __builtin_cpu_supports("avx");
-  f.f16c = avx && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  const bool leaf1 = __get_cpuid(1, &a, &b, &c, &d);  // F16C and OSXSAVE, in ECX
+  f.f16c = __builtin_cpu_supports("avx") && leaf1 && (c & bit_F16C);
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
   f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -46,7 +46,7 @@ CpuFeatures detect() {
   // rejects "amx-bf16" in __builtin_cpu_supports.
   unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
   bool tiles_saved = false;
-  if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE)) {
+  if (leaf1 && (c & bit_OSXSAVE)) {
     unsigned lo = 0, hi = 0;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     tiles_saved = (lo & (3u << 17)) == (3u << 17);

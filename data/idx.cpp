@@ -64,7 +64,15 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
   // ISIZE of a damaged file can be anything: trust it only up to a ratio real data sets stay under
   isize = std::min(isize, 8 * in.size() + (size_t{1} << 20));
   const size_t cap = limit + 1;  // one byte past the limit tells "more"
-  std::vector<uint8_t> out(std::min(std::max<size_t>(isize, 1) + 1, cap));
+  std::vector<uint8_t> out;
+  const auto grow = [&](size_t n) {
+    try {
+      out.resize(n);
+    } catch (const std::bad_alloc&) {
+      HG_FAIL(op, ": not enough memory to inflate '", path, "' (", n, " bytes)");
+    }
+  };
+  grow(std::min(std::max<size_t>(isize, 1) + 1, cap));
   Inflater inf;
   z_stream& zs = inf.zs;
   zs.next_in = const_cast<Bytef*>(in.data());
@@ -76,7 +84,7 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
         HG_FAIL(op, ": '", path, "' inflates to more than ", limit, " bytes (", why, "); a gzip bomb or a corrupt "
                 "file: re-download it");
       }
-      out.resize(std::min(out.size() * 2, cap));
+      grow(std::min(out.size() * 2, cap));
     }
     zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size() - consumed, UINT_MAX));
     zs.next_out = out.data() + produced;
@@ -175,11 +183,7 @@ IdxFile parse_idx(const std::string& path, const char* op) {
     HG_CHECK(want <= inflate_bound(raw.size()), op, ": '", path, "' header dims ", dims_str(f.dims), " need ", want,
              " bytes but ", raw.size(), " bytes of gzip cannot inflate to more than ", inflate_bound(raw.size()),
              "; the file is truncated or corrupt: re-download it");
-    try {
-      f.bytes = gunzip(raw, path, op, want, "the size its IDX header declares");
-    } catch (const std::bad_alloc&) {
-      HG_FAIL(op, ": not enough memory to inflate '", path, "' (", want, " bytes, header dims ", dims_str(f.dims), ")");
-    }
+    f.bytes = gunzip(raw, path, op, want, "the size its IDX header declares");
   } else {
     f.bytes = std::move(raw);
   }
@@ -265,11 +269,7 @@ std::vector<uint8_t> read_bytes(const std::string& path, const char* op, size_t 
              " this reader takes; is it the right file?");
     return bytes;
   }
-  try {
-    return gunzip(bytes, path, op, std::min(max_bytes, inflate_bound(bytes.size())), "the most this reader takes");
-  } catch (const std::bad_alloc&) {
-    HG_FAIL(op, ": not enough memory to inflate '", path, "'");
-  }
+  return gunzip(bytes, path, op, std::min(max_bytes, inflate_bound(bytes.size())), "the most this reader takes");
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, Compression compression) {

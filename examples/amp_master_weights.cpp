@@ -88,9 +88,6 @@ Options parse(int argc, char** argv) {
   example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
   if (o.quick && !steps_set) o.steps = 150;
   if (o.quick) o.log_every = 25;
-  if (o.steps < 1 || o.threads < 1 || o.measure_every < 1)
-    usage("--steps, --threads and --measure-every must be >= 1");
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) usage("--lr must be a finite number > 0");
   if (o.out.empty()) usage("--out must name a directory");
   return o;
 }

@@ -99,8 +99,6 @@ Options parse_options(int argc, char** argv) {
   if (o.quick && !o.inject_set) o.inject = {5, 6, 10};
   if (o.quick && !o.growth_set) o.growth_interval = 3;
   if (o.quick && !o.noise_set) o.noise_seeds = 1;
-  if (o.threads < 0 || o.epochs < 1 || o.growth_interval < 1 || o.noise_seeds < 0)
-    usage("--threads must be >= 0, --epochs and --growth-interval >= 1, --noise-seeds >= 0");
   if (o.out.empty()) usage("--out needs a directory");
   return o;
 }

@@ -88,7 +88,6 @@ Options parse(int argc, char** argv) {
   };
   example::parse_flags(argc, argv, on_switch, on_value, usage);
   if (o.quick && !steps_set) o.steps = 24;
-  if (o.steps < 1 || o.threads < 1) usage("--steps and --threads must be >= 1");
   if (o.out.empty()) usage("--out must name a directory");
   o.hist_batches = std::min<int64_t>(o.hist_batches, o.steps);
   return o;

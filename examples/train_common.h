@@ -122,7 +122,6 @@ inline Args parse_args(int argc, char** argv, Args a) {
   };
   parse_flags(argc, argv, switch_flag("--compare", a.compare), on_value,
               [&](const std::string& problem) { usage(a, problem); });
-  if (a.epochs < 1 || a.batch < 1 || a.lr <= 0) usage(a, "epochs, batch and lr must be positive");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
   if (!a.amp.empty() && a.amp != "off" && a.amp != "fp16" && a.amp != "bf16")
     usage(a, "amp must be off, fp16 or bf16, got " + a.amp);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/parallel.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
@@ -97,7 +98,7 @@ constexpr int64_t kSplitMin = 8192, kMaxSplits = 1024;
 int64_t row_splits(const DeviceContext& c, int64_t rows, int64_t r) {
   const int64_t fill = int64_t{c.sm_count > 0 ? c.sm_count : 1} * 4;
   if (rows >= fill || r < 2 * kSplitMin) return 1;
-  return std::min({(r + kSplitMin - 1) / kSplitMin, fill / rows, kMaxSplits});
+  return std::min({num_pieces(r, kSplitMin), fill / rows, kMaxSplits});
 }
 
 // The same sums when the rows are columns: r elements `inner` apart, inner >= kColumnsFrom (a reduction
@@ -239,7 +240,8 @@ void reduce(const ReduceArgs& a) {
   switch (a.op) {
     case ReduceOp::Sum:
       if (a.inner >= kColumnsFrom && sizeof(T) >= 4) {
-        const int64_t tiles = (a.inner + kColWidth - 1) / kColWidth;
+        // x: the column tiles of one outer index; y: outer indices, as many as the block budget leaves
+        const int64_t tiles = num_pieces(a.inner, kColWidth);
         const unsigned bx = blocks_for(ctx, tiles);
         const auto by = static_cast<unsigned>(
             std::min<int64_t>(a.outer, std::max<int64_t>(1, blocks_for(ctx, a.outer * tiles) / bx)));
@@ -251,7 +253,7 @@ void reduce(const ReduceArgs& a) {
         // Few long rows (a full sum, a loss's mean): each row's chunks on their own blocks, their partial
         // sums kept in the compute type, then added and scaled by a second launch; one rounding at the end.
         using C = compute_t<T>;
-        const int64_t chunk = (a.r + splits - 1) / splits, used = (a.r + chunk - 1) / chunk;
+        const int64_t chunk = num_pieces(a.r, splits), used = num_pieces(a.r, chunk);
         Workspace partial(static_cast<size_t>(rows * used) * sizeof(C), Device::cuda(ctx.device));
         auto* p = static_cast<C*>(partial.get());
         sum_kernel<T, C><<<dim3(blocks, static_cast<unsigned>(used)), threads, 0, ctx.stream>>>(x, p, rows, a.r,
