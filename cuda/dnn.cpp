@@ -24,6 +24,9 @@
 #include "core/half.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#if defined(HG_CUDA_EMULATE)
+#include "cuda/emulator/conv.h"
+#endif
 #include "cuda/workspace.h"
 
 namespace hg::cuda::dnn {
@@ -359,6 +362,10 @@ BackendDesc device_prop_from_json(const std::string& json) {
 }
 
 std::string device_prop_json(int device) {
+#if defined(HG_CUDA_EMULATE)
+  HG_CHECK(device == 0, "cuda: device index ", device, " is out of range: the emulated device is cuda:0");
+  return emu::device_json();
+#else
   BackendDesc d(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
   const int32_t id = device;
   HG_DNN_SET(d, CUDNN_ATTR_DEVICEPROP_DEVICE_ID, CUDNN_TYPE_INT32, 1, &id, nullptr);
@@ -373,6 +380,7 @@ std::string device_prop_json(int device) {
                "get the device properties' JSON", nullptr);
   json.resize(std::strlen(json.c_str()));
   return json;
+#endif
 }
 
 ConvPlans build_conv_plans(const ConvPlanKey& key, const PlanTarget& target, PlanOptions opt) {
@@ -431,6 +439,17 @@ struct CacheKeyHash {
   }
 };
 
+#if defined(HG_CUDA_EMULATE)
+// The emulated device has no cuDNN device: plans are built devicelessly for its measured properties
+// (the same descriptors, finalized by the real cuDNN) and run by the emulator's reference convolution.
+PlanTarget plan_target(DeviceContext&) {
+  static const BackendDesc* prop = new BackendDesc(device_prop_from_json(emu::device_json()));
+  return {.device_prop = prop->get()};
+}
+#else
+PlanTarget plan_target(DeviceContext& ctx) { return {.handle = dnn_handle(ctx)}; }
+#endif
+
 // The first plan (heuristic order) of `key` on ctx's device, built on the first call. Plans live until
 // the process ends, like the contexts: destroying descriptors from static destructors races cuDNN's
 // own teardown. A failed build leaves no entry, so the next call reports the error again.
@@ -440,7 +459,7 @@ const ConvPlan& cached_plan(const ConvPlanKey& key, DeviceContext& ctx) {
   std::lock_guard<std::mutex> lock(m);
   auto it = cache->find({key, ctx.device});
   if (it == cache->end()) {
-    auto plans = std::make_unique<ConvPlans>(build_conv_plans(key, {.handle = dnn_handle(ctx)}));
+    auto plans = std::make_unique<ConvPlans>(build_conv_plans(key, plan_target(ctx)));
     it = cache->emplace(CacheKey{key, ctx.device}, std::move(plans)).first;
   }
   return it->second->plans.front();
@@ -460,6 +479,9 @@ void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const
   key.alignment = alignment_of({x, w, y});
   const ConvPlan& plan = cached_plan(key, ctx);
   Workspace ws(static_cast<size_t>(plan.workspace_bytes), Device::cuda(ctx.device));
+#if defined(HG_CUDA_EMULATE)
+  HG_CUDA_CHECK(emu::reference_conv(key, x, w, y, ctx.stream));
+#else
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   const int64_t uids[3] = {kUidX, kUidW, kUidY};
   void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
@@ -469,6 +491,7 @@ void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const
   HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp, &key);
   finalize(pack, "finalize the variant pack", &key);
   HG_DNN_CHECK(cudnnBackendExecute(dnn_handle(ctx), plan.plan.get(), pack.get()), "cudnnBackendExecute", &key);
+#endif
 }
 
 void zero(void* p, int64_t elems, DType t, const DeviceContext& ctx) {

@@ -62,7 +62,12 @@ std::string versions() {
   (void)cublasGetProperty(MINOR_VERSION, &blas_minor);
   (void)cublasGetProperty(PATCH_LEVEL, &blas_patch);
   const size_t dnn = cudnnGetVersion();
-  return "CUDA runtime " + cuda_version(runtime) + ", driver " + (driver ? "supports CUDA " + cuda_version(driver) :
+#if defined(HG_CUDA_EMULATE)
+  const std::string device = "EMULATED device (a measured H200's properties, kernels run on the CPU: cuda/emulator/), ";
+#else
+  const std::string device;
+#endif
+  return device + "CUDA runtime " + cuda_version(runtime) + ", driver " + (driver ? "supports CUDA " + cuda_version(driver) :
          std::string("not found")) + ", cuBLAS " + std::to_string(blas_major) + "." + std::to_string(blas_minor) +
          "." + std::to_string(blas_patch) + ", cuDNN " + std::to_string(dnn / 10000) + "." +
          std::to_string(dnn % 10000 / 100) + "." + std::to_string(dnn % 100);

@@ -2,6 +2,7 @@
 # Builds halfgrad and runs every test. Set-up included: installs missing Debian packages first.
 #   bash scripts/test.sh                                  # Release build in build/, CUDA compiled when nvcc exists
 #   HG_SANITIZE=address,undefined bash scripts/test.sh     # the same suite under ASan+UBSan (build-sanitize/, CPU only)
+#   HG_CUDA=EMULATE bash scripts/test.sh -L emulator       # the GPU suite on the emulated device (build-emulate/)
 # Extra arguments go to ctest (e.g. -R gemm, -L gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,10 @@ if [ -n "$san" ]; then
   cfg=(-DHG_SANITIZE="$san" -DHG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+elif [ "${HG_CUDA:-}" = EMULATE ]; then
+  # the CUDA backend built by g++ for the emulated device (cuda/emulator/): its kernels run on the CPU
+  build=build-emulate
+  cfg=(-DHG_CUDA=EMULATE)
 else
   build=build
   cfg=(-DHG_CUDA="${HG_CUDA:-AUTO}")

@@ -6,6 +6,7 @@
 #include "amp/scaler_math.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
@@ -36,9 +37,8 @@ template <class T>
 void unscale(const amp::UnscaleArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.grad);
-  unscale_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(unscale_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
       static_cast<T*>(a.grad), a.n, a.inv_scale, a.inv_scale_at, a.write, a.found_inf);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 // The device path's state ops: one thread runs amp::scaler_state_op, the host's function, on the
@@ -47,8 +47,7 @@ __global__ void scaler_state_kernel(amp::ScalerStateArgs a) { amp::scaler_state_
 
 void scaler_state(const amp::ScalerStateArgs& a) {
   DeviceContext& ctx = context_for(a.scale);
-  scaler_state_kernel<<<1, 1, 0, ctx.stream>>>(a);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(scaler_state_kernel, 1, 1, 0, ctx.stream, a);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // CPU rounds once): within one ulp of the output dtype, the dtype tolerance of the GPU tests.
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/dnn.h"
 
 namespace hg::cuda::dnn {
@@ -55,18 +56,16 @@ template <class T>
 void conv_bias_add(void* y, const void* b, int64_t n, int64_t k, int64_t hw, const DeviceContext& ctx) {
   const int64_t total = n * k * hw;
   if (total == 0) return;
-  bias_add_kernel<T><<<grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(bias_add_kernel<T>, grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream,
       static_cast<T*>(y), static_cast<const T*>(b), total, k, hw);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
 void conv_bias_grad(const void* dy, void* db, int64_t n, int64_t k, int64_t hw, const DeviceContext& ctx) {
   if (k == 0) return;
   // One block per channel (grid_for caps the grid; the blocks then loop over channels).
-  bias_grad_kernel<T><<<grid_for(ctx, k, 1), kThreads, 0, ctx.stream>>>(static_cast<const T*>(dy),
+  launch(bias_grad_kernel<T>, grid_for(ctx, k, 1), kThreads, 0, ctx.stream, static_cast<const T*>(dy),
                                                                          static_cast<T*>(db), n, k, hw);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_CONV_BIAS_INSTANTIATE(T)                                                                   \

@@ -3,6 +3,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
@@ -65,9 +66,8 @@ __global__ void __launch_bounds__(kThreads) fill_kernel(E* __restrict__ dst, int
 
 template <class S, class D>
 void launch_cast(DeviceContext& ctx, const void* src, void* dst, int64_t n) {
-  cast_kernel<S, D><<<grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream>>>(static_cast<const S*>(src),
+  launch(cast_kernel<S, D>, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, static_cast<const S*>(src),
                                                                              static_cast<D*>(dst), n);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -90,12 +90,13 @@ void fill_pattern(void* dst, int64_t n, size_t elem_size, uint64_t pattern) {
   DeviceContext& ctx = context_for(dst);
   const unsigned grid = grid_for(ctx, n, kThreads);
   switch (elem_size) {
-    case 2: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint16_t*>(dst), n, static_cast<uint16_t>(pattern)); break;
-    case 4: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint32_t*>(dst), n, static_cast<uint32_t>(pattern)); break;
-    case 8: fill_kernel<<<grid, kThreads, 0, ctx.stream>>>(static_cast<uint64_t*>(dst), n, pattern); break;
+    case 2: launch(fill_kernel<uint16_t>, grid, kThreads, 0, ctx.stream, static_cast<uint16_t*>(dst), n,
+                   static_cast<uint16_t>(pattern)); break;
+    case 4: launch(fill_kernel<uint32_t>, grid, kThreads, 0, ctx.stream, static_cast<uint32_t*>(dst), n,
+                   static_cast<uint32_t>(pattern)); break;
+    case 8: launch(fill_kernel<uint64_t>, grid, kThreads, 0, ctx.stream, static_cast<uint64_t*>(dst), n, pattern); break;
     default: HG_FAIL("fill: element size ", elem_size, " is not supported (2, 4 or 8 bytes)");
   }
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 void strided_copy(const StridedCopy& c) {
@@ -106,12 +107,11 @@ void strided_copy(const StridedCopy& c) {
   DeviceContext& ctx = context_for(c.dst);
   const unsigned grid = grid_for(ctx, numel, kThreads);
   switch (c.elem_size) {
-    case 2: strided_copy_kernel<uint16_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
-    case 4: strided_copy_kernel<uint32_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
-    case 8: strided_copy_kernel<uint64_t><<<grid, kThreads, 0, ctx.stream>>>(c, numel); break;
+    case 2: launch(strided_copy_kernel<uint16_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
+    case 4: launch(strided_copy_kernel<uint32_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
+    case 8: launch(strided_copy_kernel<uint64_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
     default: HG_FAIL("copy: element size ", c.elem_size, " is not supported (2, 4 or 8 bytes)");
   }
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace hg::cuda

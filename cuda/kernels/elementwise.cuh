@@ -10,6 +10,7 @@
 // dtype, split in two TUs so that -j2 builds them in parallel.
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
@@ -69,9 +70,8 @@ void elementwise(const EwCall& call, const BroadcastPlan& plan, const void* cons
     for (int k = 0; k < A::arity; ++k) in.p[k] = static_cast<const T*>(ins[k]);
     DeviceContext& c = context_for(out);
     constexpr int kThreads = ew_detail::kThreads;
-    ew_detail::ew_kernel<T, A><<<grid_for(c, plan.numel, kThreads), kThreads, 0, c.stream>>>(adapter, plan, in,
-                                                                                             static_cast<T*>(out));
-    HG_CUDA_LAUNCH_CHECK();
+    launch(ew_detail::ew_kernel<T, A>, grid_for(c, plan.numel, kThreads), kThreads, 0, c.stream, adapter, plan, in,
+           static_cast<T*>(out));
   });
 }
 

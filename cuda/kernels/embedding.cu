@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/loss.h"
 
 namespace hg::cuda {
@@ -41,9 +42,8 @@ template <class T>
 void embedding_forward(const EmbeddingArgs& a) {
   if (a.n * a.dim == 0) return;
   DeviceContext& ctx = context_for(a.y);
-  gather_kernel<T><<<grid_for(ctx, a.n * a.dim, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(gather_kernel<T>, grid_for(ctx, a.n * a.dim, kThreads), kThreads, 0, ctx.stream,
       a.indices, static_cast<const T*>(a.weight), static_cast<T*>(a.y), a.n, a.num, a.dim);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
@@ -52,9 +52,8 @@ void embedding_backward(const EmbeddingArgs& a) {
   DeviceContext& ctx = context_for(a.grad);
   HG_CUDA_CHECK(cudaMemsetAsync(a.grad, 0, static_cast<size_t>(a.num * a.dim) * sizeof(compute_t<T>), ctx.stream));
   if (a.n == 0) return;
-  scatter_add_kernel<T><<<grid_for(ctx, a.n * a.dim, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(scatter_add_kernel<T>, grid_for(ctx, a.n * a.dim, kThreads), kThreads, 0, ctx.stream,
       a.indices, static_cast<const T*>(a.dy), static_cast<compute_t<T>*>(a.grad), a.n, a.num, a.dim, a.padding_idx);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_INSTANTIATE(T)                                         \

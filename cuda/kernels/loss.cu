@@ -12,6 +12,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "ops/loss_math.h"
@@ -163,10 +164,9 @@ CeGeometry geometry(const CrossEntropyArgs& a) {
 template <class T, int G>
 void launch_rows(const DeviceContext& ctx, const CrossEntropyArgs& a, compute_t<T>* loss) {
   const CeGeometry g = geometry(a);
-  ce_forward_kernel<T, G><<<grid_for(ctx, g.rows * G, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(ce_forward_kernel<T, G>, grid_for(ctx, g.rows * G, kThreads), kThreads, 0, ctx.stream,
       static_cast<const T*>(a.x), a.target, static_cast<compute_t<T>*>(a.stats), loss, g,
       static_cast<compute_t<T>>(a.label_smoothing), a.scores == ClassScores::LogProbs);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -185,9 +185,8 @@ void cross_entropy_forward(const CrossEntropyArgs& a) {
     else launch_rows<T, kThreads>(ctx, a, rows_out);
   }
   if (a.reduction == Reduction::None) return;
-  ce_reduce_kernel<C><<<1, kThreads, 0, ctx.stream>>>(rows_out, a.target, g, a.reduction == Reduction::Mean,
-                                                     stats + 2 * g.rows, static_cast<C*>(a.loss));
-  HG_CUDA_LAUNCH_CHECK();
+  launch(ce_reduce_kernel<C>, 1, kThreads, 0, ctx.stream, rows_out, a.target, g, a.reduction == Reduction::Mean,
+         stats + 2 * g.rows, static_cast<C*>(a.loss));
 }
 
 template <class T>
@@ -197,20 +196,18 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
   const int64_t n = g.rows * g.classes;
   if (n == 0) return;
   DeviceContext& ctx = context_for(a.dx);
-  ce_backward_kernel<T><<<grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(ce_backward_kernel<T>, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream,
       static_cast<const T*>(a.x), a.target, static_cast<const C*>(a.stats), static_cast<const C*>(a.dy),
       static_cast<T*>(a.dx), g, a.reduction, static_cast<C>(a.label_smoothing), a.scores == ClassScores::LogProbs);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
 void dropout_forward(const DropoutArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.y);
-  dropout_kernel<T><<<grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(dropout_kernel<T>, grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream,
       static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.seed, a.offset, a.threshold,
       static_cast<compute_t<T>>(a.scale));
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_INSTANTIATE(T)                                                  \

@@ -7,6 +7,7 @@
 // compute type (float, double for F64) in a fixed tree order: deterministic, no atomics.
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "ops/norm.h"
 #include "ops/norm_math.h"
@@ -240,24 +241,21 @@ template <class T>
 void batch_norm_forward(const BatchNormArgs& a) {
   if (a.c == 0) return;
   DeviceContext& ctx = context_for(a.mean);  // (c) elements: never empty here
-  bn_forward_kernel<T><<<grid_for(ctx, a.c, 1), kThreads, 0, ctx.stream>>>(a);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(bn_forward_kernel<T>, grid_for(ctx, a.c, 1), kThreads, 0, ctx.stream, a);
 }
 
 template <class T>
 void batch_norm_backward(const BatchNormArgs& a) {
   if (a.c == 0) return;
   DeviceContext& ctx = context_for(a.mean);
-  bn_backward_kernel<T><<<grid_for(ctx, a.c, 1), kThreads, 0, ctx.stream>>>(a);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(bn_backward_kernel<T>, grid_for(ctx, a.c, 1), kThreads, 0, ctx.stream, a);
 }
 
 template <class T>
 void layer_norm_forward(const LayerNormArgs& a) {
   if (a.rows == 0 || a.k == 0) return;
   DeviceContext& ctx = context_for(a.y);
-  ln_forward_kernel<T><<<grid_for(ctx, a.rows, 1), kThreads, 0, ctx.stream>>>(a);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(ln_forward_kernel<T>, grid_for(ctx, a.rows, 1), kThreads, 0, ctx.stream, a);
 }
 
 template <class T>
@@ -265,13 +263,11 @@ void layer_norm_backward(const LayerNormArgs& a) {
   if (a.k == 0) return;
   if (a.dx && a.rows > 0) {
     DeviceContext& ctx = context_for(a.dx);
-    ln_backward_dx_kernel<T><<<grid_for(ctx, a.rows, 1), kThreads, 0, ctx.stream>>>(a);
-    HG_CUDA_LAUNCH_CHECK();
+    launch(ln_backward_dx_kernel<T>, grid_for(ctx, a.rows, 1), kThreads, 0, ctx.stream, a);
   }
   if (a.dweight || a.dbias) {  // also for no rows: the sums are then zeros
     DeviceContext& ctx = context_for(a.dweight ? a.dweight : a.dbias);
-    ln_backward_params_kernel<T><<<grid_for(ctx, a.k, kThreads), kThreads, 0, ctx.stream>>>(a);
-    HG_CUDA_LAUNCH_CHECK();
+    launch(ln_backward_params_kernel<T>, grid_for(ctx, a.k, kThreads), kThreads, 0, ctx.stream, a);
   }
 }
 

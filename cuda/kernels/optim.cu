@@ -8,6 +8,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/optim.h"
 
@@ -119,8 +120,7 @@ __global__ void count_step_kernel(optim::AmpStep amp) { optim::amp_count_step(am
 
 void count_step(const DeviceContext& ctx, const optim::AmpStep& amp) {
   if (amp.steps == nullptr) return;
-  count_step_kernel<<<1, 1, 0, ctx.stream>>>(amp);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(count_step_kernel, 1, 1, 0, ctx.stream, amp);
 }
 
 void check_master(const char* op, DType t, const float* master) {
@@ -136,10 +136,9 @@ void sgd_update(const optim::SgdArgs& a) {
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
   if (a.n > 0) {
-    sgd_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+    launch(sgd_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
         static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
         SgdUpdate<C>(a.s), a.s, a.amp);
-    HG_CUDA_LAUNCH_CHECK();
   }
   count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }
@@ -152,11 +151,10 @@ void adam_update(const optim::AdamArgs& a) {
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
   if (a.n > 0) {
-    adam_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+    launch(adam_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
         static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
         static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s), a.s, a.h,
         a.amp);
-    HG_CUDA_LAUNCH_CHECK();
   }
   count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }
@@ -166,18 +164,16 @@ void grad_norm(const optim::GradNormArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.result);
   const bool inf = a.norm_type == static_cast<double>(INFINITY);
-  grad_norm_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(static_cast<const T*>(a.grad), a.n,
-                                                                                  a.norm_type, inf, a.result);
-  HG_CUDA_LAUNCH_CHECK();
+  launch(grad_norm_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<const T*>(a.grad), a.n,
+         a.norm_type, inf, a.result);
 }
 
 template <class T>
 void grad_transform(const optim::GradTransformArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.grad);
-  grad_transform_kernel<T><<<grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(grad_transform_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
       static_cast<T*>(a.grad), a.n, GradTransformFn<compute_t<T>>{a.op, static_cast<compute_t<T>>(a.value)});
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_INSTANTIATE(T)                                                 \

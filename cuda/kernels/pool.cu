@@ -4,6 +4,7 @@
 // run; F16/BF16 widen on load and round once on store.
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/pool.h"
 
@@ -55,9 +56,8 @@ void pool2d_forward(const PoolArgs& a) {
   if (total == 0) return;
   HG_CHECK(a.g.kind != PoolKind::Max || a.indices, "max_pool2d: the CUDA kernel needs an indices buffer");
   DeviceContext& ctx = context_for(a.y);
-  pool_forward_kernel<T><<<grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(pool_forward_kernel<T>, grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream,
       a.g, a.planes, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.indices);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
@@ -66,9 +66,8 @@ void pool2d_backward(const PoolArgs& a) {
   if (total == 0) return;
   HG_CHECK(a.g.kind != PoolKind::Max || a.indices, "max_pool2d backward: the CUDA kernel needs the forward's indices");
   DeviceContext& ctx = context_for(a.dx);
-  pool_backward_kernel<T><<<grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream>>>(
+  launch(pool_backward_kernel<T>, grid_for(ctx, total, kThreads), kThreads, 0, ctx.stream,
       a.g, a.planes, static_cast<const T*>(a.dy), a.indices, static_cast<T*>(a.dx));
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_INSTANTIATE(T)                               \

@@ -10,6 +10,7 @@
 #include "core/parallel.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/workspace.h"
 
@@ -245,7 +246,7 @@ void reduce(const ReduceArgs& a) {
         const unsigned bx = blocks_for(ctx, tiles);
         const auto by = static_cast<unsigned>(
             std::min<int64_t>(a.outer, std::max<int64_t>(1, blocks_for(ctx, a.outer * tiles) / bx)));
-        sum_columns_kernel<T><<<dim3(bx, std::min(by, 65535u)), dim3(kColWidth, kColRows), 0, ctx.stream>>>(
+        launch(sum_columns_kernel<T>, dim3(bx, std::min(by, 65535u)), dim3(kColWidth, kColRows), 0, ctx.stream,
             x, out, a.outer, a.r, a.inner, scale);
         break;
       }
@@ -256,22 +257,20 @@ void reduce(const ReduceArgs& a) {
         const int64_t chunk = num_pieces(a.r, splits), used = num_pieces(a.r, chunk);
         Workspace partial(static_cast<size_t>(rows * used) * sizeof(C), Device::cuda(ctx.device));
         auto* p = static_cast<C*>(partial.get());
-        sum_kernel<T, C><<<dim3(blocks, static_cast<unsigned>(used)), threads, 0, ctx.stream>>>(x, p, rows, a.r,
-                                                                                               a.inner, chunk, C{1});
-        HG_CUDA_LAUNCH_CHECK();
-        sum_kernel<C, T><<<blocks, threads_for(used), 0, ctx.stream>>>(p, out, rows, used, 1, used, scale);
+        launch(sum_kernel<T, C>, dim3(blocks, static_cast<unsigned>(used)), threads, 0, ctx.stream, x, p, rows, a.r,
+               a.inner, chunk, C{1});
+        launch(sum_kernel<C, T>, blocks, threads_for(used), 0, ctx.stream, p, out, rows, used, 1, used, scale);
         break;
       }
-      sum_kernel<T, T><<<blocks, threads, 0, ctx.stream>>>(x, out, rows, a.r, a.inner, a.r, scale);
+      launch(sum_kernel<T, T>, blocks, threads, 0, ctx.stream, x, out, rows, a.r, a.inner, a.r, scale);
       break;
     case ReduceOp::Max:
-      extreme_kernel<true, T><<<blocks, threads, 0, ctx.stream>>>(x, out, a.indices, rows, a.r, a.inner, scale);
+      launch(extreme_kernel<true, T>, blocks, threads, 0, ctx.stream, x, out, a.indices, rows, a.r, a.inner, scale);
       break;
     case ReduceOp::Min:
-      extreme_kernel<false, T><<<blocks, threads, 0, ctx.stream>>>(x, out, a.indices, rows, a.r, a.inner, scale);
+      launch(extreme_kernel<false, T>, blocks, threads, 0, ctx.stream, x, out, a.indices, rows, a.r, a.inner, scale);
       break;
   }
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
@@ -279,9 +278,8 @@ void softmax(const SoftmaxArgs& a) {
   const int64_t rows = a.outer * a.inner;
   if (rows == 0 || a.r == 0) return;
   DeviceContext& ctx = context_for(a.y);
-  softmax_kernel<T><<<blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream>>>(
+  launch(softmax_kernel<T>, blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream,
       static_cast<const T*>(a.x), static_cast<T*>(a.y), rows, a.r, a.inner, a.log);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
@@ -289,9 +287,8 @@ void softmax_backward(const SoftmaxBackwardArgs& a) {
   const int64_t rows = a.outer * a.inner;
   if (rows == 0 || a.r == 0) return;
   DeviceContext& ctx = context_for(a.dx);
-  softmax_backward_kernel<T><<<blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream>>>(
+  launch(softmax_backward_kernel<T>, blocks_for(ctx, rows), threads_for(a.r), 0, ctx.stream,
       static_cast<const T*>(a.y), static_cast<const T*>(a.dy), static_cast<T*>(a.dx), rows, a.r, a.inner, a.log);
-  HG_CUDA_LAUNCH_CHECK();
 }
 
 #define HG_INSTANTIATE(T)                                 \

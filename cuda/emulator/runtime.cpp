@@ -1,0 +1,513 @@
+// The emulated CUDA runtime (HG_CUDA=EMULATE): the subset of libcudart that halfgrad calls, with the
+// real headers' signatures, for one emulated Hopper GPU (the H200 measured on a lent machine: sm_90,
+// 132 SMs, tests/cuda/fixtures/h200_sm90.json) whose memory is host memory.
+//
+// - Streams are in order; work runs when it is enqueued (runtime.h). While a stream is captured, work
+//   is recorded into the graph instead, and any call that would wait for the device, or allocate or
+//   copy synchronously, fails with cudaErrorStreamCaptureUnsupported and invalidates the capture, as
+//   the driver does in cudaStreamCaptureModeGlobal. cudaStreamEndCapture then reports
+//   cudaErrorStreamCaptureInvalidated.
+// - Memory: every allocation starts filled with 0xFF bytes (a NaN in every floating dtype), so a kernel
+//   that reads what nobody wrote shows; a freed block is filled again and kept out of reuse for a while
+//   (a quarantine), so a use after free reads NaN instead of someone else's data. Copies check that
+//   their device side is a live allocation.
+// - A broken rule inside a kernel (executor.cpp) makes the error sticky, as a fault does on a GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/emulator/runtime.h"
+
+struct CUstream_st {
+  unsigned flags = 0;
+  bool capturing = false;
+  bool invalidated = false;
+  cudaGraph_t graph = nullptr;  // being recorded
+};
+
+struct CUgraph_st {
+  std::vector<std::function<void()>> nodes;
+  std::vector<void*> owned;  // allocations made during the capture: the graph's for its whole life
+};
+
+struct CUgraphExec_st {
+  std::shared_ptr<const std::vector<std::function<void()>>> nodes;
+  std::vector<void*> owned;
+};
+
+struct CUmemPoolHandle_st {
+  uint64_t release_threshold = 0;
+};
+
+namespace hg::emu {
+namespace {
+
+constexpr unsigned char kPoison = 0xFF;
+constexpr size_t kAlign = 256;                       // cudaMalloc's alignment
+constexpr size_t kQuarantineBytes = size_t{64} << 20;  // freed bytes kept out of reuse
+constexpr size_t kTotalMemory = 150109880320;        // the H200's totalGlobalMem
+
+struct Allocation {
+  size_t bytes = 0;
+  bool graph_owned = false;
+};
+
+struct State {
+  std::mutex mu;
+  std::map<uintptr_t, Allocation> live;  // by start address
+  std::deque<std::pair<void*, size_t>> quarantine;
+  size_t quarantined = 0;
+  size_t in_use = 0;
+  cudaError_t last = cudaSuccess;    // cudaGetLastError's
+  cudaError_t sticky = cudaSuccess;  // a fault: every call returns it from then on
+  std::vector<CUstream_st*> captures;  // streams being captured
+  CUstream_st legacy;                // the default stream (0 / cudaStreamLegacy)
+  CUmemPoolHandle_st pool;
+};
+
+State& st() {
+  static State* s = new State;  // never destroyed: GPU tensors may be freed after static destructors
+  return *s;
+}
+
+cudaError_t ret(cudaError_t e) {
+  if (e != cudaSuccess) st().last = e;
+  return e;
+}
+
+CUstream_st* stream_of(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return &st().legacy;
+  return s;
+}
+
+// A call that waits for the device, or allocates/copies synchronously, during a global-mode capture.
+bool refuse_in_capture(cudaError_t& e) {
+  State& S = st();
+  if (S.captures.empty()) return false;
+  // The driver invalidates every capture in progress (global mode): the capture sequence is broken.
+  for (CUstream_st* q : S.captures) q->invalidated = true;
+  e = ret(cudaErrorStreamCaptureUnsupported);
+  return true;
+}
+
+void* allocate(size_t bytes, bool graph_owned) {
+  const size_t n = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+  void* p = std::aligned_alloc(kAlign, n);
+  if (p == nullptr) return nullptr;
+  std::memset(p, kPoison, n);
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  S.live[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, graph_owned};
+  S.in_use += bytes;
+  return p;
+}
+
+// Poisons and quarantines a live allocation; false when p is not the start of one.
+bool release(void* p) {
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  auto it = S.live.find(reinterpret_cast<uintptr_t>(p));
+  if (it == S.live.end()) return false;
+  const size_t bytes = it->second.bytes;
+  S.in_use -= bytes;
+  S.live.erase(it);
+  std::memset(p, kPoison, std::max(bytes, size_t{1}));
+  S.quarantine.emplace_back(p, bytes);
+  S.quarantined += bytes;
+  while (S.quarantined > kQuarantineBytes && !S.quarantine.empty()) {
+    std::free(S.quarantine.front().first);
+    S.quarantined -= S.quarantine.front().second;
+    S.quarantine.pop_front();
+  }
+  return true;
+}
+
+const char* error_name(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+const char* error_string(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (the emulated device: see the message above)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+  }
+}
+
+// The device side of a copy or memset must be a live allocation.
+cudaError_t check_device(const void* p, size_t bytes, const char* what, const char* side) {
+  if (bytes == 0 || is_device_range(p, bytes)) return cudaSuccess;
+  std::fprintf(stderr, "halfgrad emulator: %s: the %s %p (%zu bytes) is not inside a live device allocation\n", what,
+               side, p, bytes);
+  return ret(cudaErrorInvalidValue);
+}
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work) {
+  State& S = st();
+  if (S.sticky != cudaSuccess) return S.sticky;
+  CUstream_st* q = stream_of(s);
+  if (q->capturing) {
+    q->graph->nodes.push_back(std::move(work));
+    return cudaSuccess;
+  }
+  (void)what;
+  work();
+  return S.sticky;
+}
+
+bool is_device_range(const void* p, size_t bytes) {
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = S.live.upper_bound(a);
+  if (it == S.live.begin()) return false;
+  --it;
+  const uintptr_t start = it->first, end = start + it->second.bytes;
+  return a >= start && a <= end && bytes <= end - a;
+}
+
+void fail_sticky(const std::string& why) {
+  State& S = st();
+  std::fprintf(stderr, "halfgrad emulator: device fault: %s\n", why.c_str());
+  S.sticky = cudaErrorLaunchFailure;
+  S.last = cudaErrorLaunchFailure;
+}
+
+void clear_fault() {
+  st().sticky = cudaSuccess;
+  st().last = cudaSuccess;
+}
+
+bool capturing() { return !st().captures.empty(); }
+
+}  // namespace hg::emu
+
+using hg::emu::st;
+
+extern "C" {
+
+// ---- errors and versions ----
+cudaError_t cudaGetLastError(void) {
+  auto& S = st();
+  const cudaError_t e = S.sticky != cudaSuccess ? S.sticky : S.last;
+  S.last = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return st().sticky != cudaSuccess ? st().sticky : st().last; }
+const char* cudaGetErrorName(cudaError_t e) { return hg::emu::error_name(e); }
+const char* cudaGetErrorString(cudaError_t e) { return hg::emu::error_string(e); }
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  if (v == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+  if (v == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+// ---- the device: the measured H200's properties ----
+cudaError_t cudaGetDeviceCount(int* n) {
+  if (n == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : hg::emu::ret(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* d) {
+  if (d == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *d = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = 132; break;
+    case cudaDevAttrMemoryPoolsSupported: *value = 1; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
+    case cudaDevAttrWarpSize: *value = 32; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 << 10; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 232448; break;
+    case cudaDevAttrMaxGridDimX: *value = 2147483647; break;
+    case cudaDevAttrMaxGridDimY: *value = 65535; break;
+    case cudaDevAttrMaxGridDimZ: *value = 65535; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
+    case cudaDevAttrL2CacheSize: *value = 62914560; break;
+    default:
+      std::fprintf(stderr, "halfgrad emulator: cudaDeviceGetAttribute: attribute %d is not emulated\n",
+                   static_cast<int>(attr));
+      return hg::emu::ret(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  if (free_bytes == nullptr || total == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *total = hg::emu::kTotalMemory;
+  *free_bytes = hg::emu::kTotalMemory - std::min(hg::emu::kTotalMemory, st().in_use);
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  return st().sticky;
+}
+
+// ---- streams and capture ----
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  if (s == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *s = new CUstream_st;
+  (*s)->flags = flags;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (s == nullptr || s->capturing) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  delete s;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  CUstream_st* q = hg::emu::stream_of(s);
+  if (q->capturing) {
+    q->invalidated = true;
+    return hg::emu::ret(cudaErrorStreamCaptureUnsupported);
+  }
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  return st().sticky;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  CUstream_st* q = hg::emu::stream_of(s);
+  if (q == &st().legacy) return hg::emu::ret(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot be captured
+  if (q->capturing) return hg::emu::ret(cudaErrorIllegalState);
+  if (mode != cudaStreamCaptureModeGlobal) {
+    std::fprintf(stderr, "halfgrad emulator: only cudaStreamCaptureModeGlobal is emulated\n");
+    return hg::emu::ret(cudaErrorNotSupported);
+  }
+  q->capturing = true;
+  q->invalidated = false;
+  q->graph = new CUgraph_st;
+  st().captures.push_back(q);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  CUstream_st* q = hg::emu::stream_of(s);
+  if (graph == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (!q->capturing) return hg::emu::ret(cudaErrorIllegalState);
+  q->capturing = false;
+  std::erase(st().captures, q);
+  cudaGraph_t g = q->graph;
+  q->graph = nullptr;
+  if (q->invalidated) {
+    for (void* p : g->owned) hg::emu::release(p);
+    delete g;
+    *graph = nullptr;
+    return hg::emu::ret(cudaErrorStreamCaptureInvalidated);
+  }
+  *graph = g;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  const CUstream_st* q = hg::emu::stream_of(s);
+  *status = !q->capturing ? cudaStreamCaptureStatusNone
+            : q->invalidated ? cudaStreamCaptureStatusInvalidated
+                             : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+// ---- graphs ----
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (exec == nullptr || graph == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  auto* x = new CUgraphExec_st;
+  x->nodes = std::make_shared<const std::vector<std::function<void()>>>(graph->nodes);
+  x->owned = std::move(graph->owned);  // the executable graph keeps the captured allocations alive
+  graph->owned.clear();
+  *exec = x;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (graph == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  for (void* p : graph->owned) hg::emu::release(p);
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (exec == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  auto nodes = exec->nodes;
+  return hg::emu::enqueue(s, "cudaGraphLaunch", [nodes] {
+    for (const auto& n : *nodes) {
+      if (st().sticky != cudaSuccess) return;
+      n();
+    }
+  });
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (exec == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  for (void* p : exec->owned) hg::emu::release(p);
+  delete exec;
+  return cudaSuccess;
+}
+
+// ---- memory ----
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (p == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  if (st().sticky != cudaSuccess) return st().sticky;
+  if (bytes > hg::emu::kTotalMemory - std::min(hg::emu::kTotalMemory, st().in_use)) {
+    return hg::emu::ret(cudaErrorMemoryAllocation);
+  }
+  *p = hg::emu::allocate(bytes, false);
+  return *p != nullptr ? cudaSuccess : hg::emu::ret(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
+  if (p == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (st().sticky != cudaSuccess) return st().sticky;
+  if (bytes > hg::emu::kTotalMemory - std::min(hg::emu::kTotalMemory, st().in_use)) {
+    return hg::emu::ret(cudaErrorMemoryAllocation);
+  }
+  CUstream_st* q = hg::emu::stream_of(s);
+  *p = hg::emu::allocate(bytes, q->capturing);
+  if (*p == nullptr) return hg::emu::ret(cudaErrorMemoryAllocation);
+  if (q->capturing) q->graph->owned.push_back(*p);  // an allocation node: the address is fixed for the graph
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  if (!hg::emu::release(p)) {
+    std::fprintf(stderr, "halfgrad emulator: cudaFree(%p): not a live allocation (a double free?)\n", p);
+    return hg::emu::ret(cudaErrorInvalidValue);
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
+  if (p == nullptr) return cudaSuccess;
+  if (!hg::emu::is_device_range(p, 0)) {
+    std::fprintf(stderr, "halfgrad emulator: cudaFreeAsync(%p): not a live allocation (a double free?)\n", p);
+    return hg::emu::ret(cudaErrorInvalidValue);
+  }
+  CUstream_st* q = hg::emu::stream_of(s);
+  if (q->capturing) {
+    // A free node: memory the graph allocated stays its own (poisoned at each replay's free); memory
+    // allocated before the capture would be freed by the first replay, which halfgrad never does.
+    auto& owned = q->graph->owned;
+    if (std::find(owned.begin(), owned.end(), p) == owned.end()) {
+      std::fprintf(stderr, "halfgrad emulator: cudaFreeAsync(%p) during capture of memory allocated before it\n", p);
+      q->invalidated = true;
+      return hg::emu::ret(cudaErrorStreamCaptureUnsupported);
+    }
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(st().mu);
+      bytes = st().live[reinterpret_cast<uintptr_t>(p)].bytes;
+    }
+    q->graph->nodes.push_back([p, bytes] { std::memset(p, hg::emu::kPoison, bytes); });
+    std::memset(p, hg::emu::kPoison, bytes);
+    return cudaSuccess;
+  }
+  return hg::emu::enqueue(s, "cudaFreeAsync", [p] { hg::emu::release(p); });
+}
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (pool == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
+  *pool = &st().pool;
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+  if (pool == nullptr || value == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (attr == cudaMemPoolAttrReleaseThreshold) pool->release_threshold = *static_cast<uint64_t*>(value);
+  return cudaSuccess;
+}
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t) {
+  return pool == nullptr ? hg::emu::ret(cudaErrorInvalidValue) : cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* a, const void* p) {
+  if (a == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *a = cudaPointerAttributes{};
+  if (hg::emu::is_device_range(p, 1)) {
+    a->type = cudaMemoryTypeDevice;
+    a->device = 0;
+    a->devicePointer = const_cast<void*>(p);
+  } else {
+    a->type = cudaMemoryTypeUnregistered;
+    a->device = -2;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s) {
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice) {
+    std::fprintf(stderr, "halfgrad emulator: cudaMemcpyAsync: only HostToDevice, DeviceToHost and DeviceToDevice are emulated\n");
+    return hg::emu::ret(cudaErrorInvalidValue);
+  }
+  if (dst_dev) {
+    if (const cudaError_t e = hg::emu::check_device(dst, n, "cudaMemcpyAsync", "destination"); e != cudaSuccess) return e;
+  }
+  if (src_dev) {
+    if (const cudaError_t e = hg::emu::check_device(src, n, "cudaMemcpyAsync", "source"); e != cudaSuccess) return e;
+  }
+  if (kind != cudaMemcpyDeviceToDevice && hg::emu::stream_of(s)->capturing) {
+    // pageable host memory: the copy is synchronous, which a capture cannot record
+    hg::emu::stream_of(s)->invalidated = true;
+    return hg::emu::ret(cudaErrorStreamCaptureUnsupported);
+  }
+  if (n == 0) return cudaSuccess;
+  return hg::emu::enqueue(s, "cudaMemcpyAsync", [dst, src, n] { std::memmove(dst, src, n); });
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind kind) {
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  return cudaMemcpyAsync(dst, src, n, kind, nullptr);
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t n, cudaStream_t s) {
+  if (dst_device != 0 || src_device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+  if (const cudaError_t e = hg::emu::check_device(p, n, "cudaMemsetAsync", "destination"); e != cudaSuccess) return e;
+  if (n == 0) return cudaSuccess;
+  return hg::emu::enqueue(s, "cudaMemsetAsync", [p, value, n] { std::memset(p, value, n); });
+}
+
+}  // extern "C"
