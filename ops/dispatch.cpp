@@ -1,6 +1,8 @@
 #include "ops/dispatch.h"
 
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/allocator.h"
 
@@ -25,6 +27,77 @@ const bool g_loader_registered = [] {
   return true;
 }();
 }  // namespace
+
+// ---- kernel coverage ----
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<const DispatchTableBase*> tables;
+  std::atomic<uint8_t> ew_calls[kNumDeviceTypes][kNumEwOps][kNumDTypes] = {};
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // outlives the tables, which are function-local statics
+  return *r;
+}
+
+}  // namespace
+
+DispatchTableBase::DispatchTableBase(const char* name) : name_(name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.tables.push_back(this);
+}
+
+DispatchTableBase::DispatchTableBase(const DispatchTableBase& o) : DispatchTableBase(o.name_) {
+  for (int d = 0; d < kNumDeviceTypes; ++d)
+    for (int t = 0; t < kNumDTypes; ++t) state_[d][t] = o.state_[d][t].load();
+}
+
+DispatchTableBase::~DispatchTableBase() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::erase(r.tables, this);
+}
+
+void note_ew_call(DeviceType d, EwOp op, DType t) {
+  registry().ew_calls[static_cast<int>(d)][static_cast<int>(op)][static_cast<int>(t)].store(
+      1, std::memory_order_relaxed);
+}
+
+std::vector<KernelCoverage> kernel_coverage(DeviceType d) {
+  const DispatchTableBase* ew = &ew_kernels();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<KernelCoverage> rows;
+  const int dev = static_cast<int>(d);
+  for (const DispatchTableBase* tb : r.tables) {
+    KernelCoverage row{tb->name_, 0, 0, {}};
+    for (int t = 0; t < kNumDTypes; ++t) {
+      const uint8_t st = tb->state_[dev][t].load();
+      if (!(st & DispatchTableBase::kSet)) continue;
+      ++row.registered;
+      if (st & DispatchTableBase::kCalled) ++row.called;
+      else row.missing.push_back(static_cast<DType>(t));
+    }
+    if (row.registered == 0) continue;
+    rows.push_back(std::move(row));
+    if (tb != ew) continue;
+    // the elementwise table runs one kernel per (op, dtype): each op is a row of its own
+    for (int op = 0; op < kNumEwOps; ++op) {
+      KernelCoverage e{std::string("elementwise ") + ew_op_name(static_cast<EwOp>(op)), 0, 0, {}};
+      for (int t = 0; t < kNumDTypes; ++t) {
+        if (!(tb->state_[dev][t].load() & DispatchTableBase::kSet)) continue;
+        ++e.registered;
+        if (r.ew_calls[dev][op][t].load()) ++e.called;
+        else e.missing.push_back(static_cast<DType>(t));
+      }
+      rows.push_back(std::move(e));
+    }
+  }
+  return rows;
+}
 
 DispatchTable<EwKernel>& ew_kernels() {
   static DispatchTable<EwKernel> t = [] {

@@ -30,6 +30,7 @@ void run_elementwise(const char* op, const EwCall& call, const std::vector<Tenso
   }
   const BroadcastPlan plan = make_broadcast_plan(op, out.shape(), shapes);
   ew_kernels().get(out.device(), out.dtype())(call, plan, ptrs, out.data_ptr());
+  note_ew_call(out.device().type, call.op, out.dtype());
 }
 
 namespace {

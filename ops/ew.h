@@ -21,6 +21,7 @@ enum class EwOp : uint8_t {
   // where (cond, a, b) -> y and its masks (cond, dy) -> dx
   Where, MaskTrue, MaskFalse,
 };
+constexpr int kNumEwOps = static_cast<int>(EwOp::MaskFalse) + 1;
 
 enum class EwMode : uint8_t {
   Forward,  // unary: (x) -> y; binary: (a, b) -> y

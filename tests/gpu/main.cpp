@@ -1,12 +1,43 @@
 // hg_gpu_tests: runs only where a CUDA device is present; otherwise exits 77, which CTest reports as
 // Skipped (SKIP_RETURN_CODE 77 in tests/CMakeLists.txt). Either way its first line names the CUDA runtime,
 // driver and libraries it runs with, for scripts/gpu-check.sh's summary.
+//
+// After the tests it prints the CUDA kernel coverage: for every dispatch table, how many of the dtype
+// slots the backend registered were looked up by the tests (elementwise: per op and dtype). With
+// HG_REQUIRE_KERNEL_COVERAGE=1 and no test filter, a registered kernel that never ran fails the run.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "halfgrad.h"
+#include "ops/dispatch.h"
+
+namespace {
+
+// Prints the table; returns the number of registered kernels that never ran.
+int print_coverage() {
+  int registered = 0, called = 0;
+  std::string missing;
+  std::printf("CUDA kernel coverage (dtype slots looked up / registered):\n");
+  for (const hg::KernelCoverage& row : hg::kernel_coverage(hg::DeviceType::CUDA)) {
+    registered += row.registered;
+    called += row.called;
+    std::string gaps;
+    for (hg::DType t : row.missing) gaps += std::string(gaps.empty() ? "" : " ") + hg::dtype_name(t);
+    std::printf("  %-34s %d/%d%s%s\n", row.table.c_str(), row.called, row.registered, gaps.empty() ? "" : "  missing: ",
+                gaps.c_str());
+    if (!gaps.empty()) missing += "  " + row.table + ": " + gaps + "\n";
+  }
+  std::printf("CUDA kernel coverage: %d of %d kernels ran (%.1f%%)\n", called, registered,
+              registered ? 100.0 * called / registered : 0.0);
+  return registered - called;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::printf("cuda versions: %s\n", hg::cuda::version_info().c_str());
@@ -15,5 +46,13 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::printf("halfgrad GPU tests on %d CUDA device(s)\n", hg::cuda::device_count());
-  return Catch::Session().run(argc, argv);
+  const int rc = Catch::Session().run(argc, argv);
+  const int never_ran = print_coverage();
+  const char* require = std::getenv("HG_REQUIRE_KERNEL_COVERAGE");
+  if (rc == 0 && argc == 1 && require != nullptr && std::strcmp(require, "1") == 0 && never_ran > 0) {
+    std::printf("FAILED: %d registered CUDA kernel(s) never ran (HG_REQUIRE_KERNEL_COVERAGE=1): write the GPU test "
+                "that runs them\n", never_ran);
+    return 1;
+  }
+  return rc;
 }
