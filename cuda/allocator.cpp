@@ -82,9 +82,10 @@ class CudaAllocator final : public Allocator {
 
 }  // namespace
 
+// Never destroyed: a GPU tensor held by a static object may be freed after every static destructor.
 Allocator& allocator() {
-  static CudaAllocator a;
-  return a;
+  static CudaAllocator* a = new CudaAllocator;
+  return *a;
 }
 
 }  // namespace hg::cuda

@@ -84,11 +84,12 @@ cudaDataType_t cuda_type(DType t) {
 cublasOperation_t cublas_op(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
 // alpha/beta live on the host (the handle's default pointer mode); their type follows the compute type.
-void run(const DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha, const void* beta) {
+void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha, const void* beta) {
   const cudaDataType_t t = cuda_type(dt);
   const cublasComputeType_t compute = dt == DType::F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = static_cast<int>(c.k);
   const int lda = static_cast<int>(c.lda), ldb = static_cast<int>(c.ldb), ldc = static_cast<int>(c.ldc);
+  std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // one host thread per handle at a time
   if (c.batch == 1) {
     HG_CUBLAS_CHECK(cublasGemmEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a, t, lda, c.b,
                                  t, ldb, beta, c.c, t, ldc, compute, CUBLAS_GEMM_DEFAULT));

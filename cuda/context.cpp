@@ -69,7 +69,15 @@ void setup_blas(DeviceContext& c) {
   c.blas_workspace_bytes = kBlasWorkspaceBytes;
   HG_CUDA_CHECK(cudaMalloc(&c.blas_workspace, c.blas_workspace_bytes));
   HG_CUBLAS_CHECK(cublasSetWorkspace(c.blas, c.blas_workspace, c.blas_workspace_bytes));
-  HG_CUBLAS_CHECK(cublasLtCreate(&c.blas_lt));
+}
+
+// What create_context made before a later step threw: freed, so a failed first use leaks nothing.
+void destroy_partial(DeviceContext* c) {
+  if (c->blas) (void)cublasDestroy(c->blas);
+  if (c->blas_workspace) (void)cudaFree(c->blas_workspace);
+  if (c->stream) (void)cudaStreamDestroy(c->stream);
+  (void)cudaGetLastError();
+  delete c;
 }
 
 // Contexts live until the process ends: destroying handles from static destructors races the
@@ -77,12 +85,17 @@ void setup_blas(DeviceContext& c) {
 DeviceContext* create_context(int device) {
   auto* c = new DeviceContext;
   c->device = device;
-  HG_CUDA_CHECK(cudaSetDevice(device));
-  t_current_device = device;
-  HG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-  HG_CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
-  setup_memory_pool(*c);
-  setup_blas(*c);
+  try {
+    HG_CUDA_CHECK(cudaSetDevice(device));
+    t_current_device = device;
+    HG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    HG_CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+    setup_memory_pool(*c);
+    setup_blas(*c);
+  } catch (...) {
+    destroy_partial(c);
+    throw;
+  }
   return c;
 }
 

@@ -3,12 +3,12 @@
 // program never touches the driver. All work of a device (kernels, cuBLAS, copies, stream-ordered
 // allocations and frees) is ordered on its one non-blocking stream; the host waits only when bytes
 // come back to the CPU. Only files under cuda/ (and tests) include this header.
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <cstddef>
+#include <mutex>
 #include <string>
 
 namespace hg {
@@ -21,10 +21,12 @@ struct DeviceContext {
   int device = 0;
   cudaStream_t stream = nullptr;  // non-blocking: no implicit sync with the legacy default stream
   cublasHandle_t blas = nullptr;  // bound to `stream`, own workspace, no reduced-precision split-K
-  cublasLtHandle_t blas_lt = nullptr;  // Lt takes the stream per call: pass `stream`
   void* blas_workspace = nullptr;
   size_t blas_workspace_bytes = 0;
   cudnnHandle_t dnn = nullptr;  // created on first use by dnn_handle(), bound to `stream`
+  // cuBLAS and cuDNN forbid two host threads using one handle at once: every call on `blas` or `dnn`
+  // holds this lock (cuda/blas.cpp, cuda/dnn.cpp).
+  std::mutex handle_mutex;
   bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
   int sm_count = 0;
 };

@@ -476,6 +476,7 @@ int64_t alignment_of(std::initializer_list<const void*> ptrs) {
 // Runs the plan of `key` on x (or dx), w (or dw), y (or dy); `out` is the pointer written.
 void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const void* out) {
   DeviceContext& ctx = context_for(out);
+  std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // the plan's build and execution use the handle
   key.alignment = alignment_of({x, w, y});
   const ConvPlan& plan = cached_plan(key, ctx);
   Workspace ws(static_cast<size_t>(plan.workspace_bytes), Device::cuda(ctx.device));

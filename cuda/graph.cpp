@@ -13,6 +13,12 @@ void stream_synchronize(int device) { HG_CUDA_CHECK(cudaStreamSynchronize(contex
 
 void* graph_capture(int device, const std::function<void()>& body) {
   DeviceContext& ctx = context(device);
+#if !defined(HG_CUDA_EMULATE)  // (the emulated device runs convolutions without a cuDNN handle)
+  // Made lazily elsewhere, but creating a handle allocates and synchronises, which would break the
+  // capture: a body with a convolution finds it made. (Plans are cached at their first eager use:
+  // warm up before capturing, as cuda/graph.h says.)
+  (void)dnn_handle(ctx);
+#endif
   HG_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal));
   std::string failure;
   try {

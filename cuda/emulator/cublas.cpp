@@ -4,7 +4,6 @@
 // halfgrad's row-major GEMM so that cuda/blas.cpp's mapping onto cuBLAS is checked independently.
 // Arguments are validated as cuBLAS does; every matrix the call touches must lie in emulated device
 // memory, or the device faults (a sticky error), as a GPU would on an illegal address.
-#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -23,8 +22,6 @@ struct cublasContext {
   size_t workspace_bytes = 0;
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
-
-struct cublasLtContext {};
 
 namespace {
 
@@ -234,7 +231,7 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
-// cublasCreate/cublasLtCreate and their Destroy: a handle is a heap object.
+// cublasCreate and cublasDestroy: a handle is a heap object.
 template <class H>
 cublasStatus_t create_handle(H** handle) {
   if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
@@ -378,10 +375,5 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   return gemm("cublasGemmStridedBatchedEx", handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
               ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType);
 }
-
-// ---- cuBLASLt: only the handle (halfgrad creates one; no Lt matmul is emulated) ----
-
-cublasStatus_t cublasLtCreate(cublasLtHandle_t* lightHandle) { return create_handle(lightHandle); }
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) { return destroy_handle(lightHandle); }
 
 }  // extern "C"
