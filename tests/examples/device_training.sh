@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The Fashion-MNIST MLP trains on the CUDA device as on the CPU: the same flags on both devices, and the
+# test accuracies after one short epoch must agree within 0.02 (the GPU adds in another order, so the
+# bits differ; a wrong kernel, a scaler that never steps or a lost gradient does not stay within 0.02).
+# On a build with the emulated device (HG_CUDA=EMULATE) this is the whole training loop, GradScaler's
+# device path included, run by halfgrad's own kernels on the CPU. Exits 77 (skipped) on a machine without
+# a CUDA device.
+#   device_training.sh EXE [example flags...]       e.g. device_training.sh build/fashion_mnist_mlp --amp fp16
+set -euo pipefail
+exe="$1"
+shift
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+train() {  # train TAG FLAGS...: one short epoch; the test accuracy goes to $dir/acc.TAG
+  local tag="$1"
+  shift
+  if ! "$exe" "$@" --epochs 1 --limit 2000 --threads 2 >"$dir/log.$tag" 2>&1; then
+    # a machine without a GPU (and a build without the emulated device): nothing to compare with
+    grep -q "no CUDA device is available" "$dir/log.$tag" && { echo "device_training.sh: skipped: no CUDA device"; exit 77; }
+    cat "$dir/log.$tag"
+    exit 1
+  fi
+  sed -n 's/.*"test_accuracy": \([0-9.]*\).*/\1/p' "$dir/log.$tag" >"$dir/acc.$tag"
+}
+train cuda "$@" --device cuda
+train cpu "$@" --device cpu
+cpu="$(cat "$dir/acc.cpu")"
+cuda="$(cat "$dir/acc.cuda")"
+[ -n "$cpu" ] && [ -n "$cuda" ] || { echo "device_training.sh: no test_accuracy in the output"; cat "$dir"/log.*; exit 1; }
+echo "device_training.sh: test accuracy cpu $cpu, cuda $cuda ($*)"
+grep -h '"device"' "$dir/log.cuda" | head -n 1
+if ! awk -v a="$cpu" -v b="$cuda" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.3) }'; then
+  echo "device_training.sh: FAILED: the accuracies differ by more than 0.02 (or the CPU run did not learn)"
+  exit 1
+fi
