@@ -40,7 +40,8 @@
 //    and update: a training loop can be captured into a CUDA graph. Reading values does sync:
 //    get_scale(), growth_tracker(), hysteresis_left(), state_dict() and a StepResult's accessors.
 //    The "scale below 1" warning is given when the scale is read (update() cannot see it).
-//    So does optim::clip_grad_norm_ (it returns the norm as a double). One-time copies that wait:
+//    So does optim::clip_grad_norm_ (it returns the norm as a double; optim::clip_grad_norm_tensor_
+//    returns it as a device tensor and does not wait). One-time copies that wait:
 //    choosing the path (the state goes to the device), a fifth optimizer (the flags grow), a
 //    parameter's first step on this path (its device step counter), load_state_dict. After one
 //    warm-up iteration a loop is sync-free. Gradients must live on the state's device.

@@ -23,7 +23,8 @@ template <class Options>
 void AdamBase<Options>::step() {
   const float* found_inf = this->take_found_inf();
   size_t i = 0;  // the parameter's index <i>
-  for (const auto& group : this->groups_) {
+  for (size_t gi = 0; gi < this->groups_.size(); ++gi) {
+    const auto& group = this->groups_[gi];
     const Options& o = group.options;
     const AdamHyper h{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps,
                       .weight_decay = o.weight_decay, .decoupled = kDecoupled, .amsgrad = o.amsgrad};
@@ -35,7 +36,7 @@ void AdamBase<Options>::step() {
       this->check_grad(kName, index, p, g);
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
-      const AmpStep amp = this->take_amp_step(index, p, found_inf, s.step, true);
+      const AmpStep amp = this->take_amp_step(index, gi, p, found_inf, s.step, true, o.lr);
       if (amp.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
       AdamArgs args{.n = p.numel(),
                     .param = p.data_ptr(),
@@ -52,6 +53,7 @@ void AdamBase<Options>::step() {
       adam_kernels().get(p.device(), p.dtype())(args);
     }
   }
+  this->end_step();
 }
 
 template class AdamBase<AdamOptions>;

@@ -208,24 +208,26 @@ void grad_norm_cpu(const GradNormArgs& a) {
   const auto* g = static_cast<const T*>(a.grad);
   const bool inf = std::isinf(a.norm_type);
   const int64_t chunks = (a.n + kNormChunk - 1) / kNormChunk;
-  double acc = *a.result;
+  const double w = norm_weight(a);
+  double t = 0;
   if (chunks <= 1) {
-    const double x = chunk_norm(g, a.n, a.norm_type);
-    *a.result = inf ? nan_max(acc, x) : acc + x;
-    return;
+    t = chunk_norm(g, a.n, a.norm_type);
+  } else {
+    std::vector<double> part(static_cast<size_t>(chunks));
+    parallel_for(chunks, true, [&](int64_t c) {
+      part[static_cast<size_t>(c)] =
+          chunk_norm(g + c * kNormChunk, std::min(kNormChunk, a.n - c * kNormChunk), a.norm_type);
+    });
+    for (double x : part) t = inf ? nan_max(t, x) : t + x;
   }
-  std::vector<double> part(static_cast<size_t>(chunks));
-  parallel_for(chunks, true, [&](int64_t c) {
-    part[static_cast<size_t>(c)] = chunk_norm(g + c * kNormChunk, std::min(kNormChunk, a.n - c * kNormChunk), a.norm_type);
-  });
-  for (double x : part) acc = inf ? nan_max(acc, x) : acc + x;
-  *a.result = acc;
+  if (w != 1.0) t *= w;
+  *a.result = inf ? nan_max(*a.result, t) : *a.result + t;
 }
 
 template <class T>
 void grad_transform_cpu(const GradTransformArgs& a) {
   using C = compute_t<T>;
-  const GradTransformFn<C> f{a.op, static_cast<C>(a.value)};
+  const GradTransformFn<C> f{a.op, static_cast<C>(a.device_value != nullptr ? *a.device_value : a.value)};
   auto* g = static_cast<T*>(a.grad);
   for_blocks(a.n, [&](int64_t i, int64_t k) {
     alignas(64) C tmp[kBlock];
@@ -263,6 +265,15 @@ DispatchTable<AdamKernel>& adam_kernels() {
 DispatchTable<GradNormKernel>& grad_norm_kernels() {
   static DispatchTable<GradNormKernel> t = cpu_table<GradNormKernel>(
       "clip_grad_norm_", [](auto tag) -> GradNormKernel { return &grad_norm_cpu<decltype(tag)>; });
+  return t;
+}
+
+DispatchTable<ClipCoefKernel>& clip_coef_kernels() {
+  static DispatchTable<ClipCoefKernel> t = [] {
+    DispatchTable<ClipCoefKernel> d("clip_grad_norm_ (factor)");
+    d.set(DeviceType::CPU, DType::F64, &clip_coef);
+    return d;
+  }();
   return t;
 }
 

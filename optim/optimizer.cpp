@@ -3,6 +3,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/node.h"
 #include "optim/update.h"
@@ -91,14 +92,51 @@ void Optimizer::clear_grad_scales() {
   for (ParamState& s : state_) {
     s.grad_scale = 1.0;
     s.device_grad_scale = nullptr;
+    s.device_clip = nullptr;
   }
+  clip_keep_ = Tensor();
 }
 
-AmpStep Optimizer::take_amp_step(size_t i, const Tensor& p, const float* found_inf, int64_t steps_so_far, bool counts) {
+Optimizer::PendingScale Optimizer::pending_grad_scale(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.pending_grad_scale: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return {state_[i].grad_scale, state_[i].device_grad_scale};
+}
+
+void Optimizer::set_device_clip(size_t i, const double* factor, Tensor keep) {
+  HG_CHECK(i < state_.size(), "Optimizer.set_device_clip: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  state_[i].device_clip = factor;
+  clip_keep_ = std::move(keep);
+}
+
+void Optimizer::upload_lr(size_t g, double lr) {
+  if (g >= device_lr_.size() || !device_lr_[g].value.defined() || device_lr_[g].host == lr) return;
+  DeviceLr& d = device_lr_[g];
+  copy_bytes(d.value.data_ptr(), d.value.device(), &lr, Device::cpu(), sizeof lr);  // a small copy that waits
+  d.host = lr;
+}
+
+AmpStep Optimizer::take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
+                                 bool counts, double lr) {
   ParamState& s = state_[i];
-  AmpStep a{.found_inf = found_inf, .grad_scale = s.device_grad_scale};
+  AmpStep a{.found_inf = found_inf, .grad_scale = s.device_grad_scale, .clip = s.device_clip};
   s.device_grad_scale = nullptr;
-  if (counts && found_inf != nullptr && !s.steps.defined()) {
+  s.device_clip = nullptr;
+  const bool cuda = p.device().is_cuda();
+  if (cuda) {
+    if (device_lr_.size() <= g) device_lr_.resize(g + 1);
+    DeviceLr& d = device_lr_[g];
+    if (!d.value.defined()) {
+      d.value = empty({1}, {.dtype = DType::F64, .device = p.device()});
+      d.host = std::numeric_limits<double>::quiet_NaN();  // differs from any lr: uploaded below
+    }
+    if (d.value.device() == p.device()) {  // (a group spread over devices keeps its lr by value)
+      upload_lr(g, lr);  // a no-op unless lr changed without set_lr (options edited directly)
+      a.lr = static_cast<const double*>(d.value.data_ptr());
+    }
+  }
+  if (counts && (found_inf != nullptr || cuda) && !s.steps.defined()) {
     // made once, at a parameter's first step on the device path (a host-to-device copy)
     s.steps = empty({1}, {.dtype = DType::I64, .device = p.device()});
     copy_bytes(s.steps.data_ptr(), p.device(), &steps_so_far, Device::cpu(), sizeof steps_so_far);

@@ -103,6 +103,16 @@ class Optimizer {
   // Both are consumed by the next step(); the pointers must stay valid until it has been called.
   void set_found_inf(const float* flag) { found_inf_ = flag; }
   void set_device_grad_scale(size_t i, const float* factor);
+  // The pending factor's parts, without reading a device value: host part and device pointer (null
+  // when none). clip_grad_norm_(opt) weighs a still-scaled gradient with them on the device.
+  struct PendingScale {
+    double host = 1.0;
+    const float* device = nullptr;
+  };
+  PendingScale pending_grad_scale(size_t i) const;
+  // clip_grad_norm_(opt)'s hook on a CUDA device: parameter i's pending factor is also multiplied by
+  // *factor (device memory that `keep` owns), read by the update kernel; consumed by the next step.
+  void set_device_clip(size_t i, const double* factor, Tensor keep);
 
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
@@ -121,6 +131,7 @@ class Optimizer {
     double grad_scale = 1.0;      // pending factor of set_grad_scale, consumed by the next step
     const float* device_grad_scale = nullptr;  // set_device_grad_scale's factor, consumed likewise
     Tensor steps;  // I64 (1) on the parameter's device: steps taken on the device path; replaces `step` once made
+    const double* device_clip = nullptr;  // set_device_clip's factor, consumed by the next step
   };
   using StateNames = std::vector<const char*>;
 
@@ -147,7 +158,16 @@ class Optimizer {
   // The device-path pointers of parameter i's update (optim/update.h's AmpStep): found_inf, the pending
   // device factor (consumed), and the step counter, made on p's device from steps_so_far at the first
   // step with a found_inf flag when `counts` (updates with state).
-  AmpStep take_amp_step(size_t i, const Tensor& p, const float* found_inf, int64_t steps_so_far, bool counts);
+  // On a CUDA device the counter is always made (and lr, group g's learning rate, is read from device
+  // memory), so that a step captured in a CUDA graph counts and follows set_lr when it is replayed.
+  AmpStep take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
+                        bool counts, double lr);
+  // set_lr's part: group g's learning rate in device memory (made at its first step on a CUDA device)
+  // follows the host's value.
+  void upload_lr(size_t g, double lr);
+  // The end of step(): drops what clipping left for the update kernels, now enqueued (a captured step
+  // frees what it allocated).
+  void end_step() { clip_keep_ = Tensor(); }
   // The steps parameter i took: its device counter when it has one (a sync), else ParamState::step.
   int64_t steps_taken(size_t i) const;
   static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
@@ -176,6 +196,12 @@ class Optimizer {
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
   MasterWeights master_weights_ = MasterWeights::Auto;
   const float* found_inf_ = nullptr;  // set_found_inf's flag for the next step
+  Tensor clip_keep_;                  // owns the factors of set_device_clip until the next step
+  struct DeviceLr {
+    Tensor value;  // F64 (1) on the group's CUDA device
+    double host = 0;
+  };
+  std::vector<DeviceLr> device_lr_;  // by group
 };
 
 // The typed groups of one optimizer. Derived provides (privately, befriending this class):
@@ -213,6 +239,7 @@ class OptimizerOf : public Optimizer {
     (void)group(g);  // checks g
     HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
     groups_[g].options.lr = lr;
+    upload_lr(g, lr);
   }
 
   StateDict state_dict() const override {

@@ -21,7 +21,8 @@ Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
 void SGD::step() {
   const float* found_inf = take_found_inf();
   size_t i = 0;  // the parameter's index <i>
-  for (const Group& group : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& group = groups_[gi];
     const SGDOptions& o = group.options;
     const size_t num_buffers = o.momentum != 0 ? 1 : 0;
     for (const Tensor& p : group.params) {
@@ -42,10 +43,11 @@ void SGD::step() {
                                .nesterov = o.nesterov,
                                .first_step = first,
                                .grad_scale = take_grad_scale(index)},
-                         .amp = take_amp_step(index, p, found_inf, first ? 0 : 1, num_buffers != 0)};
+                         .amp = take_amp_step(index, gi, p, found_inf, first ? 0 : 1, num_buffers != 0, o.lr)};
       sgd_kernels().get(p.device(), p.dtype())(args);
     }
   }
+  end_step();
 }
 
 }  // namespace hg::optim

@@ -178,10 +178,14 @@ struct GradTransformFn {
 
 // Pointers into memory of the parameter's device (host memory for a CPU parameter); all null on the
 // host path, where the kernels behave exactly as without them.
+// On a CUDA device lr and steps are always there (and clip after clip_grad_norm_), so that the values
+// a captured step reads are read when a graph replays it, not when it was captured.
 struct AmpStep {
   const float* found_inf = nullptr;   // nonzero: leave parameter, master and state untouched (a skipped step)
   const float* grad_scale = nullptr;  // the scaler's 1/scale of a gradient it left scaled (F16)
   int64_t* steps = nullptr;           // the updates this parameter took; advanced only by a step not skipped
+  const double* lr = nullptr;         // the group's learning rate (set_lr writes it)
+  const double* clip = nullptr;       // clip_grad_norm_'s factor for a gradient still scaled, else null
 };
 
 HG_HD bool amp_skips(const AmpStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
@@ -190,7 +194,13 @@ HG_HD bool amp_skips(const AmpStep& a) { return a.found_inf != nullptr && *a.fou
 // multiplied in double as the host path does (optim/clip.cpp folds the clip into 1/scale in double),
 // so both paths round the same product to the compute type.
 HG_HD double amp_grad_scale(const AmpStep& a, double host) {
-  return a.grad_scale != nullptr ? static_cast<double>(*a.grad_scale) * host : host;
+  const double f = a.grad_scale != nullptr ? static_cast<double>(*a.grad_scale) * host : host;
+  return a.clip != nullptr ? f * *a.clip : f;
+}
+
+// Whether the kernel derives its scalars from device values (else it takes the host's).
+HG_HD bool amp_on_device(const AmpStep& a) {
+  return a.grad_scale != nullptr || a.steps != nullptr || a.lr != nullptr || a.clip != nullptr;
 }
 
 // After the update (a separate one-thread launch on a GPU: the update's threads read *steps).
@@ -202,6 +212,7 @@ HG_HD void amp_count_step(const AmpStep& a) {
 // (the momentum buffer starts as the gradient even when earlier steps were skipped).
 HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a) {
   s.grad_scale = amp_grad_scale(a, s.grad_scale);
+  if (a.lr != nullptr) s.lr = *a.lr;
   if (a.steps != nullptr) s.first_step = *a.steps == 0;
   return s;
 }
@@ -209,7 +220,9 @@ HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a) {
 // Adam's scalars: from the host (s, step counted on the host) or, with a device step counter, derived
 // here from it by adam_scalars, so a skipped step does not advance the bias corrections.
 HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const AmpStep& a) {
-  AdamScalars s = a.steps != nullptr ? adam_scalars(h, *a.steps + 1) : host;
+  AdamHyper hd = h;
+  if (a.lr != nullptr) hd.lr = *a.lr;
+  AdamScalars s = a.steps != nullptr ? adam_scalars(hd, *a.steps + 1) : host;
   s.grad_scale = amp_grad_scale(a, host.grad_scale);
   return s;
 }
@@ -242,27 +255,60 @@ struct AdamArgs {
   AmpStep amp = {};    // the kernel uses adam_scalars_for(s, h, amp)
 };
 
-// *result (memory on the grad's device, set by the caller) is combined with the sum of |g|^p, or with
-// max |g| when norm_type is inf. The CPU sums in a fixed order; a GPU's order is unspecified.
+// *result (memory on the grad's device, set by the caller) is combined with the sum of |f g|^p, or with
+// max |f g| when norm_type is inf, f = (*device_scale or 1) * host_scale: a gradient still scaled by
+// the grad scaler counts with its pending factor (norm_weight). The CPU sums in a fixed order; a GPU's
+// order is unspecified.
 struct GradNormArgs {
   int64_t n = 0;
   const void* grad = nullptr;
   double norm_type = 2.0;
   double* result = nullptr;
+  const float* device_scale = nullptr;
+  double host_scale = 1.0;
 };
 
-// g = transform(g) in place.
+// The weight of a gradient's sum of |g|^p (or max |g|) for the factor f: |f|^p (or |f|).
+HG_HD double norm_weight(const GradNormArgs& a) {
+  const double f = ::fabs(a.device_scale != nullptr ? static_cast<double>(*a.device_scale) * a.host_scale : a.host_scale);
+  if (a.norm_type == 2.0) return f * f;
+  if (a.norm_type == 1.0 || a.norm_type == static_cast<double>(INFINITY)) return f;
+  return ::pow(f, a.norm_type);
+}
+
+// g = transform(g) in place, with `value` or, when not null, *device_value (read when the kernel runs).
 struct GradTransformArgs {
   int64_t n = 0;
   void* grad = nullptr;
   GradTransform op = GradTransform::Scale;
   double value = 1.0;
+  const double* device_value = nullptr;
 };
+
+// clip_grad_norm_'s last step, where the norms are: from acc (the sum of |g|^p of all gradients, or
+// their max |g|) out[0] = the total norm, out[1] = the factor the gradients are multiplied by: 1 when
+// max_norm / (total + 1e-6) >= 1, else that (NaN for a NaN norm, 0 for an inf one, as torch).
+struct ClipCoefArgs {
+  const double* acc = nullptr;
+  double norm_type = 2.0;
+  double max_norm = 1.0;
+  double* out = nullptr;
+};
+HG_HD void clip_coef(const ClipCoefArgs& a) {
+  const double acc = *a.acc;
+  const double total = a.norm_type == static_cast<double>(INFINITY) ? acc
+                       : a.norm_type == 2.0                        ? ::sqrt(acc)
+                                                                   : ::pow(acc, 1.0 / a.norm_type);
+  const double coef = a.max_norm / (total + 1e-6);
+  a.out[0] = total;
+  a.out[1] = coef >= 1.0 ? 1.0 : coef;
+}
 
 using SgdKernel = void (*)(const SgdArgs& a);
 using AdamKernel = void (*)(const AdamArgs& a);
 using GradNormKernel = void (*)(const GradNormArgs& a);
 using GradTransformKernel = void (*)(const GradTransformArgs& a);
+using ClipCoefKernel = void (*)(const ClipCoefArgs& a);
 
 // Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
 // (optim/cpu_update.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
@@ -270,6 +316,7 @@ DispatchTable<SgdKernel>& sgd_kernels();
 DispatchTable<AdamKernel>& adam_kernels();
 DispatchTable<GradNormKernel>& grad_norm_kernels();
 DispatchTable<GradTransformKernel>& grad_transform_kernels();
+DispatchTable<ClipCoefKernel>& clip_coef_kernels();  // slot F64 (the accumulator's dtype)
 
 // The dtype of the optimizer state of a parameter of dtype t: F64 for F64, F32 otherwise.
 constexpr DType state_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }

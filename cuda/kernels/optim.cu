@@ -47,8 +47,7 @@ __global__ void __launch_bounds__(kThreads)
                int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::AmpStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  const bool on_device = amp.grad_scale != nullptr || amp.steps != nullptr;
-  const SgdUpdate<C> f = on_device ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp)) : host_f;
+  const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     C x = load_param(p, master, i);
@@ -67,9 +66,8 @@ __global__ void __launch_bounds__(kThreads)
                 optim::AdamScalars s, optim::AdamHyper h, optim::AmpStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  const bool on_device = amp.grad_scale != nullptr || amp.steps != nullptr;
   // with a device step counter: the bias corrections of the step this one is (optim/update.h)
-  const AdamUpdate<C> f = on_device ? AdamUpdate<C>(optim::adam_scalars_for(s, h, amp)) : host_f;
+  const AdamUpdate<C> f = optim::amp_on_device(amp) ? AdamUpdate<C>(optim::adam_scalars_for(s, h, amp)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     C x = load_param(p, master, i), mi = m[i], vi = v[i], vm = vmax ? vmax[i] : C(0);
@@ -81,10 +79,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// *result += sum |g|^p (or = max(*result, max |g|)) over n elements; one atomic per block.
+// *result += w * sum |g|^p (or = max(*result, w * max |g|)) over n elements, w = optim::norm_weight of the
+// gradient's pending factor; one atomic per block.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    grad_norm_kernel(const T* __restrict__ g, int64_t n, double norm_type, bool inf, double* __restrict__ result) {
+    grad_norm_kernel(const T* __restrict__ g, int64_t n, double norm_type, bool inf, double* __restrict__ result,
+                     const float* device_scale, double host_scale) {
   __shared__ double sh[kThreads / kWarp];
   const NormTerm term{norm_type};
   double acc = 0;
@@ -102,6 +102,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (int w = 1; w < static_cast<int>(blockDim.x) / kWarp; ++w) acc = inf ? optim::nan_max(acc, sh[w]) : acc + sh[w];
+  const double weight =
+      optim::norm_weight({.norm_type = norm_type, .device_scale = device_scale, .host_scale = host_scale});
+  if (weight != 1.0) acc *= weight;
   // acc >= 0 (or a NaN made positive by fabs): such doubles order as their bit patterns, NaN above inf.
   if (inf) atomicMax(reinterpret_cast<unsigned long long*>(result), static_cast<unsigned long long>(__double_as_longlong(acc)));
   else atomicAdd(result, acc);
@@ -109,7 +112,10 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    grad_transform_kernel(T* __restrict__ g, int64_t n, GradTransformFn<compute_t<T>> f) {
+    grad_transform_kernel(T* __restrict__ g, int64_t n, optim::GradTransform op, double value,
+                          const double* device_value) {
+  using C = compute_t<T>;
+  const GradTransformFn<C> f{op, static_cast<C>(device_value != nullptr ? *device_value : value)};
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     g[i] = store<T>(f(load(g[i])));
@@ -117,6 +123,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // After an update kernel on the device path: advance the step counter unless the step was skipped.
 __global__ void count_step_kernel(optim::AmpStep amp) { optim::amp_count_step(amp); }
+
+__global__ void clip_coef_kernel(optim::ClipCoefArgs a) { optim::clip_coef(a); }
 
 void count_step(const DeviceContext& ctx, const optim::AmpStep& amp) {
   if (amp.steps == nullptr) return;
@@ -165,15 +173,19 @@ void grad_norm(const optim::GradNormArgs& a) {
   DeviceContext& ctx = context_for(a.result);
   const bool inf = a.norm_type == static_cast<double>(INFINITY);
   launch(grad_norm_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<const T*>(a.grad), a.n,
-         a.norm_type, inf, a.result);
+         a.norm_type, inf, a.result, a.device_scale, a.host_scale);
+}
+
+void clip_coefficient(const optim::ClipCoefArgs& a) {
+  launch(clip_coef_kernel, 1, 1, 0, context_for(a.out).stream, a);
 }
 
 template <class T>
 void grad_transform(const optim::GradTransformArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.grad);
-  launch(grad_transform_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
-      static_cast<T*>(a.grad), a.n, GradTransformFn<compute_t<T>>{a.op, static_cast<compute_t<T>>(a.value)});
+  launch(grad_transform_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<T*>(a.grad), a.n,
+         a.op, a.value, a.device_value);
 }
 
 #define HG_INSTANTIATE(T)                                                 \
@@ -196,6 +208,7 @@ void register_optim() {
                                       &grad_norm<bf16>, &grad_norm<double>);
   set_floating<optim::GradTransformKernel>(optim::grad_transform_kernels(), &grad_transform<float>,
                                            &grad_transform<f16>, &grad_transform<bf16>, &grad_transform<double>);
+  optim::clip_coef_kernels().set(DeviceType::CUDA, DType::F64, &clip_coefficient);
 }
 
 }  // namespace hg::cuda

@@ -6,10 +6,12 @@
 // parameters: the path is sync-free.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -182,4 +184,148 @@ TEST_CASE("GPU GradScaler: 50 training steps captured in a CUDA graph equal 50 e
   const optim::StateDict se = eager.opt->state_dict(), sg = graphed.opt->state_dict();
   CHECK(sg.at("state.0.step").item<double>() == se.at("state.0.step").item<double>());
   CHECK(sg.at("state.0.step").item<double>() > kWarm);  // the graph's steps were counted on the device
+}
+
+namespace {
+
+// One whole AMP training step of a small MLP or CNN on the GPU, as a training loop writes it: the
+// forward under autocast (O1) or with F16 weights and inputs (O2), the scaled backward, unscale_,
+// clip_grad_norm_tensor_(opt), step, update, zero_grad. The batch is copied into fixed input buffers
+// before each step, and a StepLR is stepped after it, outside the step: a graph replays the step
+// reading the inputs, the scale, the step counters and the learning rate where they live.
+struct Trainer {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<optim::Adam> opt;
+  std::unique_ptr<optim::StepLR> sched;
+  std::unique_ptr<GradScaler> scaler;
+  OptLevel level;
+  Tensor x, y;                     // the step's input and targets: fixed buffers
+  std::vector<Tensor> xs, ys;      // the batches, on the device
+  std::vector<double> norms;       // the clip norms, read after each step
+
+  Device dev;
+  Trainer(bool cnn, OptLevel lv, uint64_t seed, Device d = kGpu) : level(lv), dev(d) {
+    manual_seed(seed);
+    if (cnn) {
+      model = std::make_shared<nn::Sequential>(nn::Conv2d(1, 4, 3, {.padding = 1}), nn::ReLU(),
+                                               nn::MaxPool2d({.kernel_size = 2}), nn::Flatten(), nn::Linear(64, 10));
+    } else {
+      model = std::make_shared<nn::Sequential>(nn::Linear(20, 48), nn::ReLU(), nn::Linear(48, 10));
+    }
+    model->to(dev);
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 2e-3});
+    const Properties props = initialize(*model, *opt, level);
+    scaler = std::make_unique<GradScaler>(props.scaler_options());
+    sched = std::make_unique<optim::StepLR>(*opt, optim::StepLROptions{.step_size = 2, .gamma = 0.5});
+    Generator g(7);
+    const Shape xshape = cnn ? Shape{8, 1, 8, 8} : Shape{8, 20};
+    for (int k = 0; k < 4; ++k) {
+      Tensor xb = randn(xshape, {}, &g);
+      if (level == OptLevel::O2) xb = xb.to(DType::F16);  // Apex O2: inputs in the model's dtype
+      xs.push_back(xb.to(dev));
+      std::vector<int64_t> t(8);
+      for (int i = 0; i < 8; ++i) t[static_cast<size_t>(i)] = (k * 3 + i * 7) % 10;
+      ys.push_back(from_vector(t, {8}, {.dtype = DType::I64}).to(dev));
+    }
+    x = empty(xs[0].shape(), {.dtype = xs[0].dtype(), .device = dev});
+    norm = zeros({}, {.dtype = DType::F64, .device = dev});
+    y = empty({8}, {.dtype = DType::I64, .device = dev});
+  }
+  void load(int k) {
+    const Tensor& xb = xs[static_cast<size_t>(k) % xs.size()];
+    const Tensor& yb = ys[static_cast<size_t>(k) % ys.size()];
+    copy_bytes(x.data_ptr(), dev, xb.data_ptr(), dev, xb.nbytes());  // stream-ordered, no wait
+    copy_bytes(y.data_ptr(), dev, yb.data_ptr(), dev, yb.nbytes());
+  }
+  Tensor norm;  // the last clip norm, on the device
+  void body() {
+    Tensor loss;
+    {
+      std::optional<Autocast> ac;
+      if (level == OptLevel::O1) ac.emplace(dev, DType::F16);
+      loss = cross_entropy((*model)(x).to(DType::F32), y);
+    }
+    scaler->scale(loss).backward();
+    scaler->unscale_(*opt);
+    {  // copied into a buffer made before: what a captured step allocates, it frees
+      const Tensor n = optim::clip_grad_norm_tensor_(*opt, 0.5);
+      copy_bytes(norm.data_ptr(), dev, n.data_ptr(), dev, sizeof(double));
+    }
+    scaler->step(*opt);
+    scaler->update();
+    opt->zero_grad();  // inside the step: a captured step frees what it allocated
+  }
+};
+
+void check_same(Trainer& eager, Trainer& graphed, const std::string& what) {
+  INFO(what);
+  const std::vector<Tensor> pe = eager.model->parameters(), pg = graphed.model->parameters();
+  REQUIRE(pe.size() == pg.size());
+  for (size_t i = 0; i < pe.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(pe[i].to(Device::cpu()).to_vector<double>() == pg[i].to(Device::cpu()).to_vector<double>());
+  }
+  for (size_t i = 0; i < pe.size(); ++i)
+    if (eager.opt->master(i).defined())
+      CHECK(eager.opt->master(i).to(Device::cpu()).to_vector<double>() ==
+            graphed.opt->master(i).to(Device::cpu()).to_vector<double>());
+  CHECK(graphed.scaler->get_scale() == eager.scaler->get_scale());
+  CHECK(graphed.opt->lr(0) == eager.opt->lr(0));
+  const optim::StateDict se = eager.opt->state_dict(), sg = graphed.opt->state_dict();
+  CHECK(sg.at("state.0.step").item<double>() == se.at("state.0.step").item<double>());
+  CHECK(eager.norms == graphed.norms);
+}
+
+}  // namespace
+
+TEST_CASE("GPU: a captured AMP step with clipping and an LR scheduler replays bit for bit like eager steps",
+          "[gpu][amp]") {
+  for (bool cnn : {false, true})
+    for (OptLevel level : {OptLevel::O1, OptLevel::O2}) {
+      const std::string what = std::string(cnn ? "CNN" : "MLP") + (level == OptLevel::O1 ? " O1" : " O2");
+      constexpr int kWarm = 3, kSteps = 8;
+      Trainer eager(cnn, level, 11), graphed(cnn, level, 11);
+      for (int k = 0; k < kWarm; ++k) {  // caches, masters, moments, step counters, the device lr exist now
+        for (Trainer* t : {&eager, &graphed}) {
+          t->load(k);
+          t->body();
+          t->sched->step();
+        }
+      }
+      cuda::synchronize(0);
+      // One step, captured; the scheduler and the inputs stay outside, as a training loop keeps them.
+      cuda::Graph graph = cuda::Graph::capture(0, [&] { graphed.body(); });
+      for (int k = kWarm; k < kWarm + kSteps; ++k) {
+        eager.load(k);
+        eager.body();
+        eager.norms.push_back(eager.norm.item<double>());
+        eager.sched->step();
+        graphed.load(k);
+        graph.launch();
+        graphed.norms.push_back(graphed.norm.item<double>());  // the tensor the capture made, refilled by each replay
+        graphed.sched->step();  // set_lr writes the device lr the replays read
+      }
+      check_same(eager, graphed, what);
+      if (!cnn && level == OptLevel::O1) {
+        // Against the same training on the CPU, which reads lr and the scale on the host: a replay that
+        // kept the captured lr (or scale, or clip factor) would be ~1e-3 away after these steps.
+        Trainer cpu(cnn, level, 11, Device::cpu());
+        for (int k = 0; k < kWarm + kSteps; ++k) {
+          cpu.load(k);
+          cpu.body();
+          cpu.sched->step();
+        }
+        const std::vector<Tensor> pc = cpu.model->parameters(), pg = graphed.model->parameters();
+        for (size_t i = 0; i < pc.size(); ++i) {
+          const Vec a = pc[i].to_vector<double>(), b = pg[i].to(Device::cpu()).to_vector<double>();
+          double worst = 0;
+          for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::fabs(a[j] - b[j]));
+          INFO("parameter " << i << ": largest difference to the CPU run " << worst);
+          CHECK(worst < 2e-5);
+        }
+      }
+      CHECK(graphed.opt->lr(0) < 2e-3 / 4);  // the schedule moved the lr: the replays followed it
+      // clipping was active: the norms exceed max_norm 0.5
+      CHECK(*std::max_element(eager.norms.begin(), eager.norms.end()) > 0.5);
+    }
 }
