@@ -4,7 +4,11 @@
 #include "ops/reduce.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
@@ -111,6 +115,18 @@ Tensor sum_mean(const char* op, const Tensor& x, const std::vector<int64_t>& dim
   return y;
 }
 
+// 0, 1, ..., n-1 in F64 on dev, made once per (n, device) and kept (read only): on a GPU making it is
+// a copy from the host that waits, which a step captured after a warm-up must not do.
+Tensor positions(int64_t n, Device dev) {
+  static std::mutex m;
+  static auto* cache = new std::map<std::pair<int64_t, std::string>, Tensor>;  // outlives static destructors
+  if (dev.is_cpu()) return arange(0.0, double(n), 1.0, {.dtype = DType::F64});
+  std::lock_guard<std::mutex> lock(m);
+  Tensor& t = (*cache)[{n, dev.str()}];
+  if (!t.defined()) t = arange(0.0, double(n), 1.0, {.dtype = DType::F64, .device = dev});
+  return t;
+}
+
 // dy (keepdim shape) routed to the position idx along dim, zeros elsewhere: the backward of max/min
 // with dim. An index mask compared in F64 (exact for any length, F16 is not past 2048) keeps this on
 // the elementwise engine, so it runs on every backend.
@@ -118,7 +134,7 @@ Tensor route_to_index(const Tensor& dy_keep, const Tensor& idx_keep, const Shape
   if (dy_keep.numel() == xs.numel()) return dy_keep.reshape(xs);  // a dim of size 1: nothing to route
   std::vector<int64_t> ps(static_cast<size_t>(xs.ndim()), 1);
   ps[static_cast<size_t>(dim)] = xs[dim];
-  const Tensor pos = arange(0.0, double(xs[dim]), 1.0, {.dtype = DType::F64, .device = dy_keep.device()});
+  const Tensor pos = positions(xs[dim], dy_keep.device());
   const Tensor hit = eq(pos.reshape(Shape(ps)), idx_keep.to(DType::F64));
   return where(hit, dy_keep, zeros({}, {.dtype = dy_keep.dtype(), .device = dy_keep.device()}));
 }

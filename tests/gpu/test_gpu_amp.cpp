@@ -329,3 +329,19 @@ TEST_CASE("GPU: a captured AMP step with clipping and an LR scheduler replays bi
       CHECK(*std::max_element(eager.norms.begin(), eager.norms.end()) > 0.5);
     }
 }
+
+TEST_CASE("GPU: the backward of max along a dim uploads nothing after a warm-up, so it can be captured", "[gpu]") {
+  Tensor x = randn({6, 9}).to(kGpu);
+  x.requires_grad_();
+  auto backward_of_max = [&] {
+    x.zero_grad();
+    sum(max(x, 1).values).backward();
+  };
+  backward_of_max();  // makes the positions 0..8 on the device once
+  const Vec eager = x.grad().to(Device::cpu()).to_vector<double>();
+  cuda::synchronize(0);
+  x.zero_grad();
+  cuda::Graph g = cuda::Graph::capture(0, [&] { sum(max(x, 1).values).backward(); });
+  g.launch();
+  CHECK(x.grad().to(Device::cpu()).to_vector<double>() == eager);
+}
