@@ -6,15 +6,22 @@
 #   BUILD_DIR=/tmp/b scripts/gpu-check.sh
 #   HG_CUDA_ARCHS=90a scripts/gpu-check.sh          # override the detected architecture
 #   HG_CMAKE_ARGS="-DHG_ONEDNN=OFF" scripts/gpu-check.sh   # extra configure arguments
-#   QUICK=1 scripts/gpu-check.sh         # the GPU tests only: no CPU suite, no benchmarks
+#   QUICK=1 scripts/gpu-check.sh         # no CPU suite, no CPU benchmarks (bench_gemm, bench_elementwise)
 #   HG_PREBUILT=1 BUILD_DIR=... scripts/gpu-check.sh  # a build made on another machine at the same path
 #                                        # (a GPU machine without the build's dependencies): no configure,
 #                                        # no build, no CPU suite; the GPU tests and benchmarks run
 #
+# Besides the tests: compute-sanitizer (memcheck over the whole GPU suite, racecheck and synccheck over
+# the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
+# replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
+# with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
+# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist) and amp_recipe --full --device cuda.
+#
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
-# cases and assertions counted in hg_gpu_tests' output) and all passed; 1 otherwise, skipped GPU tests
-# (no usable device, a driver too old for the CUDA runtime) and a machine without a GPU included.
+# cases and assertions counted in hg_gpu_tests' output), all passed, and nothing was skipped; 1
+# otherwise, skipped GPU tests (no usable device, a driver too old for the CUDA runtime), a missing
+# compute-sanitizer or dataset, and a machine without a GPU included.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,6 +74,7 @@ fi
 # --- tests: they count only when they ran on the GPU ------------------------------------------
 # hg_gpu_tests exits 77 (CTest: Skipped, and "100% tests passed") when it finds no usable device, so the
 # verdict comes from its own output: its exit status and Catch2's counts of test cases and assertions.
+export HG_FASHION_MNIST_DIR="${HG_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"  # device_training_*
 ctest_line="not run"
 catch_line="not run"
 gpu_verdict="not run (the build failed)"
@@ -77,7 +85,9 @@ if [ "$build_status" = "ok" ]; then
   [ -n "$ctest_line" ] || ctest_line="no summary (see ctest-gpu.log)"
   grep -q 'did not run' "$logs/ctest-gpu.log" && ctest_line="$ctest_line, but some were SKIPPED (see ctest-gpu.log)"
   gpu_rc=0
-  "$build/tests/hg_gpu_tests" --durations yes >"$logs/hg_gpu_tests.log" 2>&1 || gpu_rc=$?
+  HG_DEVPROP_OUT="$logs/devprop.json" "$build/tests/hg_gpu_tests" --durations yes >"$logs/hg_gpu_tests.log" 2>&1 ||
+    gpu_rc=$?
+  coverage_line="$(grep -m1 '^CUDA kernel coverage: ' "$logs/hg_gpu_tests.log" | sed 's/^CUDA kernel coverage: //' || true)"
   runtime="$(sed -n 's/^cuda versions: //p' "$logs/hg_gpu_tests.log" | head -n 1)"
   # Catch2 v2 ends with "All tests passed (A assertions in T test cases)" or with
   # "test cases: T | P passed | F failed" and "assertions: A | ..."
@@ -102,7 +112,61 @@ if [ "$build_status" = "ok" ] && [ -z "${QUICK:-}" ] && [ -z "${HG_PREBUILT:-}" 
   cpu_line="$(grep -E 'tests passed|tests failed' "$logs/ctest-cpu.log" | tail -n 1 || true)"
 fi
 
+skipped=()
+# --- compute-sanitizer --------------------------------------------------------------------------
+san_lines=()
+sanitizer="$(command -v compute-sanitizer 2>/dev/null ||
+             find /usr/local -maxdepth 3 -path '*/compute-sanitizer/compute-sanitizer' 2>/dev/null | head -n 1 || true)"
+if [ "${gpu_verdict%%:*}" != "ok" ]; then
+  san_lines+=("not run (the GPU tests did not pass)")
+elif [ -z "$sanitizer" ]; then
+  san_lines+=("SKIPPED: compute-sanitizer not found (PATH, /usr/local/cuda*/compute-sanitizer/)")
+  skipped+=("compute-sanitizer")
+else
+  # memcheck over everything; racecheck and synccheck (slower) over the kernels with barriers
+  shared="[loss],[pool],[optim],gpu: sum*,gpu: max*,gpu: softmax*,gpu: batch_norm*,gpu: layer_norm*,gpu: backward*"
+  for tool in memcheck racecheck synccheck; do
+    filter=()
+    [ "$tool" = memcheck ] || filter=("$shared")
+    rc=0
+    timeout 900 "$sanitizer" --tool "$tool" --error-exitcode 9 "$build/tests/hg_gpu_tests" "${filter[@]}" \
+      >"$logs/$tool.log" 2>&1 || rc=$?
+    summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -n 1 | sed 's/^========= //')"
+    san_lines+=("$tool: ${summary:-no summary} (exit $rc${filter:+, kernels with barriers}; see $tool.log)")
+    [ "$rc" -eq 0 ] || san_failed=1
+  done
+fi
+
+# --- training on the device: every precision mode ------------------------------------------------
+train_lines=()
+data="$HG_FASHION_MNIST_DIR"
+if [ "$build_status" != "ok" ] || [ "${gpu_verdict%%:*}" != "ok" ]; then
+  train_lines+=("not run")
+elif [ ! -e "$data/train-images-idx3-ubyte.gz" ] && [ ! -e "$data/train-images-idx3-ubyte" ]; then
+  train_lines+=("SKIPPED: no Fashion-MNIST in $data (apt-get install dataset-fashion-mnist, or set HG_FASHION_MNIST_DIR)")
+  skipped+=("training")
+else
+  for ex in fashion_mnist_mlp:10000 fashion_mnist_cnn:5000; do
+    name="${ex%%:*}"
+    if HG_FASHION_MNIST_DIR="$data" timeout 900 "$build/$name" --device cuda --compare --epochs 1 --limit "${ex##*:}" \
+         >"$logs/$name.log" 2>&1; then
+      while IFS= read -r line; do train_lines+=("$name: $line"); done \
+        < <(sed -n '/^mode *test acc/,/^[a-z0-9-]*: autocast/p' "$logs/$name.log" | grep -v ': autocast')
+    else
+      train_lines+=("$name: FAILED (see $name.log)")
+      train_failed=1
+    fi
+  done
+fi
+
 # --- benchmarks --------------------------------------------------------------------------------
+if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build/amp_recipe" ]; then
+  if timeout 600 "$build/amp_recipe" --full --device cuda >"$logs/amp_recipe.log" 2>&1; then
+    recipe="$(grep -E 'Total execution time|speed-up|peak tensor memory' "$logs/amp_recipe.log" | tr -s ' ' | paste -sd ';' -)"
+  else
+    recipe="FAILED (see amp_recipe.log)"
+  fi
+fi
 bench_lines=()
 for b in bench_gemm bench_elementwise; do
   exe="$build/$b"
@@ -128,15 +192,28 @@ done
   printf '%-14s %s\n' "ctest -L gpu" "$ctest_line"
   printf '%-14s %s\n' "hg_gpu_tests" "$catch_line"
   printf '%-14s %s\n' "gpu verdict" "$gpu_verdict"
+  printf '%-14s %s\n' "coverage" "${coverage_line:-not run} (CUDA kernels the GPU tests ran)"
   printf '%-14s %s\n' "ctest (cpu)" "${cpu_line:-not run}"
+  for l in "${san_lines[@]}"; do printf '%-14s %s\n' "sanitizer" "$l"; done
+  [ ! -s "$logs/devprop.json" ] || printf '%-14s %s\n' "devprop" "$logs/devprop.json (cuDNN device properties)"
+  printf '%s\n' "---------------- training on the GPU (1 epoch) ----------------"
+  for l in "${train_lines[@]}"; do printf '%s\n' "$l"; done
   printf '%s\n' "---------------- benchmarks ----------------"
+  printf '%s\n' "amp_recipe --full --device cuda: ${recipe:-not run}"
   for l in "${bench_lines[@]}"; do printf '%s\n' "$l"; done
   printf '%s\n' "===================================================="
 } | tee "$logs/summary.txt"
 
-if [ "$build_status" != "ok" ] || [ "${gpu_verdict%%:*}" != "ok" ] ||
-   ! grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || grep -q 'did not run' "$logs/ctest-gpu.log"; then
-  echo "gpu-check: FAILED: $gpu_verdict"
+reasons=()
+[ "$build_status" = "ok" ] || reasons+=("build: $build_status")
+[ "${gpu_verdict%%:*}" = "ok" ] || reasons+=("hg_gpu_tests: $gpu_verdict")
+grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctest -L gpu: $ctest_line")
+! grep -q 'did not run' "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctest -L gpu: some tests were skipped")
+[ -z "${san_failed:-}" ] || reasons+=("compute-sanitizer reported errors")
+[ -z "${train_failed:-}" ] || reasons+=("training on the GPU failed")
+[ "${#skipped[@]}" -eq 0 ] || reasons+=("skipped: ${skipped[*]}")
+if [ "${#reasons[@]}" -gt 0 ]; then
+  for r in "${reasons[@]}"; do echo "gpu-check: FAILED: $r"; done
   exit 1
 fi
 echo "gpu-check: ok"

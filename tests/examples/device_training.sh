@@ -26,7 +26,11 @@ train cuda "$@" --device cuda
 train cpu "$@" --device cpu
 cpu="$(cat "$dir/acc.cpu")"
 cuda="$(cat "$dir/acc.cuda")"
-[ -n "$cpu" ] && [ -n "$cuda" ] || { echo "device_training.sh: no test_accuracy in the output"; cat "$dir"/log.*; exit 1; }
+if [ -z "$cpu" ] || [ -z "$cuda" ]; then
+  echo "device_training.sh: no test_accuracy in the output"
+  cat "$dir"/log.*
+  exit 1
+fi
 echo "device_training.sh: test accuracy cpu $cpu, cuda $cuda ($*)"
 grep -h '"device"' "$dir/log.cuda" | head -n 1
 if ! awk -v a="$cpu" -v b="$cuda" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.3) }'; then
