@@ -11,6 +11,8 @@
 #                                        # (a GPU machine without the build's dependencies): no configure,
 #                                        # no build, no CPU suite; the GPU tests and benchmarks run
 #
+# `ctest -L gpu` runs the whole GPU suite (with the kernel coverage), each GPU test case as its own entry
+# with a timeout (gpu_case: ..., so a hang or a fault names its test) and the MLP's CPU-vs-GPU training.
 # Besides the tests: compute-sanitizer (memcheck over the whole GPU suite, racecheck and synccheck over
 # the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
