@@ -17,7 +17,8 @@
 # the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
-# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist) and amp_recipe --full --device cuda.
+# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
+# bench_gemm_cuda (TFLOP/s of F32, F16 and BF16 GEMMs against the GPU's published dense peak).
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
@@ -162,11 +163,26 @@ else
 fi
 
 # --- benchmarks --------------------------------------------------------------------------------
+gemm_lines=()
 if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build/amp_recipe" ]; then
   if timeout 600 "$build/amp_recipe" --full --device cuda >"$logs/amp_recipe.log" 2>&1; then
     recipe="$(grep -E 'Total execution time|speed-up|peak tensor memory' "$logs/amp_recipe.log" | tr -s ' ' | paste -sd ';' -)"
   else
     recipe="FAILED (see amp_recipe.log)"
+  fi
+  # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, F16, BF16)
+  case "$gpu_name" in
+    *H100*PCIe*) peak="F32=51,F16=756,BF16=756" ;;
+    *H100* | *H200*) peak="F32=67,F16=989,BF16=989" ;;
+    *A100*) peak="F32=19.5,F16=312,BF16=312" ;;
+    *L40S*) peak="F32=91.6,F16=362,BF16=362" ;;
+    *) peak="" ;;
+  esac
+  if timeout 600 "$build/bench_gemm_cuda" ${peak:+--peak "$peak"} >"$logs/bench_gemm_cuda.log" 2>&1; then
+    while IFS= read -r line; do gemm_lines+=("bench_gemm_cuda: $line"); done \
+      < <(sed -n '/^N  *dtype/,$p' "$logs/bench_gemm_cuda.log")
+  else
+    gemm_lines+=("bench_gemm_cuda: FAILED (see bench_gemm_cuda.log)")
   fi
 fi
 bench_lines=()
@@ -202,6 +218,7 @@ done
   for l in "${train_lines[@]}"; do printf '%s\n' "$l"; done
   printf '%s\n' "---------------- benchmarks ----------------"
   printf '%s\n' "amp_recipe --full --device cuda: ${recipe:-not run}"
+  for l in "${gemm_lines[@]}"; do printf '%s\n' "$l"; done
   for l in "${bench_lines[@]}"; do printf '%s\n' "$l"; done
   printf '%s\n' "===================================================="
 } | tee "$logs/summary.txt"

@@ -1,0 +1,93 @@
+// bench_gemm_cuda: halfgrad's GEMM on a CUDA device (cuBLAS through cuda/blas.cpp), F32, F16 and BF16,
+// in TFLOP/s (the median of timed batches of calls, synchronised around each batch), and as a share of
+// the device's dense peak when it is given (--peak F32=67,F16=989,BF16=989: published TFLOP/s, which
+// scripts/gpu-check.sh passes for the GPUs it knows). F32 stays true fp32: halfgrad never lets cuBLAS
+// use TF32, so there is no TF32 row to compare with a TF32 peak.
+//   bench_gemm_cuda [--quick] [--size N] [--peak F32=X,F16=Y,BF16=Z]
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "benchmarks/bench_util.h"
+#include "cuda/graph.h"
+#include "examples/cli.h"
+#include "halfgrad.h"
+
+using namespace hg;
+
+namespace {
+
+// "F32=67,F16=989" -> {F32: 67, F16: 989}
+std::map<std::string, double> parse_peaks(const std::string& v) {
+  std::map<std::string, double> peaks;
+  std::stringstream ss(v);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("expected DTYPE=TFLOPS pairs, e.g. F32=67,BF16=989");
+    peaks[item.substr(0, eq)] = example::parse_positive(item.substr(eq + 1));
+  }
+  return peaks;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return example::guarded_main("bench_gemm_cuda", [&] {
+    std::vector<int64_t> sizes = {2048, 4096, 8192};
+    std::map<std::string, double> peaks;
+    int samples = 5;
+    auto on_switch = [&](const std::string& f) {
+      if (f != "--quick") return false;
+      sizes = {4096};
+      samples = 3;
+      return true;
+    };
+    auto on_value = [&](const std::string& f, const std::string& v) {
+      if (f == "--size") sizes = {example::parse_number<int64_t>(v, 16, 32768)};
+      else if (f == "--peak") peaks = parse_peaks(v);
+      else return false;
+      return true;
+    };
+    example::parse_flags(argc, argv, on_switch, on_value, [](const std::string& problem) {
+      example::exit_with_usage("bench_gemm_cuda", problem, "[--quick] [--size N] [--peak F32=X,F16=Y,BF16=Z]");
+    });
+    if (!cuda::is_available()) throw std::runtime_error("no CUDA device: " + cuda::unavailable_reason());
+    std::printf("bench_gemm_cuda: %s\n", cuda::version_info().c_str());
+    std::printf("C = A @ B, all three N x N, row-major; TFLOP/s = 2 N^3 / time (median of %d timed batches)\n",
+                samples);
+    std::printf("%-8s %-6s %10s %10s %9s\n", "N", "dtype", "ms/call", "TFLOP/s", "of peak");
+    NoGradGuard no_grad;
+    const Device dev = Device::cuda();
+    for (int64_t n : sizes) {
+      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+        const Tensor a = randn({n, n}).to(dt).to(dev), b = randn({n, n}).to(dt).to(dev);
+        (void)matmul(a, b);  // the handle, the workspace, cuBLAS's heuristics
+        cuda::synchronize(0);
+        const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+        // a batch long enough to hide the launch and the sync: about 50 ms at the expected speed
+        const int per_batch = std::clamp(static_cast<int>(5e12 * 0.05 / flops), 1, 200);
+        const double s = bench::median_seconds(
+                             [&] {
+                               for (int k = 0; k < per_batch; ++k) (void)matmul(a, b);
+                               cuda::synchronize(0);
+                             },
+                             samples, 0.0) /
+                         per_batch;
+        const double tflops = flops / s / 1e12;
+        const auto peak = peaks.find(dtype_name(dt));
+        char share[32] = "-";
+        if (peak != peaks.end()) std::snprintf(share, sizeof share, "%.0f%%", 100.0 * tflops / peak->second);
+        std::printf("%-8lld %-6s %10.3f %10.1f %9s\n", static_cast<long long>(n), dtype_name(dt), s * 1e3, tflops,
+                    share);
+        std::fflush(stdout);
+      }
+    }
+    std::printf("F32 is fp32 (no TF32: cuBLAS's math mode forbids it in halfgrad); F16/BF16 accumulate in F32 on "
+                "Tensor Cores\n");
+    return 0;
+  });
+}
