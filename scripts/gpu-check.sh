@@ -2,7 +2,7 @@
 # For the day a GPU is lent: builds halfgrad with the CUDA backend for the GPU that is present, runs
 # the GPU tests (ctest -L gpu) and the benchmarks, and prints one summary table.
 #
-#   scripts/gpu-check.sh                 # build in ./build-gpu, run everything
+#   scripts/gpu-check.sh                 # install what is missing (scripts/setup.sh), build in ./build-gpu, run everything
 #   BUILD_DIR=/tmp/b scripts/gpu-check.sh
 #   HG_CUDA_ARCHS=90a scripts/gpu-check.sh          # override the detected architecture
 #   HG_CMAKE_ARGS="-DHG_ONEDNN=OFF" scripts/gpu-check.sh   # extra configure arguments
@@ -55,6 +55,11 @@ fi
 [ -n "${HG_CMAKE_ARGS:-}" ] && configure+=(${HG_CMAKE_ARGS})
 
 build_status="ok"
+# What the build needs (Debian packages, the Fashion-MNIST dataset): scripts/setup.sh, unless the build was
+# made elsewhere (a machine that reaches no archive then goes on with what it has).
+if [ -z "${HG_PREBUILT:-}" ]; then
+  bash "$root/scripts/setup.sh" || echo "gpu-check: scripts/setup.sh failed; going on with what is installed"
+fi
 start=$(date +%s)
 if [ -n "${HG_PREBUILT:-}" ]; then
   if [ ! -x "$build/tests/hg_gpu_tests" ]; then
