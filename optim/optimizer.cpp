@@ -60,13 +60,11 @@ void Optimizer::set_grad_scale(size_t i, double factor) {
 }
 
 double Optimizer::grad_scale(size_t i) const {
-  HG_CHECK(i < state_.size(), "Optimizer.grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  const ParamState& s = state_[i];
-  if (s.device_grad_scale == nullptr) return s.grad_scale;
+  const PendingScale s = pending_grad_scale(i);
+  if (s.device == nullptr) return s.host;
   float f = 0.0f;
-  copy_bytes(&f, Device::cpu(), s.device_grad_scale, parameters()[i].device(), sizeof f);
-  return static_cast<double>(f) * s.grad_scale;  // the product the update kernel forms (optim/update.h)
+  copy_bytes(&f, Device::cpu(), s.device, parameters()[i].device(), sizeof f);
+  return static_cast<double>(f) * s.host;  // the product the update kernel forms (optim/update.h)
 }
 
 bool Optimizer::has_grad_scale(size_t i) const {

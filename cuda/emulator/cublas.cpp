@@ -180,22 +180,12 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
   if (!check_scalar(fn, "alpha", alpha, scalar) || !check_scalar(fn, "beta", beta, scalar))
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
-  GemmCall g;
-  g.op_a = a_n ? CUBLAS_OP_N : CUBLAS_OP_T;
-  g.op_b = b_n ? CUBLAS_OP_N : CUBLAS_OP_T;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.a = A;
-  g.lda = lda;
-  g.stride_a = strideA;
-  g.b = B;
-  g.ldb = ldb;
-  g.stride_b = strideB;
-  g.c = C;
-  g.ldc = ldc;
-  g.stride_c = strideC;
-  g.batch = batchCount;
+  const GemmCall g{.op_a = a_n ? CUBLAS_OP_N : CUBLAS_OP_T, .op_b = b_n ? CUBLAS_OP_N : CUBLAS_OP_T,
+                   .m = m, .n = n, .k = k,
+                   .a = A, .lda = lda, .stride_a = strideA,
+                   .b = B, .ldb = ldb, .stride_b = strideB,
+                   .c = C, .ldc = ldc, .stride_c = strideC,
+                   .batch = batchCount};
 
   // Every byte the call reads or writes: stored A is (a_n ? m x k : k x m), stored B (b_n ? k x n : n x k).
   const size_t elem = element_bytes(Ctype);

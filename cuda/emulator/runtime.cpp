@@ -82,6 +82,13 @@ cudaError_t ret(cudaError_t e) {
   return e;
 }
 
+// The queries that answer one int.
+cudaError_t put(int* out, int v) {
+  if (out == nullptr) return ret(cudaErrorInvalidValue);
+  *out = v;
+  return cudaSuccess;
+}
+
 CUstream_st* stream_of(cudaStream_t s) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return &st().legacy;
   return s;
@@ -231,29 +238,13 @@ cudaError_t cudaGetLastError(void) {
 cudaError_t cudaPeekAtLastError(void) { return st().sticky != cudaSuccess ? st().sticky : st().last; }
 const char* cudaGetErrorName(cudaError_t e) { return hg::emu::error_name(e); }
 const char* cudaGetErrorString(cudaError_t e) { return hg::emu::error_string(e); }
-cudaError_t cudaRuntimeGetVersion(int* v) {
-  if (v == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  *v = CUDART_VERSION;
-  return cudaSuccess;
-}
-cudaError_t cudaDriverGetVersion(int* v) {
-  if (v == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  *v = CUDART_VERSION;
-  return cudaSuccess;
-}
+cudaError_t cudaRuntimeGetVersion(int* v) { return hg::emu::put(v, CUDART_VERSION); }
+cudaError_t cudaDriverGetVersion(int* v) { return hg::emu::put(v, CUDART_VERSION); }
 
 // ---- the device: the measured H200's properties ----
-cudaError_t cudaGetDeviceCount(int* n) {
-  if (n == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  *n = 1;
-  return cudaSuccess;
-}
+cudaError_t cudaGetDeviceCount(int* n) { return hg::emu::put(n, 1); }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : hg::emu::ret(cudaErrorInvalidDevice); }
-cudaError_t cudaGetDevice(int* d) {
-  if (d == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  *d = 0;
-  return cudaSuccess;
-}
+cudaError_t cudaGetDevice(int* d) { return hg::emu::put(d, 0); }
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   if (value == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
   if (device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
