@@ -1,8 +1,14 @@
 // The CUDA allocator: CUDA's stream-ordered pool (cudaMallocAsync/cudaFreeAsync on the device's
-// stream, release threshold set to "never" in context.cpp so freed blocks are reused, cuda-notes §6
-// stage 1). Byte statistics are kept by core's device_alloc/device_free around these calls.
+// stream, release threshold set to "never" in context.cpp so freed blocks are reused). Byte statistics
+// are kept by core's device_alloc/device_free around these calls. Uploads go through pinned staging
+// memory (UploadRing), so the host does not wait for the device to copy a batch or a scalar.
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <exception>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "core/allocator.h"
 #include "cuda/check.h"
@@ -39,6 +45,85 @@ void* pool_alloc(DeviceContext& c, size_t nbytes) {
   return p;
 }
 
+// Host-to-device copies without waiting for the stream. From pageable memory the driver may wait for
+// the stream before it copies, and the host buffer may be freed the moment copy() returns, so copy()
+// used to synchronise after every upload: each batch and each scalar waited for all queued kernels.
+// Here the bytes go first into a ring of pinned memory (a host memcpy), the device copies them from
+// there in stream order, and an event recorded after that copy tells when the ring's bytes may be
+// reused. The host waits only when the ring wraps onto a copy the device has not done yet.
+class UploadRing {
+ public:
+  // False when the copy cannot take this path (larger than kMaxCopy, no pinned memory): the caller
+  // copies the synchronous way.
+  bool upload(DeviceContext& c, void* dst, const void* src, size_t n) {
+    if (n > kMaxCopy) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failed_) return false;
+    if (base_ == nullptr) {
+      if (cudaHostAlloc(reinterpret_cast<void**>(&base_), kBytes, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        failed_ = true;  // no pinned memory to be had: every upload synchronises, as before
+        return false;
+      }
+    }
+    while (!in_flight_.empty() && cudaEventQuery(in_flight_.front().done) == cudaSuccess) retire_front();
+    const size_t len = (n + kAlign - 1) / kAlign * kAlign;
+    const size_t begin = head_ + len <= kBytes ? head_ : 0, end = begin + len;
+    // Copies complete in stream order: waiting for the last one that reads [begin, end) waits for all.
+    size_t overlapping = 0;
+    for (size_t k = 0; k < in_flight_.size(); ++k)
+      if (in_flight_[k].begin < end && begin < in_flight_[k].end) overlapping = k + 1;
+    if (overlapping > 0) {
+      HG_CUDA_CHECK(cudaEventSynchronize(in_flight_[overlapping - 1].done));
+      while (overlapping-- > 0) retire_front();
+    }
+    std::memcpy(base_ + begin, src, n);
+    HG_CUDA_CHECK(cudaMemcpyAsync(dst, base_ + begin, n, cudaMemcpyHostToDevice, c.stream));
+    cudaEvent_t done = nullptr;
+    if (spare_.empty()) {
+      HG_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    } else {
+      done = spare_.back();
+      spare_.pop_back();
+    }
+    HG_CUDA_CHECK(cudaEventRecord(done, c.stream));
+    in_flight_.push_back({begin, end, done});
+    head_ = end;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kBytes = size_t{16} << 20, kMaxCopy = size_t{4} << 20, kAlign = 256;
+  struct Use {
+    size_t begin, end;
+    cudaEvent_t done;
+  };
+  void retire_front() {
+    spare_.push_back(in_flight_.front().done);
+    in_flight_.pop_front();
+  }
+  std::mutex mu_;
+  char* base_ = nullptr;
+  bool failed_ = false;
+  size_t head_ = 0;
+  std::deque<Use> in_flight_;
+  std::vector<cudaEvent_t> spare_;
+};
+
+// One ring per device, never destroyed (uploads may happen during static destruction).
+UploadRing& upload_ring(int device) {
+  static std::mutex m;
+  static auto* rings = new std::map<int, UploadRing>;
+  std::lock_guard<std::mutex> lock(m);
+  return (*rings)[device];
+}
+
+bool capturing(const DeviceContext& c) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  HG_CUDA_CHECK(cudaStreamIsCapturing(c.stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 class CudaAllocator final : public Allocator {
  public:
   void* raw_alloc(size_t nbytes, Device dev) override { return pool_alloc(context(dev.index), nbytes); }
@@ -66,12 +151,15 @@ class CudaAllocator final : public Allocator {
     }
     const Device dev = dst_dev.is_cuda() ? dst_dev : src_dev;
     DeviceContext& c = context(dev.index);
+    // (a staged upload inside a graph capture would be replayed from bytes overwritten since: an upload
+    // there takes the path below, which the driver refuses with a clear error)
+    if (src_dev.is_cpu() && !capturing(c) && upload_ring(dev.index).upload(c, dst, src, nbytes)) return;
     const cudaMemcpyKind kind = src_dev.is_cpu()   ? cudaMemcpyHostToDevice
                                 : dst_dev.is_cpu() ? cudaMemcpyDeviceToHost
                                                    : cudaMemcpyDeviceToDevice;
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, c.stream));
-    // Host memory is pageable and may be freed or read as soon as we return: wait. A copy within one
-    // device is ordered on its stream like any kernel, so it needs no wait.
+    // Host memory is pageable and may be freed or read as soon as we return: wait (a download must
+    // anyway). A copy within one device is ordered on its stream like any kernel, so it needs no wait.
     if (kind != cudaMemcpyDeviceToDevice) HG_CUDA_CHECK(cudaStreamSynchronize(c.stream));
   }
 

@@ -30,8 +30,8 @@ void* graph_capture(int device, const std::function<void()>& body) {
   const cudaError_t end = cudaStreamEndCapture(ctx.stream, &graph);
   if (graph && (!failure.empty() || end != cudaSuccess)) HG_CUDA_WARN(cudaGraphDestroy(graph));
   HG_CHECK(failure.empty(), "cuda::Graph::capture: the captured code failed: ", failure,
-           "; a call that waits for the device (item(), to(cpu), a sync) cannot be captured: move it out of "
-           "the body");
+           "; a call that waits for the device or copies host memory (item(), to(cpu), to(cuda) of a CPU "
+           "tensor, a sync) cannot be captured: move it out of the body");
   HG_CHECK(end == cudaSuccess, "cuda::Graph::capture: ending the capture failed with ", cudaGetErrorName(end), ": ",
            cudaGetErrorString(end), "; the body made a call that cannot be captured (a sync or a legacy-stream call)");
   cudaGraphExec_t exec = nullptr;

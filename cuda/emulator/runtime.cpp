@@ -13,6 +13,7 @@
 //   their device side is a live allocation.
 // - A broken rule inside a kernel (executor.cpp) makes the error sticky, as a fault does on a GPU.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,14 +33,26 @@ struct CUstream_st {
   cudaGraph_t graph = nullptr;  // being recorded
 };
 
+// Graph memory as the driver has it: an allocation node's address is fixed for the graph's life. An
+// allocation the graph also frees lives only inside each launch. One it does not free "escapes": each
+// launch hands it to the program, which frees it with cudaFree(Async) like any other, and a relaunch
+// while the previous launch's allocation is still unfreed fails (cudaErrorInvalidValue; the driver's
+// cudaGraphInstantiateFlagAutoFreeOnLaunch is not emulated). Destroying the executable graph leaves an
+// escaped allocation the program still holds alive, as an ordinary one.
 struct CUgraph_st {
   std::vector<std::function<void()>> nodes;
-  std::vector<void*> owned;  // allocations made during the capture: the graph's for its whole life
+  std::vector<void*> owned;  // allocations made during the capture
+  std::vector<void*> freed;  // those the capture also freed
 };
 
 struct CUgraphExec_st {
   std::shared_ptr<const std::vector<std::function<void()>>> nodes;
   std::vector<void*> owned;
+  std::vector<void*> escaping;  // owned, never freed by the graph
+};
+
+struct CUevent_st {
+  unsigned flags = 0;
 };
 
 struct CUmemPoolHandle_st {
@@ -56,7 +69,8 @@ constexpr size_t kTotalMemory = 150109880320;        // the H200's totalGlobalMe
 
 struct Allocation {
   size_t bytes = 0;
-  bool graph_owned = false;
+  bool graph_owned = false;  // made by an allocation node: the address stays reserved for its graph
+  bool held = false;         // a graph-owned allocation a launch handed to the program, not yet freed
 };
 
 struct State {
@@ -67,6 +81,8 @@ struct State {
   size_t in_use = 0;
   cudaError_t last = cudaSuccess;    // cudaGetLastError's
   cudaError_t sticky = cudaSuccess;  // a fault: every call returns it from then on
+  std::map<uintptr_t, size_t> pinned;  // cudaHostAlloc'd host memory, by start address
+  std::atomic<long> stream_syncs{0};    // host waits for a whole stream or the device
   std::vector<CUstream_st*> captures;  // streams being captured
   CUstream_st legacy;                // the default stream (0 / cudaStreamLegacy)
   CUmemPoolHandle_st pool;
@@ -134,6 +150,49 @@ bool release(void* p) {
     S.quarantine.pop_front();
   }
   return true;
+}
+
+// Graph memory (see CUgraph_st). What a free outside a capture found at p.
+enum class GraphFree { NotGraphOwned, Freed, NotHeld };
+GraphFree free_graph_allocation(void* p) {
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  auto it = S.live.find(reinterpret_cast<uintptr_t>(p));
+  if (it == S.live.end() || !it->second.graph_owned) return GraphFree::NotGraphOwned;
+  if (!it->second.held) return GraphFree::NotHeld;
+  it->second.held = false;
+  std::memset(p, kPoison, std::max(it->second.bytes, size_t{1}));
+  return GraphFree::Freed;
+}
+
+// A launch hands the escaping allocations to the program, uninitialised (poisoned) each time; false
+// (and nothing handed) when one from the last launch is still held.
+bool hand_out(const std::vector<void*>& escaping) {
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  for (void* p : escaping)
+    if (S.live.at(reinterpret_cast<uintptr_t>(p)).held) return false;
+  for (void* p : escaping) {
+    Allocation& a = S.live.at(reinterpret_cast<uintptr_t>(p));
+    a.held = true;
+    std::memset(p, kPoison, std::max(a.bytes, size_t{1}));
+  }
+  return true;
+}
+
+// The executable graph is destroyed: what the program holds becomes an ordinary allocation.
+void disown(const std::vector<void*>& owned) {
+  std::vector<void*> unheld;
+  {
+    State& S = st();
+    std::lock_guard<std::mutex> lock(S.mu);
+    for (void* p : owned) {
+      Allocation& a = S.live.at(reinterpret_cast<uintptr_t>(p));
+      if (a.held) a = Allocation{a.bytes, false, false};
+      else unheld.push_back(p);
+    }
+  }
+  for (void* p : unheld) release(p);
 }
 
 const char* error_name(cudaError_t e) {
@@ -208,6 +267,18 @@ bool is_device_range(const void* p, size_t bytes) {
   return a >= start && a <= end && bytes <= end - a;
 }
 
+bool is_pinned(const void* p, size_t bytes) {
+  State& S = st();
+  std::lock_guard<std::mutex> lock(S.mu);
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = S.pinned.upper_bound(a);
+  if (it == S.pinned.begin()) return false;
+  --it;
+  return a >= it->first && bytes <= it->first + it->second - a;
+}
+
+long stream_syncs() { return st().stream_syncs.load(); }
+
 void fail_sticky(const std::string& why) {
   State& S = st();
   std::fprintf(stderr, "halfgrad emulator: device fault: %s\n", why.c_str());
@@ -278,6 +349,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 cudaError_t cudaDeviceSynchronize(void) {
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
+  ++st().stream_syncs;
   return st().sticky;
 }
 
@@ -301,6 +373,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   }
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
+  ++st().stream_syncs;
   return st().sticky;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
@@ -348,6 +421,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   if (exec == nullptr || graph == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
   auto* x = new CUgraphExec_st;
   x->nodes = std::make_shared<const std::vector<std::function<void()>>>(graph->nodes);
+  for (void* p : graph->owned)
+    if (std::find(graph->freed.begin(), graph->freed.end(), p) == graph->freed.end()) x->escaping.push_back(p);
   x->owned = std::move(graph->owned);  // the executable graph keeps the captured allocations alive
   graph->owned.clear();
   *exec = x;
@@ -361,6 +436,12 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   if (exec == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  if (st().sticky != cudaSuccess) return st().sticky;
+  if (!hg::emu::hand_out(exec->escaping)) {
+    std::fprintf(stderr, "halfgrad emulator: cudaGraphLaunch: an allocation the graph's last launch handed out "
+                 "is still unfreed (the driver refuses the relaunch)\n");
+    return hg::emu::ret(cudaErrorInvalidValue);
+  }
   auto nodes = exec->nodes;
   return hg::emu::enqueue(s, "cudaGraphLaunch", [nodes] {
     for (const auto& n : *nodes) {
@@ -371,7 +452,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
 }
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (exec == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  for (void* p : exec->owned) hg::emu::release(p);
+  hg::emu::disown(exec->owned);
   delete exec;
   return cudaSuccess;
 }
@@ -404,7 +485,9 @@ cudaError_t cudaFree(void* p) {
   if (p == nullptr) return cudaSuccess;
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
-  if (!hg::emu::release(p)) {
+  const hg::emu::GraphFree g = hg::emu::free_graph_allocation(p);
+  if (g == hg::emu::GraphFree::Freed) return cudaSuccess;
+  if (g == hg::emu::GraphFree::NotHeld || !hg::emu::release(p)) {
     std::fprintf(stderr, "halfgrad emulator: cudaFree(%p): not a live allocation (a double free?)\n", p);
     return hg::emu::ret(cudaErrorInvalidValue);
   }
@@ -432,10 +515,21 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
       bytes = st().live[reinterpret_cast<uintptr_t>(p)].bytes;
     }
     q->graph->nodes.push_back([p, bytes] { std::memset(p, hg::emu::kPoison, bytes); });
+    q->graph->freed.push_back(p);
     std::memset(p, hg::emu::kPoison, bytes);
     return cudaSuccess;
   }
-  return hg::emu::enqueue(s, "cudaFreeAsync", [p] { hg::emu::release(p); });
+  // Work runs when it is enqueued, so the free happens (or is refused) now.
+  return hg::emu::enqueue(s, "cudaFreeAsync", [p] {
+    switch (hg::emu::free_graph_allocation(p)) {
+      case hg::emu::GraphFree::Freed: break;
+      case hg::emu::GraphFree::NotGraphOwned: hg::emu::release(p); break;
+      case hg::emu::GraphFree::NotHeld:  // its graph made it, but no launch handed it out
+        std::fprintf(stderr, "halfgrad emulator: cudaFreeAsync(%p): a graph's allocation that no launch handed out\n", p);
+        hg::emu::fail_sticky("cudaFreeAsync of an unheld graph allocation");
+        break;
+    }
+  });
 }
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   if (pool == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
@@ -478,8 +572,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcp
   if (src_dev) {
     if (const cudaError_t e = hg::emu::check_device(src, n, "cudaMemcpyAsync", "source"); e != cudaSuccess) return e;
   }
-  if (kind != cudaMemcpyDeviceToDevice && hg::emu::stream_of(s)->capturing) {
-    // pageable host memory: the copy is synchronous, which a capture cannot record
+  if (kind != cudaMemcpyDeviceToDevice && hg::emu::stream_of(s)->capturing &&
+      !hg::emu::is_pinned(kind == cudaMemcpyHostToDevice ? src : dst, n)) {
+    // pageable host memory: the copy is synchronous, which a capture cannot record (a pinned buffer's
+    // copy is recorded, and each replay reads or writes that buffer again)
     hg::emu::stream_of(s)->invalidated = true;
     return hg::emu::ret(cudaErrorStreamCaptureUnsupported);
   }
@@ -495,6 +591,55 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   if (dst_device != 0 || src_device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
   return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
 }
+// ---- pinned host memory ----
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  if (p == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  *p = std::malloc(std::max<size_t>(bytes, 1));
+  if (*p == nullptr) return hg::emu::ret(cudaErrorMemoryAllocation);
+  std::lock_guard<std::mutex> lock(st().mu);
+  st().pinned[reinterpret_cast<uintptr_t>(*p)] = bytes;
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  if (p == nullptr) return cudaSuccess;
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  {
+    std::lock_guard<std::mutex> lock(st().mu);
+    if (st().pinned.erase(reinterpret_cast<uintptr_t>(p)) == 0) return hg::emu::ret(cudaErrorInvalidValue);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+// ---- events: work runs when it is enqueued, so a recorded event has always completed ----
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
+  if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
+  *ev = new CUevent_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  delete ev;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
+  if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  return hg::emu::enqueue(s, "cudaEventRecord", [] {});
+}
+cudaError_t cudaEventQuery(cudaEvent_t ev) {
+  if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  return st().sticky;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  cudaError_t e;
+  if (hg::emu::refuse_in_capture(e)) return e;
+  return st().sticky;
+}
+
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
   if (const cudaError_t e = hg::emu::check_device(p, n, "cudaMemsetAsync", "destination"); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;

@@ -24,6 +24,13 @@ cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work
 // or one past the end of one).
 bool is_device_range(const void* p, size_t bytes);
 
+// Whether [p, p + bytes) lies inside one block of pinned host memory (cudaHostAlloc).
+bool is_pinned(const void* p, size_t bytes);
+
+// How many times the host has waited for a whole stream or the device (cudaStreamSynchronize,
+// cudaDeviceSynchronize) in this process: tests count the hidden syncs of a piece of work with it.
+long stream_syncs();
+
 // Makes the device's error sticky (as a fault inside a kernel does on a GPU) and prints `why` on
 // stderr: every later runtime call returns cudaErrorLaunchFailure.
 void fail_sticky(const std::string& why);

@@ -183,6 +183,73 @@ TEST_CASE("emulator: capture records work for each replay and refuses synchronis
   (void)cudaGetLastError();
 }
 
+TEST_CASE("emulator: an allocation a graph makes and does not free is handed to the program at each launch",
+          "[gpu][emulator]") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* inner = nullptr;
+  void* escapes = nullptr;
+  REQUIRE(cudaMallocAsync(&inner, 64, s) == cudaSuccess);
+  REQUIRE(cudaMallocAsync(&escapes, 32 * sizeof(int), s) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(escapes, 0, 32 * sizeof(int), s) == cudaSuccess);
+  hg::cuda::launch(add_one_kernel, 1, 32, 0, s, static_cast<int*>(escapes));
+  REQUIRE(cudaFreeAsync(inner, s) == cudaSuccess);  // freed inside: lives only during each launch
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  CHECK(to_host(static_cast<int*>(escapes), 32)[7] == 1);
+  // relaunching while the program still holds the last launch's allocation: the driver refuses
+  CHECK(cudaGraphLaunch(exec, s) == cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  REQUIRE(cudaFreeAsync(escapes, s) == cudaSuccess);  // freed like any allocation
+  CHECK(cudaFreeAsync(escapes, s) == cudaErrorLaunchFailure);  // a second free: a device fault
+  hg::emu::clear_fault();
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);  // (the first free above handed it back)
+  CHECK(to_host(static_cast<int*>(escapes), 32)[7] == 1);
+  // destroying the graph leaves the allocation the program holds alive: one free, no double free
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(hg::emu::is_device_range(escapes, 32 * sizeof(int)));
+  CHECK_FALSE(hg::emu::is_device_range(inner, 64));
+  REQUIRE(cudaFree(escapes) == cudaSuccess);
+  CHECK_FALSE(hg::emu::is_device_range(escapes, 4));
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("emulator: uploads do not wait for the stream, and arrive intact when the staging ring wraps",
+          "[gpu][emulator]") {
+  const hg::Device gpu = hg::Device::cuda();
+  (void)hg::ones({1}, {.device = gpu});  // the context exists
+  // 40 uploads of 1 MiB each go round the 16 MiB pinned ring more than twice; none waits for the stream
+  std::vector<hg::Tensor> host, dev;
+  const long before = hg::emu::stream_syncs();
+  for (int k = 0; k < 40; ++k) {
+    host.push_back(hg::full({256 * 1024}, double(k) + 0.5));
+    dev.push_back(host.back().to(gpu));
+  }
+  const hg::Tensor scalar = hg::full({}, 3.25).to(gpu);
+  CHECK(hg::emu::stream_syncs() == before);
+  for (int k = 0; k < 40; ++k) {
+    INFO("upload " << k);
+    CHECK(dev[size_t(k)].to(hg::Device::cpu()).to_vector<float>() == host[size_t(k)].to_vector<float>());
+  }
+  CHECK(scalar.to(hg::Device::cpu()).item<float>() == 3.25f);
+  // a copy larger than the ring takes (4 MiB) waits as before, and arrives intact
+  const hg::Tensor big = hg::arange(0.0, double(2 << 20), 1.0);
+  const long before_big = hg::emu::stream_syncs();
+  const hg::Tensor big_dev = big.to(gpu);
+  CHECK(hg::emu::stream_syncs() == before_big + 1);
+  CHECK(big_dev.to(hg::Device::cpu()).to_vector<float>() == big.to_vector<float>());
+  // inside a graph capture an upload is refused with the reason, never recorded from reused bytes
+  CHECK_THROWS_WITH(hg::cuda::Graph::capture(0, [&] { (void)hg::full({4}, 1.0).to(gpu); }),
+                    Contains("cannot be captured"));
+  (void)cudaGetLastError();
+}
+
 TEST_CASE("emulator: new and freed device memory reads as NaN; a freed block is no device memory", "[gpu][emulator]") {
   float* p = device_alloc<float>(8);
   for (float v : to_host(p, 8)) CHECK(std::isnan(v));  // never written: the allocation's poison
