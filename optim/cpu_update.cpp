@@ -76,11 +76,6 @@ void sqrt_inplace(double* x, int64_t k) {
   for (; i < k; ++i) x[i] = std::sqrt(x[i]);
 }
 
-void check_master(const char* op, DType t, const float* master) {
-  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
-           " parameter; only F16/BF16 parameters take an F32 master");
-}
-
 // ---- SGD ------------------------------------------------------------------------------------------
 
 template <class C, bool kMomentum, bool kFirst, bool kNesterov>
@@ -111,7 +106,7 @@ void sgd_block(const SgdUpdate<C>& f, C* p, const C* g, C* buf, int64_t k) {
 template <class T>
 void sgd_cpu(const SgdArgs& a) {
   using C = compute_t<T>;
-  check_master("SGD.step", dtype_v<T>, a.master);
+  check_update_args(dtype_v<T>, a);
   if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
   const SgdUpdate<C> f(sgd_scalars_for(a.s, a.amp));
   auto* p = static_cast<T*>(a.param);
@@ -148,9 +143,7 @@ void adam_block(const AdamUpdate<C>& fn, C* __restrict p, const C* __restrict g,
 template <class T>
 void adam_cpu(const AdamArgs& a) {
   using C = compute_t<T>;
-  check_master("Adam.step", dtype_v<T>, a.master);
-  HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
-           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
+  check_update_args(dtype_v<T>, a);
   if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
   const AdamUpdate<C> f(adam_scalars_for(a.s, a.h, a.amp));
   auto* p = static_cast<T*>(a.param);

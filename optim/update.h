@@ -304,6 +304,19 @@ HG_HD void clip_coef(const ClipCoefArgs& a) {
   a.out[1] = coef >= 1.0 ? 1.0 : coef;
 }
 
+// The argument checks every backend's update kernel makes (host code, before any launch).
+inline void check_update_args(const char* op, DType t, const float* master) {
+  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
+           " parameter; only F16/BF16 parameters take an F32 master");
+}
+inline void check_update_args(DType t, const SgdArgs& a) { check_update_args("SGD.step", t, a.master); }
+inline void check_update_args(DType t, const AdamArgs& a) {
+  check_update_args("Adam.step", t, a.master);
+  // an empty parameter has no buffers at all
+  HG_CHECK(a.n == 0 || a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
+           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
+}
+
 using SgdKernel = void (*)(const SgdArgs& a);
 using AdamKernel = void (*)(const AdamArgs& a);
 using GradNormKernel = void (*)(const GradNormArgs& a);

@@ -131,16 +131,11 @@ void count_step(const DeviceContext& ctx, const optim::AmpStep& amp) {
   launch(count_step_kernel, 1, 1, 0, ctx.stream, amp);
 }
 
-void check_master(const char* op, DType t, const float* master) {
-  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
-           " parameter; only F16/BF16 parameters take an F32 master");
-}
-
 }  // namespace
 
 template <class T>
 void sgd_update(const optim::SgdArgs& a) {
-  check_master("SGD.step", dtype_v<T>, a.master);
+  check_update_args(dtype_v<T>, a);
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
   if (a.n > 0) {
@@ -153,9 +148,7 @@ void sgd_update(const optim::SgdArgs& a) {
 
 template <class T>
 void adam_update(const optim::AdamArgs& a) {
-  check_master("Adam.step", dtype_v<T>, a.master);
-  HG_CHECK(a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
-           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
+  check_update_args(dtype_v<T>, a);
   using C = compute_t<T>;
   DeviceContext& ctx = context_for(a.param);
   if (a.n > 0) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -605,4 +606,26 @@ TEST_CASE("clip_grad_value_ clamps in place; NaN stays NaN", "[optim]") {
   }
   Tensor a = make_param({0.0}, DType::F32);
   REQUIRE_THROWS_WITH(clip_grad_value_({a}, -1.0), Catch::Contains("clip_value=-1"));
+}
+
+TEST_CASE("Every optimizer steps an empty parameter next to a full one (amsgrad included)", "[optim]") {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      Tensor empty_p = zeros({0, 4}, {.dtype = dt}), p = ones({3}, {.dtype = dt});
+      empty_p.requires_grad_();
+      p.requires_grad_();
+      std::unique_ptr<Optimizer> opt;
+      if (kind == 0) opt = std::make_unique<SGD>(std::vector<Tensor>{empty_p, p}, SGDOptions{.lr = 0.5, .momentum = 0.9});
+      if (kind == 1) opt = std::make_unique<Adam>(std::vector<Tensor>{empty_p, p}, AdamOptions{.lr = 0.5, .amsgrad = true});
+      if (kind == 2) opt = std::make_unique<AdamW>(std::vector<Tensor>{empty_p, p}, AdamWOptions{.lr = 0.5});
+      INFO(dtype_name(dt) << " optimizer " << kind);
+      for (int k = 0; k < 2; ++k) {
+        empty_p.set_grad(zeros({0, 4}, {.dtype = dt}));
+        p.set_grad(ones({3}, {.dtype = dt}));
+        REQUIRE_NOTHROW(opt->step());
+      }
+      CHECK(empty_p.numel() == 0);
+      CHECK(p.to_vector<double>()[0] < 1.0);  // the full parameter moved
+    }
+  }
 }
