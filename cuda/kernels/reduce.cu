@@ -1,7 +1,8 @@
 // Reductions (sum, max, min with indices) and softmax / log-softmax forward and backward over
 // contiguous x viewed as (outer, r, inner). One block per output element (reductions) or per row
-// (softmax): a row is the r elements base + j*inner; F32/F64 sums over rows of inner >= 8 take a
-// block per 32 neighbouring rows instead (sum_columns_kernel), and sums of few long rows are split. Math in compute_t<T> (float, double for F64),
+// (softmax): a row is the r elements base + j*inner; sums over rows of inner >= 8 take a block per 32
+// neighbouring rows instead (sum_columns_kernel), and sums of few long rows (or columns) are split
+// over several blocks. Math in compute_t<T> (float, double for F64),
 // one rounding on store, the same formulas as ops/cpu/reduce.cpp (the order of the additions differs:
 // a tree here, pairwise there).
 #include <algorithm>
@@ -106,28 +107,34 @@ int64_t row_splits(const DeviceContext& c, int64_t rows, int64_t r) {
 // over a dim that is not the last, as a bias gradient's sum over the batch). A row per block would read
 // one element per 32-byte sector; here the 32 lanes of a warp take 32 neighbouring columns, so every
 // load is coalesced, and the kColRows warps of a block each add every kColRows-th element of the same
-// columns before one add-up through shared memory. F32 and F64 only: on an H200, a Linear's bias
-// gradient (dY of 512 x 4096 summed over the batch) took 8.6 us here against 19.7 us as 4096 strided
-// rows in F32, but 28-36 us against 20 us in F16/BF16, whose software widening wants the rows
-// kernel's thousand times more threads.
+// columns before one add-up through shared memory. blockIdx.z takes the chunk [z * chunk, + chunk) of
+// the r elements: when the column tiles alone are too few blocks to fill the GPU (a bias gradient of a
+// few thousand features), the chunks' partial sums go to out[(outer index * gridDim.z + z) * inner +
+// column] in the compute type, and a second launch of this kernel (r = gridDim.z) adds them.
+// On an H200, a Linear's bias gradient (dY of 512 x 4096 summed over the batch) took 8.6 us here against
+// 19.7 us as 4096 strided rows in F32; F16/BF16 took 28-36 us here before the split over r (128 blocks
+// for the whole GPU) against 20 us as rows, and have taken this kernel since the split (not yet timed
+// on a GPU: bench_reduce_cuda prints it on the next lent one).
 constexpr int kColWidth = kWarp, kColRows = 8;
 constexpr int64_t kColumnsFrom = 8;
+constexpr int64_t kColSplitMin = 128;  // rows per chunk at least: 16 loads per thread
 
-template <class T>
+template <class In, class Out>
 __global__ void __launch_bounds__(kColWidth * kColRows)
-    sum_columns_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t r, int64_t inner,
-                       compute_t<T> scale) {
-  using C = compute_t<T>;
+    sum_columns_kernel(const In* __restrict__ x, Out* __restrict__ out, int64_t outer, int64_t r, int64_t inner,
+                       int64_t chunk, compute_t<In> scale) {
+  using C = compute_t<In>;
   __shared__ C sh[kColRows][kColWidth + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t begin = int64_t{blockIdx.z} * chunk, end = begin + chunk < r ? begin + chunk : r;
   // blockIdx.y walks the outer index, blockIdx.x the column tiles: no 64-bit division in the kernel
   for (int64_t oo = blockIdx.y; oo < outer; oo += gridDim.y) {
     for (int64_t first = int64_t{blockIdx.x} * kColWidth; first < inner; first += int64_t{gridDim.x} * kColWidth) {
       const int64_t ii = first + tx;
       C acc = 0;
       if (ii < inner) {
-        const T* col = x + oo * r * inner + ii;
-        for (int64_t j = ty; j < r; j += kColRows) acc += load(col[j * inner]);
+        const In* col = x + oo * r * inner + ii;
+        for (int64_t j = begin + ty; j < end; j += kColRows) acc += load(col[j * inner]);
       }
       __syncthreads();  // sh may still be read for the previous tile
       sh[ty][tx] = acc;
@@ -135,10 +142,18 @@ __global__ void __launch_bounds__(kColWidth * kColRows)
       if (ty == 0 && ii < inner) {
         C total = sh[0][tx];
         for (int k = 1; k < kColRows; ++k) total += sh[k][tx];
-        out[oo * inner + ii] = store<T>(total * scale);
+        out[(oo * gridDim.z + blockIdx.z) * inner + ii] = store<Out>(total * scale);
       }
     }
   }
+}
+
+// Chunks of r for the columns kernel: enough to fill the GPU four times over with `blocks` blocks per
+// chunk, each at least kColSplitMin rows, at most kMaxSplits; 1 when the tiles alone fill it.
+int64_t column_splits(const DeviceContext& c, int64_t blocks, int64_t r) {
+  const int64_t fill = int64_t{c.sm_count > 0 ? c.sm_count : 1} * 4;
+  if (blocks >= fill || r < 2 * kColSplitMin) return 1;
+  return std::min({num_pieces(r, kColSplitMin), num_pieces(fill, blocks), kMaxSplits});
 }
 
 // out[o] (when non-null) = scale * extreme of row o; indices[o] (when non-null) = its first position.
@@ -240,14 +255,28 @@ void reduce(const ReduceArgs& a) {
   const auto scale = static_cast<compute_t<T>>(a.scale);
   switch (a.op) {
     case ReduceOp::Sum:
-      if (a.inner >= kColumnsFrom && sizeof(T) >= 4) {
-        // x: the column tiles of one outer index; y: outer indices, as many as the block budget leaves
+      if (a.inner >= kColumnsFrom) {
+        // x: the column tiles of one outer index; y: outer indices, as many as the block budget leaves;
+        // z: chunks of r when that is still too few blocks (their sums added by a second launch)
+        using C = compute_t<T>;
         const int64_t tiles = num_pieces(a.inner, kColWidth);
         const unsigned bx = blocks_for(ctx, tiles);
-        const auto by = static_cast<unsigned>(
-            std::min<int64_t>(a.outer, std::max<int64_t>(1, blocks_for(ctx, a.outer * tiles) / bx)));
-        launch(sum_columns_kernel<T>, dim3(bx, std::min(by, 65535u)), dim3(kColWidth, kColRows), 0, ctx.stream,
-            x, out, a.outer, a.r, a.inner, scale);
+        const auto by = static_cast<unsigned>(std::min<int64_t>(
+            {a.outer, std::max<int64_t>(1, blocks_for(ctx, a.outer * tiles) / bx), 65535}));
+        const dim3 block(kColWidth, kColRows);
+        const int64_t splits = column_splits(ctx, int64_t{bx} * by, a.r);
+        if (splits == 1) {
+          launch(sum_columns_kernel<T, T>, dim3(bx, by), block, 0, ctx.stream, x, out, a.outer, a.r, a.inner, a.r,
+                 scale);
+          break;
+        }
+        const int64_t chunk = num_pieces(a.r, splits), used = num_pieces(a.r, chunk);
+        Workspace partial(static_cast<size_t>(a.outer * used * a.inner) * sizeof(C), Device::cuda(ctx.device));
+        auto* p = static_cast<C*>(partial.get());
+        launch(sum_columns_kernel<T, C>, dim3(bx, by, static_cast<unsigned>(used)), block, 0, ctx.stream, x, p,
+               a.outer, a.r, a.inner, chunk, C{1});
+        launch(sum_columns_kernel<C, T>, dim3(bx, by), block, 0, ctx.stream, p, out, a.outer, used, a.inner, used,
+               scale);
         break;
       }
       if (const int64_t splits = row_splits(ctx, rows, a.r); splits > 1) {
