@@ -11,14 +11,16 @@
 #                                        # (a GPU machine without the build's dependencies): no configure,
 #                                        # no build, no CPU suite; the GPU tests and benchmarks run
 #
-# `ctest -L gpu` runs the whole GPU suite (with the kernel coverage), each GPU test case as its own entry
+# `ctest -L gpu` runs the whole GPU suite (with the kernel coverage), the backend-ops harness
+# (hg_backend_ops: every CUDA kernel against the CPU over shape variants), each GPU test case as its own entry
 # with a timeout (gpu_case: ..., so a hang or a fault names its test) and the MLP's CPU-vs-GPU training.
 # Besides the tests: compute-sanitizer (memcheck over the whole GPU suite, racecheck and synccheck over
 # the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
 # HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
-# bench_gemm_cuda (TFLOP/s of F32, F16 and BF16 GEMMs against the GPU's published dense peak).
+# bench_gemm_cuda (TFLOP/s of F32, F16 and BF16 GEMMs against the GPU's published dense peak) and
+# bench_reduce_cuda (GB/s of sums against a device copy's).
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
@@ -114,6 +116,17 @@ if [ "$build_status" = "ok" ]; then
     gpu_verdict="ok: $cases test cases, $asserts assertions ran on the GPU"
   fi
 fi
+# the backend-ops harness (every CUDA kernel against the CPU over its shape variants); ctest ran it too,
+# this run keeps its table in a log of its own
+backend_line="not run"
+if [ "${gpu_verdict%%:*}" = "ok" ]; then
+  backend_rc=0
+  timeout 900 "$build/tests/hg_backend_ops" >"$logs/hg_backend_ops.log" 2>&1 || backend_rc=$?
+  backend_line="$(grep -m1 '^backend ops: ' "$logs/hg_backend_ops.log" | sed 's/^backend ops: //' || true)"
+  backend_line="${backend_line:-no summary}; coverage $(grep -m1 '^CUDA kernel coverage: ' "$logs/hg_backend_ops.log" |
+    sed 's/^CUDA kernel coverage: //' || true) (exit $backend_rc, see hg_backend_ops.log)"
+  [ "$backend_rc" -eq 0 ] || backend_failed=1
+fi
 # the CPU suite on this machine too: the oracle the GPU is compared with
 if [ "$build_status" = "ok" ] && [ -z "${QUICK:-}" ] && [ -z "${HG_PREBUILT:-}" ]; then
   ctest --test-dir "$build" -LE gpu -j "$(nproc)" >"$logs/ctest-cpu.log" 2>&1 || true
@@ -189,6 +202,13 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   else
     gemm_lines+=("bench_gemm_cuda: FAILED (see bench_gemm_cuda.log)")
   fi
+  # sums over a non-last dim (the column kernel), the last dim and everything, against a copy's bandwidth
+  if timeout 300 "$build/bench_reduce_cuda" --quick >"$logs/bench_reduce_cuda.log" 2>&1; then
+    while IFS= read -r line; do gemm_lines+=("bench_reduce_cuda: $line"); done \
+      < <(sed -n '/^sum  *dtype/,$p' "$logs/bench_reduce_cuda.log")
+  else
+    gemm_lines+=("bench_reduce_cuda: FAILED (see bench_reduce_cuda.log)")
+  fi
 fi
 bench_lines=()
 for b in bench_gemm bench_elementwise; do
@@ -216,6 +236,7 @@ done
   printf '%-14s %s\n' "hg_gpu_tests" "$catch_line"
   printf '%-14s %s\n' "gpu verdict" "$gpu_verdict"
   printf '%-14s %s\n' "coverage" "${coverage_line:-not run} (CUDA kernels the GPU tests ran)"
+  printf '%-14s %s\n' "backend ops" "$backend_line"
   printf '%-14s %s\n' "ctest (cpu)" "${cpu_line:-not run}"
   for l in "${san_lines[@]}"; do printf '%-14s %s\n' "sanitizer" "$l"; done
   [ ! -s "$logs/devprop.json" ] || printf '%-14s %s\n' "devprop" "$logs/devprop.json (cuDNN device properties)"
@@ -235,6 +256,7 @@ grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctes
 ! grep -q 'did not run' "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctest -L gpu: some tests were skipped")
 [ -z "${san_failed:-}" ] || reasons+=("compute-sanitizer reported errors")
 [ -z "${train_failed:-}" ] || reasons+=("training on the GPU failed")
+[ -z "${backend_failed:-}" ] || reasons+=("hg_backend_ops: $backend_line")
 [ "${#skipped[@]}" -eq 0 ] || reasons+=("skipped: ${skipped[*]}")
 if [ "${#reasons[@]}" -gt 0 ]; then
   for r in "${reasons[@]}"; do echo "gpu-check: FAILED: $r"; done

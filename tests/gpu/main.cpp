@@ -11,33 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
+#include "gpu/coverage.h"
 #include "halfgrad.h"
-#include "ops/dispatch.h"
-
-namespace {
-
-// Prints the table; returns the number of registered kernels that never ran.
-int print_coverage() {
-  int registered = 0, called = 0;
-  std::string missing;
-  std::printf("CUDA kernel coverage (dtype slots looked up / registered):\n");
-  for (const hg::KernelCoverage& row : hg::kernel_coverage(hg::DeviceType::CUDA)) {
-    registered += row.registered;
-    called += row.called;
-    std::string gaps;
-    for (hg::DType t : row.missing) gaps += std::string(gaps.empty() ? "" : " ") + hg::dtype_name(t);
-    std::printf("  %-34s %d/%d%s%s\n", row.table.c_str(), row.called, row.registered, gaps.empty() ? "" : "  missing: ",
-                gaps.c_str());
-    if (!gaps.empty()) missing += "  " + row.table + ": " + gaps + "\n";
-  }
-  std::printf("CUDA kernel coverage: %d of %d kernels ran (%.1f%%)\n", called, registered,
-              registered ? 100.0 * called / registered : 0.0);
-  return registered - called;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // Listing the tests needs no device (CTest's discovery runs this at build time on any machine).
@@ -50,7 +26,7 @@ int main(int argc, char** argv) {
   }
   std::printf("halfgrad GPU tests on %d CUDA device(s)\n", hg::cuda::device_count());
   const int rc = Catch::Session().run(argc, argv);
-  const int never_ran = print_coverage();
+  const int never_ran = hg::test::print_cuda_coverage();
   const char* require = std::getenv("HG_REQUIRE_KERNEL_COVERAGE");
   if (rc == 0 && argc == 1 && require != nullptr && std::strcmp(require, "1") == 0 && never_ran > 0) {
     std::printf("FAILED: %d registered CUDA kernel(s) never ran (HG_REQUIRE_KERNEL_COVERAGE=1): write the GPU test "
