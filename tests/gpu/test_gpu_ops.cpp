@@ -95,7 +95,8 @@ void check_close(const Tensor& cpu, const Tensor& cuda, Tol tol, const std::stri
       ++bad;
     }
   }
-  if (bad) INFO("first mismatch at " << first << ": cpu " << a[size_t(first)] << " gpu " << b[size_t(first)]);
+  // (an INFO inside an if would end with its block, before the CHECK it should explain)
+  if (bad) UNSCOPED_INFO("first mismatch at " << first << ": cpu " << a[size_t(first)] << " gpu " << b[size_t(first)]);
   CHECK(bad == 0);
 }
 
