@@ -20,6 +20,17 @@ Optimizer::StateNames AdamBase<Options>::state_names(const Options& o) {
 }
 
 template <class Options>
+std::vector<double> AdamBase<Options>::device_hyper(const Options& o) {
+  std::vector<double> h(kAdamHyperCount);
+  h[kAdamLr] = o.lr;
+  h[kAdamBeta1] = o.betas[0];
+  h[kAdamBeta2] = o.betas[1];
+  h[kAdamEps] = o.eps;
+  h[kAdamWeightDecay] = o.weight_decay;
+  return h;
+}
+
+template <class Options>
 void AdamBase<Options>::step() {
   const float* found_inf = this->take_found_inf();
   size_t i = 0;  // the parameter's index <i>
@@ -29,6 +40,7 @@ void AdamBase<Options>::step() {
     const AdamHyper h{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps,
                       .weight_decay = o.weight_decay, .decoupled = kDecoupled, .amsgrad = o.amsgrad};
     const size_t num_buffers = o.amsgrad ? 3 : 2;
+    const std::vector<double> hyper = device_hyper(o);
     for (const Tensor& p : group.params) {
       const size_t index = i++;
       const Tensor g = p.grad();
@@ -36,7 +48,7 @@ void AdamBase<Options>::step() {
       this->check_grad(kName, index, p, g);
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
-      const AmpStep amp = this->take_amp_step(index, gi, p, found_inf, s.step, true, o.lr);
+      const AmpStep amp = this->take_amp_step(index, gi, p, found_inf, s.step, true, hyper);
       if (amp.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
       AdamArgs args{.n = p.numel(),
                     .param = p.data_ptr(),

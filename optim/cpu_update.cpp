@@ -108,7 +108,7 @@ void sgd_cpu(const SgdArgs& a) {
   using C = compute_t<T>;
   check_update_args(dtype_v<T>, a);
   if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
-  const SgdUpdate<C> f(sgd_scalars_for(a.s, a.amp));
+  const SgdUpdate<C> f(sgd_scalars_for(a.s, a.amp, a.momentum_buffer != nullptr));
   auto* p = static_cast<T*>(a.param);
   const auto* g = static_cast<const T*>(a.grad);
   auto* buf = static_cast<C*>(a.momentum_buffer);

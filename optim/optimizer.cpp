@@ -2,6 +2,7 @@
 // state dict's checked reading and writing.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -108,30 +109,33 @@ void Optimizer::set_device_clip(size_t i, const double* factor, Tensor keep) {
   clip_keep_ = std::move(keep);
 }
 
-void Optimizer::upload_lr(size_t g, double lr) {
-  if (g >= device_lr_.size() || !device_lr_[g].value.defined() || device_lr_[g].host == lr) return;
-  DeviceLr& d = device_lr_[g];
-  copy_bytes(d.value.data_ptr(), d.value.device(), &lr, Device::cpu(), sizeof lr);  // a small copy that waits
-  d.host = lr;
+void Optimizer::upload_hyper(size_t g, std::span<const double> hyper) {
+  if (g >= device_hyper_.size() || !device_hyper_[g].value.defined()) return;
+  DeviceHyper& d = device_hyper_[g];
+  if (std::equal(hyper.begin(), hyper.end(), d.host.begin(), d.host.end())) return;
+  HG_CHECK(static_cast<int64_t>(hyper.size()) == d.value.numel(), "Optimizer: group ", g, " has ", hyper.size(),
+           " hyper-parameters, its device copy ", d.value.numel());
+  copy_bytes(d.value.data_ptr(), d.value.device(), hyper.data(), Device::cpu(), hyper.size_bytes());
+  d.host.assign(hyper.begin(), hyper.end());
 }
 
 AmpStep Optimizer::take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
-                                 bool counts, double lr) {
+                                 bool counts, std::span<const double> hyper) {
   ParamState& s = state_[i];
   AmpStep a{.found_inf = found_inf, .grad_scale = s.device_grad_scale, .clip = s.device_clip};
   s.device_grad_scale = nullptr;
   s.device_clip = nullptr;
   const bool cuda = p.device().is_cuda();
   if (cuda) {
-    if (device_lr_.size() <= g) device_lr_.resize(g + 1);
-    DeviceLr& d = device_lr_[g];
+    if (device_hyper_.size() <= g) device_hyper_.resize(g + 1);
+    DeviceHyper& d = device_hyper_[g];
     if (!d.value.defined()) {
-      d.value = empty({1}, {.dtype = DType::F64, .device = p.device()});
-      d.host = std::numeric_limits<double>::quiet_NaN();  // differs from any lr: uploaded below
+      d.value = empty({static_cast<int64_t>(hyper.size())}, {.dtype = DType::F64, .device = p.device()});
+      d.host.clear();  // differs from any values: uploaded below
     }
-    if (d.value.device() == p.device()) {  // (a group spread over devices keeps its lr by value)
-      upload_lr(g, lr);  // a no-op unless lr changed without set_lr (options edited directly)
-      a.lr = static_cast<const double*>(d.value.data_ptr());
+    if (d.value.device() == p.device()) {  // (a group spread over devices keeps its values by value)
+      upload_hyper(g, hyper);  // a no-op unless an option changed since the last step or set_lr
+      a.hyper = static_cast<const double*>(d.value.data_ptr());
     }
   }
   if (counts && (found_inf != nullptr || cuda) && !s.steps.defined()) {

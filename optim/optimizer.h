@@ -158,13 +158,15 @@ class Optimizer {
   // The device-path pointers of parameter i's update (optim/update.h's AmpStep): found_inf, the pending
   // device factor (consumed), and the step counter, made on p's device from steps_so_far at the first
   // step with a found_inf flag when `counts` (updates with state).
-  // On a CUDA device the counter is always made (and lr, group g's learning rate, is read from device
-  // memory), so that a step captured in a CUDA graph counts and follows set_lr when it is replayed.
+  // On a CUDA device the counter is always made, and `hyper` (group g's hyper-parameters in the order
+  // of optim/update.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
+  // captured in a CUDA graph counts and follows set_lr (and any option changed by an eager step) when
+  // it is replayed.
   AmpStep take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
-                        bool counts, double lr);
-  // set_lr's part: group g's learning rate in device memory (made at its first step on a CUDA device)
-  // follows the host's value.
-  void upload_lr(size_t g, double lr);
+                        bool counts, std::span<const double> hyper);
+  // Group g's hyper-parameters in device memory (made at its first step on a CUDA device) follow the
+  // host's values: an upload (which does not wait for the device) when one changed.
+  void upload_hyper(size_t g, std::span<const double> hyper);
   // The end of step(): drops what clipping left for the update kernels, now enqueued (a captured step
   // frees what it allocated).
   void end_step() { clip_keep_ = Tensor(); }
@@ -197,17 +199,18 @@ class Optimizer {
   MasterWeights master_weights_ = MasterWeights::Auto;
   const float* found_inf_ = nullptr;  // set_found_inf's flag for the next step
   Tensor clip_keep_;                  // owns the factors of set_device_clip until the next step
-  struct DeviceLr {
-    Tensor value;  // F64 (1) on the group's CUDA device
-    double host = 0;
+  struct DeviceHyper {
+    Tensor value;              // F64 on the group's CUDA device
+    std::vector<double> host;  // what it holds
   };
-  std::vector<DeviceLr> device_lr_;  // by group
+  std::vector<DeviceHyper> device_hyper_;  // by group
 };
 
 // The typed groups of one optimizer. Derived provides (privately, befriending this class):
 //   static constexpr const char* kName;  static constexpr bool kCountsSteps;
 //   static void check_options(const Options&);   // throws hg::Error naming the bad option
 //   static Optimizer::StateNames state_names(const Options&);
+//   static std::vector<double> device_hyper(const Options&);  // in optim/update.h's *HyperIndex order
 // and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
 template <class Derived, class Options>
 class OptimizerOf : public Optimizer {
@@ -239,7 +242,7 @@ class OptimizerOf : public Optimizer {
     (void)group(g);  // checks g
     HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
     groups_[g].options.lr = lr;
-    upload_lr(g, lr);
+    upload_hyper(g, Derived::device_hyper(groups_[g].options));
   }
 
   StateDict state_dict() const override {

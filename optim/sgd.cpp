@@ -18,6 +18,15 @@ Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
   return {"momentum_buffer"};
 }
 
+std::vector<double> SGD::device_hyper(const SGDOptions& o) {
+  std::vector<double> h(kSgdHyperCount);
+  h[kSgdLr] = o.lr;
+  h[kSgdMomentum] = o.momentum;
+  h[kSgdDampening] = o.dampening;
+  h[kSgdWeightDecay] = o.weight_decay;
+  return h;
+}
+
 void SGD::step() {
   const float* found_inf = take_found_inf();
   size_t i = 0;  // the parameter's index <i>
@@ -25,6 +34,7 @@ void SGD::step() {
     const Group& group = groups_[gi];
     const SGDOptions& o = group.options;
     const size_t num_buffers = o.momentum != 0 ? 1 : 0;
+    const std::vector<double> hyper = device_hyper(o);
     for (const Tensor& p : group.params) {
       const size_t index = i++;
       const Tensor g = p.grad();
@@ -43,7 +53,7 @@ void SGD::step() {
                                .nesterov = o.nesterov,
                                .first_step = first,
                                .grad_scale = take_grad_scale(index)},
-                         .amp = take_amp_step(index, gi, p, found_inf, first ? 0 : 1, num_buffers != 0, o.lr)};
+                         .amp = take_amp_step(index, gi, p, found_inf, first ? 0 : 1, num_buffers != 0, hyper)};
       sgd_kernels().get(p.device(), p.dtype())(args);
     }
   }

@@ -40,6 +40,7 @@ class SGD final : public OptimizerOf<SGD, SGDOptions> {
   static constexpr bool kCountsSteps = false;
   static void check_options(const SGDOptions& o);
   static StateNames state_names(const SGDOptions& o);
+  static std::vector<double> device_hyper(const SGDOptions& o);
 };
 
 }  // namespace hg::optim

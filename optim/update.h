@@ -178,15 +178,19 @@ struct GradTransformFn {
 
 // Pointers into memory of the parameter's device (host memory for a CPU parameter); all null on the
 // host path, where the kernels behave exactly as without them.
-// On a CUDA device lr and steps are always there (and clip after clip_grad_norm_), so that the values
-// a captured step reads are read when a graph replays it, not when it was captured.
+// On a CUDA device hyper and steps are always there (and clip after clip_grad_norm_), so that the
+// values a captured step reads are read when a graph replays it, not when it was captured.
 struct AmpStep {
   const float* found_inf = nullptr;   // nonzero: leave parameter, master and state untouched (a skipped step)
   const float* grad_scale = nullptr;  // the scaler's 1/scale of a gradient it left scaled (F16)
   int64_t* steps = nullptr;           // the updates this parameter took; advanced only by a step not skipped
-  const double* lr = nullptr;         // the group's learning rate (set_lr writes it)
+  const double* hyper = nullptr;      // the group's hyper-parameters (below; set_lr writes lr)
   const double* clip = nullptr;       // clip_grad_norm_'s factor for a gradient still scaled, else null
 };
+
+// The order of a group's hyper-parameters in device memory (AmpStep::hyper).
+enum SgdHyperIndex { kSgdLr, kSgdMomentum, kSgdDampening, kSgdWeightDecay, kSgdHyperCount };
+enum AdamHyperIndex { kAdamLr, kAdamBeta1, kAdamBeta2, kAdamEps, kAdamWeightDecay, kAdamHyperCount };
 
 HG_HD bool amp_skips(const AmpStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
 
@@ -200,7 +204,7 @@ HG_HD double amp_grad_scale(const AmpStep& a, double host) {
 
 // Whether the kernel derives its scalars from device values (else it takes the host's).
 HG_HD bool amp_on_device(const AmpStep& a) {
-  return a.grad_scale != nullptr || a.steps != nullptr || a.lr != nullptr || a.clip != nullptr;
+  return a.grad_scale != nullptr || a.steps != nullptr || a.hyper != nullptr || a.clip != nullptr;
 }
 
 // After the update (a separate one-thread launch on a GPU: the update's threads read *steps).
@@ -208,11 +212,17 @@ HG_HD void amp_count_step(const AmpStep& a) {
   if (a.steps != nullptr && !amp_skips(a)) *a.steps += 1;
 }
 
-// SGD's scalars with the device's factor; with a step counter, the first step is the first one taken
-// (the momentum buffer starts as the gradient even when earlier steps were skipped).
-HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a) {
+// SGD's scalars with the device's factor and hyper-parameters; with a step counter, the first step is
+// the first one taken (the momentum buffer starts as the gradient even when earlier steps were
+// skipped). Momentum needs its buffer: a parameter whose state was made without one keeps none.
+HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a, bool has_buffer) {
   s.grad_scale = amp_grad_scale(a, s.grad_scale);
-  if (a.lr != nullptr) s.lr = *a.lr;
+  if (a.hyper != nullptr) {
+    s.lr = a.hyper[kSgdLr];
+    s.momentum = has_buffer ? a.hyper[kSgdMomentum] : 0.0;
+    s.dampening = a.hyper[kSgdDampening];
+    s.weight_decay = a.hyper[kSgdWeightDecay];
+  }
   if (a.steps != nullptr) s.first_step = *a.steps == 0;
   return s;
 }
@@ -221,7 +231,13 @@ HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a) {
 // here from it by adam_scalars, so a skipped step does not advance the bias corrections.
 HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const AmpStep& a) {
   AdamHyper hd = h;
-  if (a.lr != nullptr) hd.lr = *a.lr;
+  if (a.hyper != nullptr) {
+    hd.lr = a.hyper[kAdamLr];
+    hd.beta1 = a.hyper[kAdamBeta1];
+    hd.beta2 = a.hyper[kAdamBeta2];
+    hd.eps = a.hyper[kAdamEps];
+    hd.weight_decay = a.hyper[kAdamWeightDecay];
+  }
   AdamScalars s = a.steps != nullptr ? adam_scalars(hd, *a.steps + 1) : host;
   s.grad_scale = amp_grad_scale(a, host.grad_scale);
   return s;
@@ -238,7 +254,7 @@ struct SgdArgs {
   void* momentum_buffer = nullptr;
   float* master = nullptr;
   SgdScalars s = {};
-  AmpStep amp = {};  // the kernel uses sgd_scalars_for(s, amp)
+  AmpStep amp = {};  // the kernel uses sgd_scalars_for(s, amp, momentum_buffer != null)
 };
 
 // max_exp_avg_sq is null unless amsgrad.

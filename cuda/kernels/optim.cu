@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads)
                int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::AmpStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp)) : host_f;
+  const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp, buf != nullptr)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     C x = load_param(p, master, i);

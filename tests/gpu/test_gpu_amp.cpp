@@ -345,3 +345,53 @@ TEST_CASE("GPU: the backward of max along a dim uploads nothing after a warm-up,
   g.launch();
   CHECK(x.grad().to(Device::cpu()).to_vector<double>() == eager);
 }
+
+TEST_CASE("GPU: a captured optimizer step follows every hyper-parameter changed between replays", "[gpu][optim]") {
+  for (int kind = 0; kind < 3; ++kind) {
+    INFO((kind == 0 ? "SGD" : kind == 1 ? "Adam" : "AdamW"));
+    const Tensor w0 = randn({33, 7}), g = randn({33, 7});
+    Tensor pe = w0.to(kGpu), pg = w0.to(kGpu);
+    pe.requires_grad_();
+    pg.requires_grad_();
+    pe.set_grad(g.to(kGpu));
+    pg.set_grad(g.to(kGpu));
+    auto make = [&](Tensor p) -> std::unique_ptr<optim::Optimizer> {
+      if (kind == 0)
+        return std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      if (kind == 1) return std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01});
+      return std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions{.lr = 0.01});
+    };
+    auto eager = make(pe), graphed = make(pg);
+    eager->step();  // the state (buffers, device step counter and hyper-parameters) exists before capture
+    graphed->step();
+    cuda::synchronize(0);
+    cuda::Graph step = cuda::Graph::capture(0, [&] { graphed->step(); });
+    for (int k = 1; k <= 4; ++k) {
+      // every option changes; set_lr (what a scheduler calls) carries them all to the device
+      for (optim::Optimizer* o : {eager.get(), graphed.get()}) {
+        if (kind == 0) {
+          auto& opt = static_cast<optim::SGD&>(*o).param_groups()[0].options;
+          opt.momentum = 0.9 - 0.2 * k;
+          opt.dampening = 0.1 * k;
+          opt.weight_decay = 0.01 * k;
+        } else if (kind == 1) {
+          auto& opt = static_cast<optim::Adam&>(*o).param_groups()[0].options;
+          opt.betas = {0.9 - 0.1 * k, 0.999 - 0.01 * k};
+          opt.eps = 1e-8 * k;
+          opt.weight_decay = 0.05 * k;
+        } else {
+          auto& opt = static_cast<optim::AdamW&>(*o).param_groups()[0].options;
+          opt.betas = {0.8, 0.99 - 0.01 * k};
+          opt.weight_decay = 0.1 * k;
+        }
+        o->set_lr(0, 0.05 / k);
+      }
+      eager->step();
+      step.launch();
+      INFO("replay " << k);
+      CHECK(pg.to(Device::cpu()).to_vector<double>() == pe.to(Device::cpu()).to_vector<double>());
+    }
+    // without the new values the replay would have drifted: the parameters moved with them
+    CHECK(pe.to(Device::cpu()).to_vector<double>() != w0.to_vector<double>());
+  }
+}
