@@ -1,9 +1,9 @@
-// bench_gemm_cuda: halfgrad's GEMM on a CUDA device (cuBLAS through cuda/blas.cpp), F32, F16 and BF16,
-// in TFLOP/s (the median of timed batches of calls, synchronised around each batch), and as a share of
-// the device's dense peak when it is given (--peak F32=67,F16=989,BF16=989: published TFLOP/s, which
-// scripts/gpu-check.sh passes for the GPUs it knows). F32 stays true fp32: halfgrad never lets cuBLAS
-// use TF32, so there is no TF32 row to compare with a TF32 peak.
-//   bench_gemm_cuda [--quick] [--size N] [--peak F32=X,F16=Y,BF16=Z]
+// bench_gemm_cuda: halfgrad's GEMM on a CUDA device (cuBLAS through cuda/blas.cpp), F32, TF32 (F32
+// tensors with cuda::set_allow_tf32(true)), F16 and BF16, in TFLOP/s (the median of timed batches of
+// calls, synchronised around each batch), and as a share of the device's dense peak when it is given
+// (--peak F32=67,TF32=495,F16=989,BF16=989: published TFLOP/s, which scripts/gpu-check.sh passes for
+// the GPUs it knows).
+//   bench_gemm_cuda [--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z]
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -27,7 +27,7 @@ std::map<std::string, double> parse_peaks(const std::string& v) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("expected DTYPE=TFLOPS pairs, e.g. F32=67,BF16=989");
+    if (eq == std::string::npos) throw std::invalid_argument("expected DTYPE=TFLOPS pairs, e.g. F32=67,TF32=495,BF16=989");
     peaks[item.substr(0, eq)] = example::parse_positive(item.substr(eq + 1));
   }
   return peaks;
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
       return true;
     };
     example::parse_flags(argc, argv, on_switch, on_value, [](const std::string& problem) {
-      example::exit_with_usage("bench_gemm_cuda", problem, "[--quick] [--size N] [--peak F32=X,F16=Y,BF16=Z]");
+      example::exit_with_usage("bench_gemm_cuda", problem, "[--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z]");
     });
     if (!cuda::is_available()) throw std::runtime_error("no CUDA device: " + cuda::unavailable_reason());
     std::printf("bench_gemm_cuda: %s\n", cuda::version_info().c_str());
@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
     NoGradGuard no_grad;
     const Device dev = Device::cuda();
     for (int64_t n : sizes) {
-      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (const char* name : {"F32", "TF32", "F16", "BF16"}) {
+        const std::string label = name;
+        const DType dt = label == "F16" ? DType::F16 : label == "BF16" ? DType::BF16 : DType::F32;
+        cuda::set_allow_tf32(label == "TF32");
         const Tensor a = randn({n, n}).to(dt).to(dev), b = randn({n, n}).to(dt).to(dev);
         (void)matmul(a, b);  // the handle, the workspace, cuBLAS's heuristics
         cuda::synchronize(0);
@@ -78,16 +81,17 @@ int main(int argc, char** argv) {
                              samples, 0.0) /
                          per_batch;
         const double tflops = flops / s / 1e12;
-        const auto peak = peaks.find(dtype_name(dt));
+        cuda::set_allow_tf32(false);
+        const auto peak = peaks.find(label);
         char share[32] = "-";
         if (peak != peaks.end()) std::snprintf(share, sizeof share, "%.0f%%", 100.0 * tflops / peak->second);
-        std::printf("%-8lld %-6s %10.3f %10.1f %9s\n", static_cast<long long>(n), dtype_name(dt), s * 1e3, tflops,
+        std::printf("%-8lld %-6s %10.3f %10.1f %9s\n", static_cast<long long>(n), name, s * 1e3, tflops,
                     share);
         std::fflush(stdout);
       }
     }
-    std::printf("F32 is fp32 (no TF32: cuBLAS's math mode forbids it in halfgrad); F16/BF16 accumulate in F32 on "
-                "Tensor Cores\n");
+    std::printf("F32 is true fp32 (halfgrad's default); TF32 rounds the F32 inputs to a 10-bit mantissa; all "
+                "accumulate in F32, F16/BF16/TF32 on Tensor Cores\n");
     return 0;
   });
 }

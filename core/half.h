@@ -95,6 +95,16 @@ template <> HG_HD float from_float<float>(float f) { return f; }
 template <> HG_HD f16 from_float<f16>(float f) { return f16{float_to_f16_bits(f)}; }
 template <> HG_HD bf16 from_float<bf16>(float f) { return bf16{float_to_bf16_bits(f)}; }
 
+// TF32 (the Tensor Cores' format for F32 inputs: F32's 8-bit exponent, a 10-bit mantissa): f rounded
+// to the nearest TF32 value, ties away from zero (PTX's cvt.rna.tf32.f32), kept in a float; inf and NaN
+// unchanged, a finite value past TF32's largest rounds to inf. The emulated device's cuBLAS and cuDNN
+// apply it to the inputs of an F32 product when TF32 is allowed (cuda/available.h).
+HG_HD float round_to_tf32(float f) {
+  const uint32_t x = detail::float_bits(f);
+  if ((x & 0x7f800000u) == 0x7f800000u) return f;
+  return detail::bits_float((x + 0x1000u) & ~0x1fffu);
+}
+
 // The type a kernel computes in for storage type T: double for double, float otherwise.
 template <class T> struct compute_type { using type = float; };
 template <> struct compute_type<double> { using type = double; };

@@ -1,12 +1,13 @@
 // Row-major GEMM through cuBLAS (contract in ops/gemm.h, mapping in cuda/blas.h).
 // F16/BF16 use the tensor cores through CUBLAS_COMPUTE_32F + CUBLAS_GEMM_DEFAULT (no opt-in needed);
-// F32 stays true fp32 (no TF32: the handle's math mode does not allow it); F64 computes in fp64.
+// F32 stays true fp32 unless cuda::allow_tf32() (then CUBLAS_COMPUTE_32F_FAST_TF32); F64 computes in fp64.
 #include "cuda/blas.h"
 
 #include <algorithm>
 #include <climits>
 
 #include "core/error.h"
+#include "cuda/available.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 
@@ -86,7 +87,9 @@ cublasOperation_t cublas_op(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBL
 // alpha/beta live on the host (the handle's default pointer mode); their type follows the compute type.
 void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha, const void* beta) {
   const cudaDataType_t t = cuda_type(dt);
-  const cublasComputeType_t compute = dt == DType::F64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = dt == DType::F64                  ? CUBLAS_COMPUTE_64F
+                                      : dt == DType::F32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                         : CUBLAS_COMPUTE_32F;
   const int m = static_cast<int>(c.m), n = static_cast<int>(c.n), k = static_cast<int>(c.k);
   const int lda = static_cast<int>(c.lda), ldb = static_cast<int>(c.ldb), ldc = static_cast<int>(c.ldc);
   std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // one host thread per handle at a time

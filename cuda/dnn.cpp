@@ -22,6 +22,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "cuda/available.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #if defined(HG_CUDA_EMULATE)
@@ -304,7 +305,7 @@ std::string ConvPlanKey::str() const {
   os << "conv2d " << dir_name(dir) << " " << dtype << " x=(" << n << "," << c << "," << h << "," << w << ") w=(" << k
      << "," << (groups > 0 ? c / groups : c) << "," << r << "," << s << ") y=(" << n << "," << k << "," << oh << ","
      << ow << ") stride=(" << stride_h << "," << stride_w << ") pad=(" << pad_h << "," << pad_w << ") dilation=("
-     << dil_h << "," << dil_w << ") groups=" << groups << " alignment=" << alignment;
+     << dil_h << "," << dil_w << ") groups=" << groups << " alignment=" << alignment << (tf32 ? " tf32" : "");
   return os.str();
 }
 
@@ -433,7 +434,7 @@ struct CacheKeyHash {
     const ConvPlanKey& k = c.key;
     size_t h = std::hash<int>{}(c.device);
     for (int64_t v : {int64_t(k.dir), int64_t(k.dtype), k.n, k.c, k.h, k.w, k.k, k.r, k.s, k.oh, k.ow, k.stride_h,
-                      k.stride_w, k.pad_h, k.pad_w, k.dil_h, k.dil_w, k.groups, k.alignment})
+                      k.stride_w, k.pad_h, k.pad_w, k.dil_h, k.dil_w, k.groups, k.alignment, int64_t(k.tf32)})
       h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     return h;
   }
@@ -459,7 +460,8 @@ const ConvPlan& cached_plan(const ConvPlanKey& key, DeviceContext& ctx) {
   std::lock_guard<std::mutex> lock(m);
   auto it = cache->find({key, ctx.device});
   if (it == cache->end()) {
-    auto plans = std::make_unique<ConvPlans>(build_conv_plans(key, plan_target(ctx)));
+    auto plans = std::make_unique<ConvPlans>(
+        build_conv_plans(key, plan_target(ctx), {.tf32 = key.tf32 ? Tf32::Allow : Tf32::Disallow}));
     it = cache->emplace(CacheKey{key, ctx.device}, std::move(plans)).first;
   }
   return it->second->plans.front();
@@ -478,10 +480,12 @@ void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const
   DeviceContext& ctx = context_for(out);
   std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // the plan's build and execution use the handle
   key.alignment = alignment_of({x, w, y});
+  key.tf32 = key.dtype == DType::F32 && allow_tf32();
   const ConvPlan& plan = cached_plan(key, ctx);
   Workspace ws(static_cast<size_t>(plan.workspace_bytes), Device::cuda(ctx.device));
 #if defined(HG_CUDA_EMULATE)
-  HG_CUDA_CHECK(emu::reference_conv(key, x, w, y, ctx.stream));
+  // in TF32 only when cuDNN's first plan is a tensor-core engine, as it would run on the GPU
+  HG_CUDA_CHECK(emu::reference_conv(key, plan.tensor_core, x, w, y, ctx.stream));
 #else
   BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   const int64_t uids[3] = {kUidX, kUidW, kUidY};

@@ -40,6 +40,7 @@ struct ConvPlanKey {
   int64_t oh = 0, ow = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
   int64_t alignment = 16;
+  bool tf32 = false;  // F32 only: TF32 allowed (cuda::allow_tf32() when the op ran), so tensor-core engines qualify
   bool operator==(const ConvPlanKey&) const = default;
   // "conv2d fprop F16 x=(128,1,28,28) w=(32,1,3,3) y=(128,32,28,28) stride=(1,1) pad=(1,1) ..."
   std::string str() const;

@@ -19,7 +19,7 @@
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
 # HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
-# bench_gemm_cuda (TFLOP/s of F32, F16 and BF16 GEMMs against the GPU's published dense peak) and
+# bench_gemm_cuda (TFLOP/s of F32, TF32, F16 and BF16 GEMMs against the GPU's published dense peak) and
 # bench_reduce_cuda (GB/s of sums against a device copy's).
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
@@ -188,12 +188,12 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   else
     recipe="FAILED (see amp_recipe.log)"
   fi
-  # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, F16, BF16)
+  # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, TF32, F16, BF16)
   case "$gpu_name" in
-    *H100*PCIe*) peak="F32=51,F16=756,BF16=756" ;;
-    *H100* | *H200*) peak="F32=67,F16=989,BF16=989" ;;
-    *A100*) peak="F32=19.5,F16=312,BF16=312" ;;
-    *L40S*) peak="F32=91.6,F16=362,BF16=362" ;;
+    *H100*PCIe*) peak="F32=51,TF32=378,F16=756,BF16=756" ;;
+    *H100* | *H200*) peak="F32=67,TF32=495,F16=989,BF16=989" ;;
+    *A100*) peak="F32=19.5,TF32=156,F16=312,BF16=312" ;;
+    *L40S*) peak="F32=91.6,TF32=183,F16=362,BF16=362" ;;
     *) peak="" ;;
   esac
   if timeout 600 "$build/bench_gemm_cuda" ${peak:+--peak "$peak"} >"$logs/bench_gemm_cuda.log" 2>&1; then

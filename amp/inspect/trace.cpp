@@ -8,6 +8,7 @@
 
 #include "amp/inspect/text_file.h"
 #include "core/atomic_file.h"
+#include "cuda/available.h"
 #include "ops/cpu/conv.h"
 #include "ops/gemm.h"
 
@@ -19,6 +20,7 @@ const char* math_kind_name(MathKind k) {
     case MathKind::F64: return "F64";
     case MathKind::F16AccumulateF32: return "F16 x F16 -> F32 accumulate";
     case MathKind::BF16AccumulateF32: return "BF16 x BF16 -> F32 accumulate";
+    case MathKind::TF32AccumulateF32: return "TF32 x TF32 -> F32 accumulate";
     case MathKind::F32OnF16Storage: return "F32 math on F16 storage";
     case MathKind::F32OnBF16Storage: return "F32 math on BF16 storage";
     case MathKind::Copy: return "copy, no arithmetic";
@@ -53,13 +55,19 @@ KernelMath cpu_contraction(DType dt, const std::string& engine, const std::strin
   return {storage_kind(dt), with_engine(name + " " + what, engine)};
 }
 
-// A CUDA GEMM (cuBLAS) or convolution (cuDNN): F16/BF16 accumulate in F32, F32 is never TF32. cuBLAS's
-// default algorithm runs F16/BF16 on Tensor Cores; cuDNN's heuristics may pick an engine without them.
+// A CUDA GEMM (cuBLAS) or convolution (cuDNN): F16/BF16 accumulate in F32; F32 is true F32 unless
+// cuda::allow_tf32(), when cuBLAS rounds F32 inputs to TF32 and cuDNN may pick a tensor-core engine that
+// does. cuBLAS's default algorithm runs F16/BF16 on Tensor Cores; cuDNN's heuristics may pick an engine
+// without them.
 KernelMath cuda_contraction(DType dt, const std::string& library) {
   const std::string name = dtype_name(dt);
   const std::string how = library == "cuBLAS" ? name + " Tensor Cores" : name + " x " + name;
   if (dt == DType::F16) return {MathKind::F16AccumulateF32, with_engine(how + ", F32 accumulate", library)};
   if (dt == DType::BF16) return {MathKind::BF16AccumulateF32, with_engine(how + ", F32 accumulate", library)};
+  if (dt == DType::F32 && cuda::allow_tf32()) {
+    if (library == "cuBLAS") return {MathKind::TF32AccumulateF32, with_engine("TF32 Tensor Cores, F32 accumulate", library)};
+    return {MathKind::F32, with_engine("F32, TF32 allowed: cuDNN may pick a tensor-core engine", library)};
+  }
   if (dt == DType::F32) return {MathKind::F32, with_engine("F32, no TF32", library)};
   return {storage_kind(dt), with_engine(name, library)};
 }
@@ -76,11 +84,11 @@ bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::W
 //  * CPU conv2d: ops/cpu/conv.cpp, the same split (cpu::conv_engine), im2col + GEMM in place of Eigen.
 //    oneDNN may refuse one problem, which then runs on im2col: a per-problem fallback not seen here.
 //  * CUDA matmul/linear: cuda/blas.cpp. cublasGemmEx with CUBLAS_COMPUTE_32F and CUBLAS_GEMM_DEFAULT:
-//    F16/BF16 on Tensor Cores with F32 accumulation; the handle's math mode forbids TF32, so F32 stays
-//    F32; F64 uses CUBLAS_COMPUTE_64F.
+//    F16/BF16 on Tensor Cores with F32 accumulation; F32 stays F32 unless cuda::allow_tf32()
+//    (CUBLAS_COMPUTE_32F_FAST_TF32); F64 uses CUBLAS_COMPUTE_64F.
 //  * CUDA conv2d: cuda/dnn.cpp numerics_ok: engines with reduced-precision reduction are rejected (F16/
-//    BF16 accumulate in F32), and with PlanOptions::tf32 = Tf32::Disallow (cuda/dnn.h, the default the
-//    executor plans with) Tensor Core and down-converting engines are rejected for F32: no TF32.
+//    BF16 accumulate in F32), and unless cuda::allow_tf32() (PlanOptions::tf32, cuda/dnn.h) Tensor Core
+//    and down-converting engines are rejected for F32: no TF32.
 //  * Every other op: ops/cpu/elementwise.cpp, reduce.cpp, loss.cpp, pool.cpp and the CUDA kernels over
 //    the same functors (DESIGN.md §2.2): F16/BF16 are storage, widened to F32 for the math and rounded
 //    on store; F64 computes in double. The norms (ops/cpu/norm.cpp) too, with F32 statistics.

@@ -36,12 +36,13 @@ namespace hg::amp::inspect {
 
 // How a kernel computes. F16/BF16 tensors are storage formats for most kernels (widened to F32 on
 // load, rounded on store); only GEMM/convolution engines multiply the 16-bit values directly, and
-// they accumulate in F32. TF32 has no kind: no halfgrad engine uses it (see kernel_math).
+// they accumulate in F32. TF32 only with cuda::set_allow_tf32(true) (cuda/available.h), on CUDA.
 enum class MathKind : uint8_t {
   F32,
   F64,
   F16AccumulateF32,   // F16 x F16 products, F32 accumulation (Tensor Cores)
   BF16AccumulateF32,  // BF16 x BF16 products, F32 accumulation (oneDNN AVX512_BF16, Tensor Cores)
+  TF32AccumulateF32,  // F32 inputs rounded to TF32, F32 accumulation (cuBLAS with allow_tf32)
   F32OnF16Storage,    // F16 data widened to F32, F32 math, result rounded to F16
   F32OnBF16Storage,   // the same for BF16
   Copy,               // moves values without arithmetic (cat, embedding, where)

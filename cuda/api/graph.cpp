@@ -1,14 +1,23 @@
-// cuda/graph.h in libhalfgrad: forwards to the backend (cuda/graph.cpp), loading it on first use.
+// cuda/graph.h in libhalfgrad: forwards to the backend (cuda/graph.cpp), loading it on first use; and
+// cuda/available.h's TF32 switch, which lives here so that setting it loads nothing.
 #include "cuda/graph.h"
 
+#include <atomic>
 #include <utility>
 
 #include "core/error.h"
 #include "cuda/api/backend.h"
+#include "cuda/available.h"
 
 namespace hg::cuda {
 
 void synchronize(int device) { backend_api().synchronize(device); }
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 Graph Graph::capture(int device, const std::function<void()>& body) {
   return Graph(backend_api().graph_capture(device, body), device);

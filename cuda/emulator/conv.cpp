@@ -17,10 +17,12 @@ using cuda::dnn::ConvPlanKey;
 
 template <class T> using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// An input element; with tf32 an F32 one rounded to TF32 first.
 template <class T>
-acc_t<T> get(const void* p, int64_t i) {
+acc_t<T> get(const void* p, bool tf32, int64_t i) {
   const T v = static_cast<const T*>(p)[i];
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return to_float(v);
+  else if constexpr (std::is_same_v<T, float>) return tf32 ? round_to_tf32(v) : v;
   else return v;
 }
 
@@ -32,7 +34,7 @@ void put(const void* p, int64_t i, acc_t<T> v) {
 }
 
 template <class T>
-void run(const ConvPlanKey& k, const void* x, const void* w, const void* y) {
+void run(const ConvPlanKey& k, bool tf32, const void* x, const void* w, const void* y) {
   using A = acc_t<T>;
   const int64_t G = k.groups, cg = k.c / G, kg = k.k / G;
   auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t ww) { return ((n * k.c + c) * k.h + h) * k.w + ww; };
@@ -53,7 +55,7 @@ void run(const ConvPlanKey& k, const void* x, const void* w, const void* y) {
                 for (int64_t r = 0; r < k.r; ++r)
                   for (int64_t s = 0; s < k.s; ++s) {
                     const int64_t h = in_h(oh, r), v = in_w(ow, s);
-                    if (h >= 0 && v >= 0) acc += get<T>(x, xi(n, g * cg + c, h, v)) * get<T>(w, wi(o, c, r, s));
+                    if (h >= 0 && v >= 0) acc += get<T>(x, tf32, xi(n, g * cg + c, h, v)) * get<T>(w, tf32, wi(o, c, r, s));
                   }
               put<T>(y, yi(n, o, oh, ow), acc);
             }
@@ -66,13 +68,13 @@ void run(const ConvPlanKey& k, const void* x, const void* w, const void* y) {
         for (int64_t o = 0; o < k.k; ++o)
           for (int64_t oh = 0; oh < k.oh; ++oh)
             for (int64_t ow = 0; ow < k.ow; ++ow) {
-              const A dy = get<T>(y, yi(n, o, oh, ow));
+              const A dy = get<T>(y, tf32, yi(n, o, oh, ow));
               const int64_t g = o / kg;
               for (int64_t c = 0; c < cg; ++c)
                 for (int64_t r = 0; r < k.r; ++r)
                   for (int64_t s = 0; s < k.s; ++s) {
                     const int64_t h = in_h(oh, r), v = in_w(ow, s);
-                    if (h >= 0 && v >= 0) acc[static_cast<size_t>(xi(n, g * cg + c, h, v))] += dy * get<T>(w, wi(o, c, r, s));
+                    if (h >= 0 && v >= 0) acc[static_cast<size_t>(xi(n, g * cg + c, h, v))] += dy * get<T>(w, tf32, wi(o, c, r, s));
                   }
             }
       for (int64_t i = 0; i < xn; ++i) put<T>(x, i, acc[static_cast<size_t>(i)]);
@@ -89,7 +91,7 @@ void run(const ConvPlanKey& k, const void* x, const void* w, const void* y) {
                 for (int64_t oh = 0; oh < k.oh; ++oh)
                   for (int64_t ow = 0; ow < k.ow; ++ow) {
                     const int64_t h = in_h(oh, r), v = in_w(ow, s);
-                    if (h >= 0 && v >= 0) acc += get<T>(y, yi(n, o, oh, ow)) * get<T>(x, xi(n, g * cg + c, h, v));
+                    if (h >= 0 && v >= 0) acc += get<T>(y, tf32, yi(n, o, oh, ow)) * get<T>(x, tf32, xi(n, g * cg + c, h, v));
                   }
               put<T>(w, wi(o, c, r, s), acc);
             }
@@ -99,7 +101,8 @@ void run(const ConvPlanKey& k, const void* x, const void* w, const void* y) {
 
 }  // namespace
 
-cudaError_t reference_conv(const ConvPlanKey& key, const void* x, const void* w, const void* y, cudaStream_t s) {
+cudaError_t reference_conv(const ConvPlanKey& key, bool tensor_core, const void* x, const void* w, const void* y,
+                           cudaStream_t s) {
   const int64_t xb = key.n * key.c * key.h * key.w, wb = key.k * (key.c / key.groups) * key.r * key.s,
                 yb = key.n * key.k * key.oh * key.ow;
   const size_t es = dtype_size(key.dtype);
@@ -113,12 +116,13 @@ cudaError_t reference_conv(const ConvPlanKey& key, const void* x, const void* w,
       return cudaErrorLaunchFailure;
     }
   }
-  return enqueue(s, "conv", [key, x, w, y] {
+  const bool tf32 = key.tf32 && tensor_core;
+  return enqueue(s, "conv", [key, tf32, x, w, y] {
     switch (key.dtype) {
-      case DType::F32: run<float>(key, x, w, y); break;
-      case DType::F16: run<f16>(key, x, w, y); break;
-      case DType::BF16: run<bf16>(key, x, w, y); break;
-      case DType::F64: run<double>(key, x, w, y); break;
+      case DType::F32: run<float>(key, tf32, x, w, y); break;
+      case DType::F16: run<f16>(key, false, x, w, y); break;
+      case DType::BF16: run<bf16>(key, false, x, w, y); break;
+      case DType::F64: run<double>(key, false, x, w, y); break;
       default: fail_sticky("conv: dtype without a cuDNN type"); break;
     }
   });

@@ -11,8 +11,9 @@
 namespace hg::emu {
 
 // For key.dir: Fprop y = conv(x, w); Dgrad x = dgrad(y, w) (x is dx, y is dy); Wgrad w = wgrad(x, y)
-// (w is dw, y is dy). Enqueued on s; returns the enqueue's status.
-cudaError_t reference_conv(const cuda::dnn::ConvPlanKey& key, const void* x, const void* w, const void* y,
+// (w is dw, y is dy). Enqueued on s; returns the enqueue's status. tensor_core: the plan's engine is a
+// tensor-core one, so with key.tf32 the F32 inputs are read rounded to TF32, as those engines compute.
+cudaError_t reference_conv(const cuda::dnn::ConvPlanKey& key, bool tensor_core, const void* x, const void* w, const void* y,
                            cudaStream_t s);
 
 // The emulated GPU's cuDNN device properties (tests/cuda/fixtures/h200_sm90.json, embedded by the build).

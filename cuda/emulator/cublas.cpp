@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/half.h"
@@ -41,6 +42,7 @@ struct GemmCall {
   int64_t ldc = 1;
   long long stride_c = 0;
   int64_t batch = 1;
+  bool tf32 = false;  // CUBLAS_COMPUTE_32F_FAST_TF32: A and B are read rounded to TF32
 };
 
 // Storage type T computes in Acc<T>: double for double, float for float, f16 and bf16. Widening is
@@ -54,6 +56,10 @@ template <class T> using Acc = hg::compute_t<T>;
 // multiply-add would round differently.
 template <class T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> beta) {
   using F = Acc<T>;
+  auto in = [&g](T v) -> F {  // an element of A or B
+    if constexpr (std::is_same_v<T, float>) return g.tf32 ? hg::round_to_tf32(v) : v;
+    else return hg::load(v);
+  };
   std::vector<F> acc(static_cast<size_t>(g.m)), b_col(static_cast<size_t>(g.k));
   for (int64_t bt = 0; bt < g.batch; ++bt) {
     const T* A = static_cast<const T*>(g.a) + bt * g.stride_a;
@@ -68,19 +74,19 @@ template <class T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> b
       }
       // op(B)(:, j), widened once
       for (int64_t l = 0; l < g.k; ++l)
-        b_col[l] = hg::load(g.op_b == CUBLAS_OP_N ? B[l + j * g.ldb] : B[j + l * g.ldb]);
+        b_col[l] = in(g.op_b == CUBLAS_OP_N ? B[l + j * g.ldb] : B[j + l * g.ldb]);
       if (g.op_a == CUBLAS_OP_N) {  // op(A)(i, l) = A[i + l*lda]: column l is contiguous
         std::fill(acc.begin(), acc.end(), F(0));
         for (int64_t l = 0; l < g.k; ++l) {
           const T* a = A + l * g.lda;
           const F bl = b_col[l];
-          for (int64_t i = 0; i < g.m; ++i) acc[i] += hg::load(a[i]) * bl;
+          for (int64_t i = 0; i < g.m; ++i) acc[i] += in(a[i]) * bl;
         }
       } else {  // op(A)(i, l) = A[l + i*lda]: row i of op(A) is contiguous
         for (int64_t i = 0; i < g.m; ++i) {
           const T* a = A + i * g.lda;
           F s = 0;
-          for (int64_t l = 0; l < g.k; ++l) s += hg::load(a[l]) * b_col[l];
+          for (int64_t l = 0; l < g.k; ++l) s += in(a[l]) * b_col[l];
           acc[i] = s;
         }
       }
@@ -169,8 +175,10 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
   if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
 
   if (Atype != Btype || Atype != Ctype) return CUBLAS_STATUS_NOT_SUPPORTED;
-  const bool f32_compute = computeType == CUBLAS_COMPUTE_32F &&
-                           (Ctype == CUDA_R_32F || Ctype == CUDA_R_16F || Ctype == CUDA_R_16BF);
+  // TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) takes F32 matrices only
+  const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32 && Ctype == CUDA_R_32F;
+  const bool f32_compute = tf32 || (computeType == CUBLAS_COMPUTE_32F &&
+                                    (Ctype == CUDA_R_32F || Ctype == CUDA_R_16F || Ctype == CUDA_R_16BF));
   const bool f64_compute = computeType == CUBLAS_COMPUTE_64F && Ctype == CUDA_R_64F;
   if (!f32_compute && !f64_compute) return CUBLAS_STATUS_NOT_SUPPORTED;
 
@@ -185,7 +193,8 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
                    .a = A, .lda = lda, .stride_a = strideA,
                    .b = B, .ldb = ldb, .stride_b = strideB,
                    .c = C, .ldc = ldc, .stride_c = strideC,
-                   .batch = batchCount};
+                   .batch = batchCount,
+                   .tf32 = tf32};
 
   // Every byte the call reads or writes: stored A is (a_n ? m x k : k x m), stored B (b_n ? k x n : n x k).
   const size_t elem = element_bytes(Ctype);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -508,4 +509,37 @@ TEST_CASE("convert_any: rounding, truncation and blocks", "[core][half]") {
   int64_t untouched = 99;
   convert_any(f, DType::F32, &untouched, DType::I64, 0);
   CHECK(untouched == 99);
+}
+
+TEST_CASE("round_to_tf32 keeps 10 mantissa bits, rounding ties away from zero; inf and NaN pass", "[half]") {
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  auto from = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  CHECK(round_to_tf32(1.0f) == 1.0f);
+  CHECK(round_to_tf32(-0.0f) == 0.0f);
+  CHECK(std::signbit(round_to_tf32(-0.0f)));
+  const float ulp = std::ldexp(1.0f, -10);                     // TF32's spacing at 1
+  CHECK(round_to_tf32(1.0f + ulp / 4) == 1.0f);                 // below half: down
+  CHECK(round_to_tf32(1.0f + ulp * 3 / 4) == 1.0f + ulp);       // above half: up
+  CHECK(round_to_tf32(1.0f + ulp / 2) == 1.0f + ulp);           // a tie: away from zero (not to even)
+  CHECK(round_to_tf32(-(1.0f + ulp / 2)) == -(1.0f + ulp));
+  CHECK(round_to_tf32(1.0f + ulp + ulp / 2) == 1.0f + 2 * ulp);  // a tie above an odd mantissa: away too
+  // every result has its 13 low mantissa bits clear, and is within half a TF32 ulp of the input
+  for (float f : {3.14159265f, -2.7182817f, 1e-30f, 6.1e-5f, 12345.678f, 1e-40f /* subnormal */}) {
+    const float r = round_to_tf32(f);
+    INFO(f << " -> " << r);
+    CHECK((bits(r) & 0x1fffu) == 0);
+    CHECK(std::fabs(r - f) <= std::ldexp(std::fabs(f) > 1.1754944e-38f ? std::fabs(f) : 1.1754944e-38f, -11) * 1.0000001f);
+  }
+  CHECK(std::isinf(round_to_tf32(std::numeric_limits<float>::infinity())));
+  CHECK(std::isnan(round_to_tf32(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isinf(round_to_tf32(std::numeric_limits<float>::max())));  // past TF32's largest finite value
+  CHECK(round_to_tf32(from(0x7f7fe000u)) == from(0x7f7fe000u));         // TF32's largest finite value
 }

@@ -8,6 +8,7 @@
 // NaN matches NaN and inf matches inf of the same sign.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -525,4 +526,49 @@ TEST_CASE("gpu: misuse throws hg::Error", "[gpu]") {
   CHECK_THROWS_AS(matmul(gpu(a), a.t()), Error);  // devices differ
   CHECK_THROWS_AS(add(gpu(a), a), Error);
   if (cuda::device_count() < 2) CHECK_THROWS_AS(a.to(Device::cuda(cuda::device_count())), Error);
+}
+
+TEST_CASE("gpu: allow_tf32 rounds the inputs of F32 matmul and conv2d to TF32; off by default", "[gpu]") {
+  REQUIRE_FALSE(cuda::allow_tf32());
+  auto rounded = [](const Tensor& t) {  // t with every element rounded to TF32, on the CPU
+    std::vector<float> v = t.to_vector<float>();
+    for (float& x : v) x = round_to_tf32(x);
+    return from_vector(v, t.shape());
+  };
+  auto rel = [](const Tensor& x, const Tensor& ref) {
+    const std::vector<double> a = x.to_vector<double>(), b = ref.to_vector<double>();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    return std::sqrt(num / den);
+  };
+  const Tensor a = randn({64, 256}), b = randn({256, 48});
+  const Tensor x = randn({2, 32, 12, 12}), w = randn({32, 32, 3, 3});
+  const Tensor mm = matmul(a, b), cv = conv2d(x, w, Tensor(), {.padding = 1});  // the CPU's F32
+  const Tensor mm_tf32 = matmul(rounded(a), rounded(b)), cv_tf32 = conv2d(rounded(x), rounded(w), Tensor(), {.padding = 1});
+  auto on_gpu = [&] {
+    return std::pair{matmul(gpu(a), gpu(b)).to(Device::cpu()),
+                     conv2d(gpu(x), gpu(w), Tensor(), {.padding = 1}).to(Device::cpu())};
+  };
+  const auto [mm_off, cv_off] = on_gpu();
+  cuda::set_allow_tf32(true);
+  const auto [mm_on, cv_on] = on_gpu();
+  cuda::set_allow_tf32(false);
+  INFO("matmul: off " << rel(mm_off, mm) << ", on " << rel(mm_on, mm) << " (against the F32 product)");
+  INFO("conv2d: off " << rel(cv_off, cv) << ", on " << rel(cv_on, cv));
+  CHECK(rel(mm_off, mm) < 1e-6);  // true fp32
+  CHECK(rel(cv_off, cv) < 1e-6);
+  // TF32: a 10-bit mantissa on the inputs, F32 accumulation: between F16-like and F32-like accuracy
+  CHECK(rel(mm_on, mm) > 1e-5);
+  CHECK(rel(mm_on, mm) < 3e-3);
+  // cuDNN decides: TF32 only makes its tensor-core engines eligible, and its first plan may be another
+  CHECK(rel(cv_on, cv) < 3e-3);
+#if defined(HG_CUDA_EMULATE)
+  // the emulator rounds exactly as documented: the CPU's product of the rounded inputs (for the
+  // convolution, when cuDNN's first plan is a tensor-core engine, else the F32 one)
+  CHECK(rel(mm_on, mm_tf32) < 1e-6);
+  CHECK(std::min(rel(cv_on, cv_tf32), rel(cv_on, cv)) < 1e-6);
+#else
+  (void)mm_tf32;
+  (void)cv_tf32;
+#endif
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "amp/autocast.h"
+#include "cuda/available.h"
 #include "amp/inspect/trace.h"
 #include "json_reader.h"
 #include "nn/nn.h"
@@ -295,6 +296,11 @@ TEST_CASE("kernel_math follows the CPU engines and the CUDA libraries", "[inspec
   CHECK(kernel_math(Op::Matmul, DeviceType::CUDA, DType::F32).detail == "F32, no TF32 (cuBLAS)");
   CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F16).detail == "F16 Tensor Cores, F32 accumulate (cuBLAS)");
   CHECK(kernel_math(Op::Conv2d, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
+  cuda::set_allow_tf32(true);  // (a flag only: loads nothing)
+  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::TF32AccumulateF32);
+  CHECK(kernel_math(Op::Linear, DeviceType::CPU, DType::F32).kind == MathKind::F32);  // the CPU has no TF32
+  cuda::set_allow_tf32(false);
+  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
   CHECK(kernel_math(Op::Softmax, DeviceType::CUDA, DType::F16).kind == MathKind::F32OnF16Storage);
   CHECK(kernel_math(Op::Add, DeviceType::CPU, DType::BF16).detail == "F32 math on BF16 storage");
   CHECK(kernel_math(Op::Cat, DeviceType::CPU, DType::F16).kind == MathKind::Copy);
