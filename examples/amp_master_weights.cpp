@@ -1,4 +1,4 @@
-// amp_master_weights: why F16 training keeps FP32 master weights (Micikevicius et al., ICLR 2018, sec. 3.1, fig. 2b).
+// amp_master_weights: why F16 training keeps FP32 master weights (Micikevicius et al., ICLR 2018, sec. 3.1).
 //   ./build/amp_master_weights [--data DIR] [--threads N] [--out DIR] [--steps N] [--lr X] [--seed N] [--quick]
 //
 // Three runs of the Fashion-MNIST MLP (784-256-128-10, ReLU, batch 64, mean cross-entropy) from the same initial
@@ -283,8 +283,8 @@ void print_setting(const Options& o, const example::Data& d) {
     std::printf("note: --lr %g is not the default 1e-3; the 'rule' column below shows whether most updates are "
                 "still below |w|/2048 at this rate.\n", o.lr);
   std::printf("why: a small plain-SGD step makes lr*|grad| smaller than half an F16 ulp of most weights "
-              "(|w| >= 2048 |u|), the regime of the paper's fig. 2b; with the usual recipe (lr 0.01, momentum 0.9: "
-              "~100x larger steps) O3 loses nothing (issue 4). Both F16 runs use a dynamic loss scaler (init 2^16), "
+              "(|w| >= 2048 |u|), the paper's second reason for FP32 masters (sec. 3.1); with the usual recipe (lr 0.01, "
+              "momentum 0.9: ~100x larger steps) O3 loses nothing. Both F16 runs use a dynamic loss scaler (init 2^16), "
               "so gradient underflow is not the cause of any gap: only the FP32 masters differ.\n");
 }
 
