@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Smoke test of examples/precision_formats.cpp's FP32-accumulation lesson: 4096 addends of fl16(0.1) sum to
+# exactly 409.5 in an F32 running sum but stop at 256 in an F16 one (the 2048 rule: 0.1 is below half the
+# spacing of F16 numbers from 256 on); 10000 draws from U(0,1) stop at 2048 in F16; an F32 accumulator's
+# dot-product error is at least 100x below an F16 accumulator's. Bad flags exit with status 2.
+#   precision_formats.sh EXE
+set -euo pipefail
+exe="$1"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "precision_formats.sh: FAILED: $*"; cat "$dir/log"; exit 1; }
+# shellcheck source=tests/examples/common.sh
+source "$(dirname "$0")/common.sh"
+
+"$exe" --sum 4096 0.1 >"$dir/log" 2>&1 || fail "--sum 4096 0.1 exited with $?"
+grep -q '^  exact sum 409.5$' "$dir/log" || fail "the exact sum of 4096 x fl16(0.1) is not 409.5"
+grep -Eq '^  F16 +256 ' "$dir/log" || fail "the F16 running sum did not stop at 256"
+grep -Eq '^  F32 +409.5 .*still growing' "$dir/log" || fail "the F32 running sum is not exactly 409.5"
+"$exe" --sum 10000 uniform >"$dir/log" 2>&1 || fail "--sum 10000 uniform exited with $?"
+grep -Eq '^  F16 +2048 .*after step' "$dir/log" || fail "the F16 sum of U(0,1) draws did not stop at 2048"
+"$exe" --dot 784 >"$dir/log" 2>&1 || fail "--dot 784 exited with $?"
+ratio="$(sed -nE 's/^error is ([0-9]+)x smaller.*/\1/p' "$dir/log")"
+[ -n "$ratio" ] && [ "$ratio" -ge 100 ] || fail "the F32 accumulator is not 100x more accurate (ratio '${ratio}')"
+check_bad_flags "$exe" precision_formats "--sum 0 0.1" "--sum 10 x" "--sum 5" "--dot" "--dot -3" "--sum 4 1 --csv $dir/x.csv"
+echo "precision_formats.sh: ok"
