@@ -196,6 +196,27 @@ TEST_CASE("GradScaler: gradient accumulation over several backward passes, one s
   CHECK(s.growth_tracker() == 1);
 }
 
+TEST_CASE("GradScaler: an overflow in one accumulated micro-batch skips the whole step and backs off once",
+          "[amp][scaler]") {
+  const Vec w0 = {0.5, -1.5, 2.0};
+  Tensor w = make_param(w0);
+  SGD opt({w}, {.lr = 0.1});
+  GradScaler s({.init_scale = 1024.0});
+  const std::vector<Vec> xs = {{1.0, 2.0, -1.0}, {kInf, -0.5, 4.0}, {3.0, 1.0, 0.5}};  // the 2nd overflows
+  for (const Vec& x : xs) s.scale(div(sum(mul(w, from_vector(x, {3}))), 3.0)).backward();
+  const StepResult r = s.step(opt);
+  s.update();
+  CHECK_FALSE(r.stepped());
+  CHECK(values(w) == w0);           // none of the three micro-batches reached the weights
+  CHECK(s.get_scale() == 512.0);    // one backoff for the effective batch, not one per micro-batch
+  // the next effective batch starts from zeroed gradients and steps
+  opt.zero_grad();
+  for (size_t k = 0; k < 2; ++k) s.scale(div(sum(mul(w, from_vector(xs[k == 0 ? 0 : 2], {3}))), 2.0)).backward();
+  CHECK(s.step(opt).stepped());
+  s.update();
+  CHECK(values(w) != w0);
+}
+
 TEST_CASE("GradScaler: several losses, two optimizers, one update; each optimizer skips on its own", "[amp][scaler]") {
   Tensor a = make_param({1.0, 2.0}), b = make_param({3.0});
   SGD oa({a}, {.lr = 0.5});
