@@ -227,24 +227,29 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
   const int ks = log2_of(settled);
   std::printf("\n== part 1: F32 gradients of the last %s, fraction of nonzero values below 2^-24 (F16 flush) ==\n",
               "training batches");
-  std::printf("%-22s %-16s %10s %10s %12s %11s %7s %8s\n", "layer", "kind", "nonzero", "scale 1",
-              ("settled 2^" + std::to_string(ks)).c_str(), "init 2^16", "min e", "zeros");
+  std::printf("%-22s %-16s %10s %10s %12s %11s %7s %8s %6s\n", "layer", "kind", "nonzero", "scale 1",
+              ("settled 2^" + std::to_string(ks)).c_str(), "init 2^16", "min e", "zeros", "max e");
   for (const auto& [name, kind] : h.keys()) {
     const insp::LayerStats& s = h.at(name, kind);
     HG_CHECK(s.f16.below_min_subnormal == std::llround(below_f16_subnormal(s, 0) * static_cast<double>(s.nonzero())),
              "amp_underflow: the bins and GradientHistogram's own count disagree for ", name);
-    int emin = 0;
+    int emin = 0, emax = 0;
     for (int e = insp::kMinExponent; e <= insp::kMaxExponent; ++e)
       if (s.bin(e) > 0) {
         emin = e;
         break;
       }
+    for (int e = insp::kMaxExponent; e >= insp::kMinExponent; --e)
+      if (s.bin(e) > 0) {
+        emax = e;
+        break;
+      }
     const std::string label = kind == insp::Kind::ActivationGrad ? layer_label(model, name) : name;
-    std::printf("%-22s %-16s %10lld %9.4f%% %11.4f%% %10.4f%% %7d %7.2f%%\n", label.c_str(), insp::kind_name(kind),
+    std::printf("%-22s %-16s %10lld %9.4f%% %11.4f%% %10.4f%% %7d %7.2f%% %6d\n", label.c_str(), insp::kind_name(kind),
                 static_cast<long long>(s.nonzero()), 100 * below_f16_subnormal(s, 0), 100 * below_f16_subnormal(s, ks),
-                100 * below_f16_subnormal(s, 16), emin, 100 * insp::LayerStats::ratio(s.zeros, s.count));
+                100 * below_f16_subnormal(s, 16), emin, 100 * insp::LayerStats::ratio(s.zeros, s.count), emax);
   }
-  std::printf("(min e: the smallest nonzero magnitude is in [2^e, 2^(e+1)); 2^-24 = 5.96e-8 is F16's smallest "
+  std::printf("(min e / max e: the smallest / largest nonzero magnitude is in [2^e, 2^(e+1)); 2^-24 = 5.96e-8 is F16's smallest "
               "subnormal; settled: the dynamic scaler's scale at the end of part 2, init: its initial scale;\n"
               " zeros: the share of all values that are exactly 0 already in F32 (a ReLU's inactive units), which "
               "no format loses)\n");
