@@ -43,6 +43,11 @@ awk -v u="$unscaled" -v d="$dynamic" 'BEGIN { exit !(u > 0 && d < u) }' ||
   fail "expected unscaled F16 to flush some activation gradients and dynamic scaling fewer ($unscaled% vs $dynamic%)"
 
 # Bad flags: status 2 and a message naming the flag.
-check_bad_flags "$exe" amp_underflow "--steps x" "--threads 0" "--bogus 1" "--out"
+# --grad-shift: the F32 run does not change (powers of two are exact), and the F16 runs' gradients move lower
+"$exe" --quick --threads 1 --out "$dir/shift" --grad-shift 8 >"$dir/shift.log" 2>&1 || fail "--grad-shift 8 exited with $?"
+acc() { awk -v r="$2" '$1 == r && NF == 8 { print $2 }' "$1"; }
+base_acc="$(acc "$dir/log" fp32)"
+[ -n "$base_acc" ] && [ "$base_acc" = "$(acc "$dir/shift.log" fp32)" ] || fail "--grad-shift 8 changed the fp32 run's accuracy"
+check_bad_flags "$exe" amp_underflow "--steps x" "--threads 0" "--bogus 1" "--out" "--grad-shift 61" "--grad-shift x"
 echo "amp_underflow.sh: ok (activation grads below 2^-24 at scale 1: $below1% summed over layers; flushed:" \
      "fp16-unscaled $unscaled%, fp16-dynamic $dynamic% at scale $scale)"
