@@ -66,7 +66,18 @@ class UploadRing {
         return false;
       }
     }
-    while (!in_flight_.empty() && cudaEventQuery(in_flight_.front().done) == cudaSuccess) retire_front();
+    while (!in_flight_.empty()) {
+      const cudaError_t q = cudaEventQuery(in_flight_.front().done);
+      if (q == cudaSuccess) {
+        retire_front();
+        continue;
+      }
+      // "not ready" is no error, but the runtime may leave it as the last error, where a later launch
+      // check would find it (PyTorch's allocator clears it the same way); anything else is reported
+      if (q == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+      if (q != cudaErrorNotReady) HG_CUDA_CHECK(q);
+      break;
+    }
     const size_t len = (n + kAlign - 1) / kAlign * kAlign;
     const size_t begin = head_ + len <= kBytes ? head_ : 0, end = begin + len;
     // Copies complete in stream order: waiting for the last one that reads [begin, end) waits for all.
