@@ -20,8 +20,9 @@ Optimizer::StateNames AdamBase<Options>::state_names(const Options& o) {
 }
 
 template <class Options>
-std::vector<double> AdamBase<Options>::device_hyper(const Options& o) {
-  std::vector<double> h(kAdamHyperCount);
+std::array<double, 5> AdamBase<Options>::device_hyper(const Options& o) {
+  static_assert(kAdamHyperCount == 5);
+  std::array<double, 5> h{};
   h[kAdamLr] = o.lr;
   h[kAdamBeta1] = o.betas[0];
   h[kAdamBeta2] = o.betas[1];
@@ -40,7 +41,7 @@ void AdamBase<Options>::step() {
     const AdamHyper h{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps,
                       .weight_decay = o.weight_decay, .decoupled = kDecoupled, .amsgrad = o.amsgrad};
     const size_t num_buffers = o.amsgrad ? 3 : 2;
-    const std::vector<double> hyper = device_hyper(o);
+    const std::array<double, 5> hyper = device_hyper(o);  // (no allocation per step)
     for (const Tensor& p : group.params) {
       const size_t index = i++;
       const Tensor g = p.grad();

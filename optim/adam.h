@@ -59,7 +59,7 @@ class AdamBase : public OptimizerOf<AdamBase<Options>, Options> {
   static constexpr bool kCountsSteps = true;
   static void check_options(const Options& o);
   static Optimizer::StateNames state_names(const Options& o);
-  static std::vector<double> device_hyper(const Options& o);
+  static std::array<double, 5> device_hyper(const Options& o);  // optim/update.h's AdamHyperIndex order
 };
 
 extern template class AdamBase<AdamOptions>;

@@ -210,7 +210,7 @@ class Optimizer {
 //   static constexpr const char* kName;  static constexpr bool kCountsSteps;
 //   static void check_options(const Options&);   // throws hg::Error naming the bad option
 //   static Optimizer::StateNames state_names(const Options&);
-//   static std::vector<double> device_hyper(const Options&);  // in optim/update.h's *HyperIndex order
+//   static std::array<double, N> device_hyper(const Options&);  // in optim/update.h's *HyperIndex order
 // and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
 template <class Derived, class Options>
 class OptimizerOf : public Optimizer {

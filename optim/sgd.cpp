@@ -18,8 +18,9 @@ Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
   return {"momentum_buffer"};
 }
 
-std::vector<double> SGD::device_hyper(const SGDOptions& o) {
-  std::vector<double> h(kSgdHyperCount);
+std::array<double, 4> SGD::device_hyper(const SGDOptions& o) {
+  static_assert(kSgdHyperCount == 4);
+  std::array<double, 4> h{};
   h[kSgdLr] = o.lr;
   h[kSgdMomentum] = o.momentum;
   h[kSgdDampening] = o.dampening;
@@ -34,7 +35,7 @@ void SGD::step() {
     const Group& group = groups_[gi];
     const SGDOptions& o = group.options;
     const size_t num_buffers = o.momentum != 0 ? 1 : 0;
-    const std::vector<double> hyper = device_hyper(o);
+    const std::array<double, 4> hyper = device_hyper(o);  // (no allocation per step)
     for (const Tensor& p : group.params) {
       const size_t index = i++;
       const Tensor g = p.grad();

@@ -3,6 +3,7 @@
 //   hg::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
 // The momentum buffer is set to the first step's gradient (undamped), then
 // buf = momentum * buf + (1 - dampening) * grad (optim/update.h).
+#include <array>
 #include <concepts>
 #include <type_traits>
 
@@ -40,7 +41,7 @@ class SGD final : public OptimizerOf<SGD, SGDOptions> {
   static constexpr bool kCountsSteps = false;
   static void check_options(const SGDOptions& o);
   static StateNames state_names(const SGDOptions& o);
-  static std::vector<double> device_hyper(const SGDOptions& o);
+  static std::array<double, 4> device_hyper(const SGDOptions& o);  // optim/update.h's SgdHyperIndex order
 };
 
 }  // namespace hg::optim

@@ -256,25 +256,27 @@ cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work
   return S.sticky;
 }
 
+// Whether [p, p + bytes) lies inside one block of `blocks` (by start address; size_of gives its bytes).
+template <class Blocks, class SizeOf>
+bool inside_one_block(const Blocks& blocks, const void* p, size_t bytes, SizeOf size_of) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = blocks.upper_bound(a);
+  if (it == blocks.begin()) return false;
+  --it;
+  const uintptr_t start = it->first, end = start + size_of(it->second);
+  return a >= start && a <= end && bytes <= end - a;
+}
+
 bool is_device_range(const void* p, size_t bytes) {
   State& S = st();
   std::lock_guard<std::mutex> lock(S.mu);
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  auto it = S.live.upper_bound(a);
-  if (it == S.live.begin()) return false;
-  --it;
-  const uintptr_t start = it->first, end = start + it->second.bytes;
-  return a >= start && a <= end && bytes <= end - a;
+  return inside_one_block(S.live, p, bytes, [](const Allocation& a) { return a.bytes; });
 }
 
 bool is_pinned(const void* p, size_t bytes) {
   State& S = st();
   std::lock_guard<std::mutex> lock(S.mu);
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  auto it = S.pinned.upper_bound(a);
-  if (it == S.pinned.begin()) return false;
-  --it;
-  return a >= it->first && bytes <= it->first + it->second - a;
+  return inside_one_block(S.pinned, p, bytes, [](size_t n) { return n; });
 }
 
 long stream_syncs() { return st().stream_syncs.load(); }
