@@ -1,6 +1,6 @@
 #pragma once
 // The whole public API of halfgrad.
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/grad_scaler.h"
 #include "amp/inspect/formats.h"
 #include "amp/inspect/histogram.h"
@@ -9,7 +9,7 @@
 #include "amp/inspect/trace.h"
 #include "amp/inspect/timeline.h"
 #include "amp/opt_level.h"
-#include "amp/policy.h"
+#include "ops/autocast/policy.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "core/allocator.h"

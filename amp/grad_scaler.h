@@ -1,6 +1,6 @@
 #pragma once
 // Dynamic loss scaling: torch.amp.GradScaler's algorithm and its misuse errors, plus Apex/Megatron's
-// min/max scale, hysteresis and a static scale (reference/amp-anchors.md §1.4, §1.6, §2.3).
+// min/max scale, hysteresis and a static scale (torch/amp/grad_scaler.py; apex/amp/scaler.py; Megatron-LM's DynamicGradScaler).
 //
 //   hg::amp::GradScaler scaler;                       // init 2^16, x2 after 2000 clean steps, x0.5 on inf
 //   scaler.scale(loss).backward();

@@ -1,5 +1,5 @@
 #pragma once
-// Apex's opt levels in one call (apex.amp.initialize, amp-anchors §2.1), resolved into explicit
+// Apex's opt levels in one call (apex.amp.initialize; apex/amp/frontend.py's Properties), resolved into explicit
 // properties that the training loop then follows:
 //   O0  pure F32: no autocast, no loss scaling
 //   O1  autocast (run forward and loss under amp::Autocast(dev, props.dtype)), F32 parameters,

@@ -1,5 +1,5 @@
 #pragma once
-// The math of the grad scaler, written once (DESIGN.md §2.3) for the CPU loop (amp/grad_scaler.cpp)
+// The math of the grad scaler, written once (docs/ARCHITECTURE.md, Principles 3) for the CPU loop (amp/grad_scaler.cpp)
 // and a CUDA kernel: torch's _amp_foreach_non_finite_check_and_unscale_ (per element) and
 // _amp_update_scale_ (one scalar update, with Apex/Megatron's hysteresis and min/max scale added),
 // then the unscale kernel's arguments and its dispatch table, then the one-thread ops over the
@@ -14,7 +14,7 @@
 
 namespace hg::amp {
 
-// Never compile with fast-math (DESIGN.md §7): it folds this test away. inf - inf and NaN - NaN are NaN.
+// Never compile with fast-math (docs/ARCHITECTURE.md, Style 3): it folds this test away. inf - inf and NaN - NaN are NaN.
 template <class C>
 HG_HD bool amp_is_finite(C x) {
   return x - x == C(0);

@@ -1,6 +1,6 @@
 // bench_elementwise: memory-bound elementwise ops and reductions on 16M elements, F32 vs F16 vs BF16.
 // Low-precision storage moves half the bytes, so with vectorised conversions F16/BF16 should be no
-// slower than F32 (reference/cpu-notes.md §4). Prints ms per call, effective GB/s and the ratio to F32.
+// slower than F32 (docs/ARCHITECTURE.md, "Benchmark method"). Prints ms per call, effective GB/s and the ratio to F32.
 //   bench_elementwise [--quick] [--n ELEMENTS]
 #include <cstdio>
 #include <cstdlib>

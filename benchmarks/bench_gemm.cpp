@@ -3,7 +3,7 @@
 // shapes in the same run, and this CPU's measured peak for the ISA it has (FMA on ymm with AVX2, on zmm
 // with AVX-512; VDPBF16PS with AVX512_BF16). Row-major C(M,N) = A(M,K) * B(K,N), no transposes. An
 // engine this CPU cannot run is reported as n/a with the reason.
-// Method as in reference/cpu-notes.md §0: warm-up, median of 7 samples of >= 0.1 s each, samples of
+// Method (docs/ARCHITECTURE.md, "Benchmark method"): warm-up, median of 7 samples of >= 0.1 s each, samples of
 // all configurations of a shape interleaved, a sample retried while other processes keep the shared
 // VM busy; "clean" counts undisturbed samples.
 #include <omp.h>

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor: a cheap shared handle to contiguous row-major storage with a runtime dtype and device.
-// reshape/view share storage; transpose/permute/slice/cat copy (DESIGN.md §2.7).
+// reshape/view share storage; transpose/permute/slice/cat copy (docs/ARCHITECTURE.md, Principles 7).
 // The differentiable members (to, reshape, transpose, ...) are ops: they are declared here for a
 // libtorch-like API and defined in ops/ (shape.cpp, cast.cpp); the autograd members in autograd/.
 #include <cstdint>

@@ -5,7 +5,7 @@
 // A row-major R (r x c, leading dim ld) is, byte for byte, the column-major R^T (c x r, same ld).
 // So row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands (with their
 // leading dims and batch strides), swap m and n, keep each operand's transpose flag
-// (cuda-notes §2.4).
+// (docs/ARCHITECTURE.md, "Facts the code relies on").
 #include <cstdint>
 
 #include "ops/gemm.h"

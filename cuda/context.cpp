@@ -62,7 +62,7 @@ void setup_memory_pool(DeviceContext& c) {
 void setup_blas(DeviceContext& c) {
   HG_CUBLAS_CHECK(cublasCreate(&c.blas));
   HG_CUBLAS_CHECK(cublasSetStream(c.blas, c.stream));
-  // Split-K partial sums stay in the fp32 accumulator even when C is F16/BF16 (cuda-notes §2.1).
+  // Split-K partial sums stay in the fp32 accumulator even when C is F16/BF16 (docs/ARCHITECTURE.md, "cuBLAS math mode").
   HG_CUBLAS_CHECK(cublasSetMathMode(
       c.blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   // A user-owned workspace: reproducible results on one stream, and usable under graph capture.

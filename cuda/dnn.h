@@ -1,6 +1,6 @@
 #pragma once
 // Convolution through the cuDNN 9 graph (backend) API, not the deprecated legacy cudnnConvolution*
-// functions (cuda-notes §1). Two layers:
+// functions (docs/ARCHITECTURE.md, "Facts the code relies on"). Two layers:
 //  * planning, which needs no GPU: a ConvPlanKey (one problem in one direction) becomes cuDNN backend
 //    descriptors (tensors, convolution, operation, operation graph), heuristics (mode A, then the
 //    fallback list) and finalized execution plans with their workspace sizes. It runs against a live
@@ -72,8 +72,8 @@ class BackendDesc {
 int64_t cudnn_version();
 constexpr int64_t kDevicelessMinVersion = 90800;
 
-// A finalized CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR from cuDNN's JSON (the keys listed in cuda-notes
-// §1.3). Throws hg::Error quoting cuDNN's reason, e.g. a missing key.
+// A finalized CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR from cuDNN's JSON (the keys cuDNN's
+// cudnnBackendDeviceProp JSON carries). Throws hg::Error quoting cuDNN's reason, e.g. a missing key.
 BackendDesc device_prop_from_json(const std::string& json);
 // The JSON of a real device's properties (needs the GPU); the GPU tests print it so that the
 // fixtures in tests/cuda/fixtures/ can be replaced by measured values.

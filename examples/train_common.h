@@ -284,9 +284,6 @@ inline int resume_run(const Args& a, const Mode& m, hg::nn::Module& model, hg::o
   return done;
 }
 
-// Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
-// sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
-// steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
 // The examples' Fashion-MNIST MLP, 784-256-128-10 with ReLU: fashion_mnist_mlp and the AMP teaching programs
 // train this one network (built right after manual_seed, the same initial weights), so their numbers compare.
 inline std::shared_ptr<hg::nn::Sequential> fashion_mnist_mlp() {
@@ -328,6 +325,9 @@ class Inspection {
   hg::amp::inspect::LedgerSnapshot forward_;
 };
 
+// Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
+// sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
+// steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
 inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& opt, const Data& d) {
   using clock = std::chrono::steady_clock;
   const hg::Device dev = device_of(a);

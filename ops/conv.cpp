@@ -1,8 +1,8 @@
-// conv2d: check -> dispatch -> record backward (DESIGN.md §4). The kernels see one ConvArgs problem:
+// conv2d: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). The kernels see one ConvArgs problem:
 // forward, backward-data (dx) and backward-weight (dw and db in one pass over dy).
 #include "ops/conv.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/cpu/conv.h"
 #include "ops/reduce.h"

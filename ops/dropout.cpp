@@ -1,4 +1,4 @@
-// dropout: check -> dispatch -> record backward (DESIGN.md §4). One fused kernel draws the Philox mask
+// dropout: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). One fused kernel draws the Philox mask
 // and scales; backward runs the same kernel on dy with the same (seed, offset), so the mask is
 // regenerated instead of stored (no mask memory, and the same bits on every backend).
 #include "ops/dropout.h"
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <utility>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"

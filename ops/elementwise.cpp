@@ -1,7 +1,7 @@
-// Public elementwise ops: check -> dispatch -> record backward (DESIGN.md §4).
+// Public elementwise ops: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op").
 #include "ops/elementwise.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"

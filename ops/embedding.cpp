@@ -1,9 +1,9 @@
-// embedding: check -> dispatch -> record backward (DESIGN.md §4). Forward gathers weight rows; backward
+// embedding: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). Forward gathers weight rows; backward
 // scatter-adds dy rows into a (num, dim) gradient accumulated in F32 (F64 for F64) and cast once to
 // weight's dtype, so repeated F16/BF16 indices do not round at every addition.
 #include "ops/embedding.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 

@@ -1,4 +1,4 @@
-// Losses (torch.nn.functional definitions): check -> dispatch -> record backward (DESIGN.md §4).
+// Losses (torch.nn.functional definitions): check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op").
 // cross_entropy and nll_loss run one fused kernel per direction (ops/cpu/loss.cpp, cuda/kernels/loss.cu):
 // forward keeps one log-sum-exp per row, backward rebuilds softmax - smoothed one-hot from the logits.
 // mse, l1 and BCE-with-logits are composed from differentiable elementwise ops and reductions, so they
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <utility>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"

@@ -1,9 +1,9 @@
-// matmul: check -> dispatch -> record backward (DESIGN.md §4). Every product, forward and backward,
+// matmul: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). Every product, forward and backward,
 // is one (possibly batched) row-major GEMM whose transpose flags and leading dimensions describe
-// the stored layout, so nothing is ever transposed by copying (DESIGN.md §2.7).
+// the stored layout, so nothing is ever transposed by copying (docs/ARCHITECTURE.md, Principles 7).
 #include "ops/matmul.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/reduce.h"

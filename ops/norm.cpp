@@ -1,4 +1,4 @@
-// batch_norm and layer_norm: check -> autocast -> dispatch -> record backward (DESIGN.md §4). The
+// batch_norm and layer_norm: check -> autocast -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). The
 // kernels (ops/cpu/norm.cpp, cuda/kernels/norm.cu, math in ops/norm_math.h) compute the statistics in
 // F32 (F64 for F64) and write y in x's dtype; forward saves each group's mean and 1/std for backward,
 // which computes dx, dweight and dbias in one kernel. weight, bias and the running statistics may have
@@ -6,7 +6,7 @@
 // them in the compute dtype, and the gradients come back in each parameter's own dtype.
 #include "ops/norm.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "core/allocator.h"
 

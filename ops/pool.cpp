@@ -1,9 +1,9 @@
-// Pooling ops: check -> dispatch -> record backward (DESIGN.md §4). The window math lives in
+// Pooling ops: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). The window math lives in
 // ops/pool_math.h; here only torch's argument rules and shapes. Max pooling saves the flat index of
 // each window's maximum (I64, like torch's return_indices) for its backward.
 #include "ops/pool.h"
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 
 namespace hg {

@@ -1,4 +1,4 @@
-// Reductions and softmax: check -> dispatch -> record backward (DESIGN.md §4). Kernels see a
+// Reductions and softmax: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). Kernels see a
 // contiguous (outer, r, inner) view; reduced dims that are not adjacent are first permuted to the
 // end (one copy) so every reduction is a single kernel call that rounds once.
 #include "ops/reduce.h"
@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"

@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
 

@@ -31,7 +31,7 @@ struct AmpStep;  // optim/update.h
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
 
-// FP32 master weights (DESIGN.md §5, Micikevicius et al. 2018). With Auto (the default) an F16/BF16
+// FP32 master weights (docs/ARCHITECTURE.md, Principles 6; Micikevicius et al. 2018). With Auto (the default) an F16/BF16
 // parameter gets an F32 master copy at its first step, made from the parameter's values; every step
 // then updates the master (moments are F32 in any case) and rounds it once (RNE) into the parameter,
 // so updates below half an F16/BF16 ulp of the weight accumulate instead of being swamped. F32 and

@@ -1,6 +1,6 @@
 #pragma once
 // The per-element math of the optimizer updates and of gradient clipping, written once as HG_HD
-// functors (DESIGN.md §2.3) and called by the CPU loops (optim/cpu_update.cpp) and the CUDA kernels
+// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (optim/cpu_update.cpp) and the CUDA kernels
 // (cuda/kernels/optim.cu); then the kernels' argument structs and their dispatch tables.
 //
 // The formulas are torch 1.13's non-fused single-tensor ones (torch/optim/sgd.py, adam.py, adamw.py)
@@ -10,7 +10,7 @@
 //
 // Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
 // buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
-// update then reads and writes the master and rounds it into the parameter (DESIGN.md §5).
+// update then reads and writes the master and rounds it into the parameter (docs/ARCHITECTURE.md, Principles 6).
 // grad_scale (1 unless the grad scaler left an F16 gradient scaled: amp/grad_scaler.h) multiplies the
 // gradient in C before anything else, so unscaling costs no extra pass over memory.
 //

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/inspect/text_file.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"

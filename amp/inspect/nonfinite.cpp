@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/inspect/formats.h"
 #include "amp/inspect/module_names.h"
 #include "autograd/node.h"

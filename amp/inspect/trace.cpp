@@ -90,12 +90,12 @@ bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::W
 //    BF16 accumulate in F32), and unless cuda::allow_tf32() (PlanOptions::tf32, cuda/dnn.h) Tensor Core
 //    and down-converting engines are rejected for F32: no TF32.
 //  * Every other op: ops/cpu/elementwise.cpp, reduce.cpp, loss.cpp, pool.cpp and the CUDA kernels over
-//    the same functors (DESIGN.md §2.2): F16/BF16 are storage, widened to F32 for the math and rounded
+//    the same functors (docs/ARCHITECTURE.md, Principles 2): F16/BF16 are storage, widened to F32 for the math and rounded
 //    on store; F64 computes in double. The norms (ops/cpu/norm.cpp) too, with F32 statistics.
 //  * cat, embedding and where copy or select values: no arithmetic, exact in any dtype.
 KernelMath kernel_math(Op op, DeviceType dev, DType dtype) {
   HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::Op; pass ",
-           "one of amp::Op's values (amp/policy.h)");
+           "one of amp::Op's values (ops/autocast/policy.h)");
   if (is_copy(op)) return {MathKind::Copy, std::string("copy, no arithmetic (") + dtype_name(dtype) + ")"};
   if (dtype == DType::I64) return {MathKind::Integer, "I64"};
   const bool gemm = op == Op::Matmul || op == Op::Linear;

@@ -9,7 +9,7 @@
 //   trace.write_json("trace.json");
 //
 // What is recorded: every outermost call of a public op that calls the autocast hook (amp::Op, see
-// amp/policy.h) on the trace's thread while it lives, through amp::ObserveOps. An op made of other
+// ops/autocast/policy.h) on the trace's thread while it lives, through amp::ObserveOps. An op made of other
 // ops (linear -> matmul + add, var -> mean, mul, sum...) is one entry. Shape ops and casts that the
 // user calls directly (reshape, Tensor::to) are not amp ops and are not listed; backward never is.
 // Observers are per thread: ops that other threads run (a DataLoader's workers) are not recorded.
@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/inspect/module_names.h"
 #include "core/tensor.h"
 #include "nn/module.h"

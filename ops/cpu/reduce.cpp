@@ -1,6 +1,6 @@
 // CPU reductions (sum, max, min) and softmax over contiguous x viewed as (outer, r, inner).
 // Every kernel widens blocks with the bulk converters, computes in compute_t<T> (float, double for
-// F64) and rounds once on store (DESIGN.md §2.2).
+// F64) and rounds once on store (docs/ARCHITECTURE.md, Principles 2).
 //
 // Reductions are split into pieces: (outer row, chunk of kCols inner columns, range of r). The split
 // of r depends only on the shape, never on the thread count, so results are bit-identical for any

@@ -1,4 +1,4 @@
-// Autocast (amp/autocast.h, amp/policy.h): the policy table in executable form, nesting, eligibility,
+// Autocast (ops/autocast/autocast.h, ops/autocast/policy.h): the policy table in executable form, nesting, eligibility,
 // backward dtypes, the weight cast cache and thread-locality. Every op of the table runs under each
 // preset and each autocast dtype against the same op run without autocast on inputs cast by a small
 // reference of torch's rules written here; the presets are also checked against torch's lists by hand.
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
-#include "amp/policy.h"
+#include "ops/autocast/autocast.h"
+#include "ops/autocast/policy.h"
 #include "autograd/node.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -136,7 +136,7 @@ DType expected_dtype(CastPolicy p, DType lower, NativeOut rule, std::vector<DTyp
   return rule == NativeOut::Widened && is_low_precision(widest()) ? DType::F32 : widest();
 }
 
-// torch's rules, written independently of amp/autocast.cpp: the inputs as the op should see them, or
+// torch's rules, written independently of ops/autocast/autocast.cpp: the inputs as the op should see them, or
 // nullopt where torch raises (Promote over F16 and BF16).
 std::optional<Inputs> reference_cast(CastPolicy p, DType lower, Inputs xs) {
   auto eligible = [](const Tensor& t) { return t.defined() && (is_low_precision(t.dtype()) || t.dtype() == DType::F32); };

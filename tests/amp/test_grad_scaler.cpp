@@ -1,5 +1,6 @@
 // amp::GradScaler against torch.amp.GradScaler's documented algorithm and usage rules
-// (reference/amp-anchors.md §1.4-1.6) and Apex/Megatron's extras (§2.3).
+// (torch/amp/grad_scaler.py and the torch.amp docs) and Apex/Megatron's extras (apex/amp/scaler.py, Megatron-LM's
+// DynamicGradScaler: min/max scale, hysteresis).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

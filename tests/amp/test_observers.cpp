@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "core/rng.h"
 #include "nn/nn.h"

@@ -187,7 +187,7 @@ TEST_CASE("cuda gemm mapping: column-major call reproduces row-major GEMM", "[cu
 }
 
 TEST_CASE("cuda gemm mapping: the fields of the swap", "[cuda][cpu]") {
-  // Y[B,out] = X W^T with W [out,in] (cuda-notes §2.4): gemm(T, N, m=out, n=B, k=in, A=W, B=X).
+  // Y[B,out] = X W^T with W [out,in] (docs/ARCHITECTURE.md, "Facts the code relies on"): gemm(T, N, m=out, n=B, k=in, A=W, B=X).
   double x[6] = {}, w[12] = {}, y[8] = {};
   GemmArgs g;
   g.dtype = DType::F32;

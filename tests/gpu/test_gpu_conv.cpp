@@ -3,7 +3,7 @@
 //  * the three kernel tables directly (forward with bias, backward-data, backward-weight with the bias
 //    gradient), every output poisoned with NaN first so an unwritten element fails;
 //  * the reference is the CPU kernel in F64 on the same rounded inputs; the error is the relative norm
-//    ||gpu - ref|| / ||ref|| (cuda-notes §5d): F32 <= 1e-5 (true fp32: TF32 engines are filtered out),
+//    ||gpu - ref|| / ||ref|| (docs/ARCHITECTURE.md, "GPU tolerances"): F32 <= 1e-5 (true fp32: TF32 engines are filtered out),
 //    F16 <= 2e-3, BF16 <= 1e-2 (one rounding of the output dominates), F64 <= 1e-12;
 //  * empty reductions (no input channels, no batch) write zeros (+ bias), as the CPU does;
 //  * the public op conv2d with autograd on both devices;

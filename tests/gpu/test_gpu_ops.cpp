@@ -101,7 +101,7 @@ void check_close(const Tensor& cpu, const Tensor& cuda, Tol tol, const std::stri
   CHECK(bad == 0);
 }
 
-// ||gpu - cpu|| / ||cpu|| for a GEMM-like result (cuda-notes §5d).
+// ||gpu - cpu|| / ||cpu|| for a GEMM-like result (docs/ARCHITECTURE.md, "GPU tolerances").
 void check_rel_norm(const Tensor& cpu, const Tensor& cuda, double bound, const std::string& what) {
   INFO(what);
   REQUIRE(cpu.shape() == cuda.shape());

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "test_util.h"
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/opt_level.h"
 #include "core/rng.h"
 #include "core/safetensors.h"

@@ -1,4 +1,4 @@
-// FP32 master weights in the optimizers (DESIGN.md §5): F16/BF16 parameters are updated through an
+// FP32 master weights in the optimizers (docs/ARCHITECTURE.md, Principles 6): F16/BF16 parameters are updated through an
 // F32 master copy, bit for bit the F32 run of the same updates; tiny updates accumulate instead of
 // being swamped; masters travel in the state dict; the grad scaler's deferred unscale hook.
 #include <catch2/catch.hpp>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/inspect/memory.h"
 #include "amp/opt_level.h"
 #include "core/allocator.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "amp/inspect/nonfinite.h"
 #include "autograd/node.h"
 #include "core/rng.h"

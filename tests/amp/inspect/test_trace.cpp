@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 #include "cuda/available.h"
 #include "amp/inspect/trace.h"
 #include "json_reader.h"

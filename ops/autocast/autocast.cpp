@@ -1,4 +1,4 @@
-#include "amp/autocast.h"
+#include "ops/autocast/autocast.h"
 
 #include <array>
 #include <atomic>
@@ -25,8 +25,6 @@ struct ThreadState {
   bool cache_enabled = true;
   int nesting = 0;
   bool excluded = false;  // inside an autocast-policed op: nested ops are not cast again
-  std::vector<OpObserver*> observers;
-  int observe_depth = 0;     // live observed OpCasts (0 or 1): nested ops are part of the observed one
   OpCall* planning = nullptr;  // the observed call whose casts plan() is making
   bool any_enabled() const { return dev[0].enabled || dev[1].enabled; }
 };
@@ -197,8 +195,8 @@ OpCast::OpCast(Op op, std::initializer_list<Tensor> inputs) { start(op, inputs.b
 OpCast::OpCast(Op op, const std::vector<Tensor>& inputs) { start(op, inputs.data(), inputs.data() + inputs.size()); }
 
 void OpCast::start(Op op, const Tensor* begin, const Tensor* end) {
-  const bool observed = !tls.observers.empty() && tls.observe_depth == 0;
-  if ((tls.excluded || !tls.any_enabled()) && !observed) return;  // common path: one TLS read
+  const bool observed = observe::wanted();
+  if ((tls.excluded || !tls.any_enabled()) && !observed) return;  // common path: two thread-local reads
   if (autograd::in_backward()) return;
   if (!observed) return activate(plan(op, begin, end));
   // An observed call: plan() records its policy and casts, and the guard is true even without casts so
@@ -218,7 +216,7 @@ void OpCast::start(Op op, const Tensor* begin, const Tensor* end) {
     active_ = true;
   }
   call_ = std::move(call);
-  ++tls.observe_depth;  // last: nothing above may throw after it
+  observe::enter();  // last: nothing above may throw after it
 }
 
 void OpCast::activate(std::optional<std::vector<Tensor>> cast) {
@@ -232,7 +230,7 @@ void OpCast::activate(std::optional<std::vector<Tensor>> cast) {
 
 OpCast::~OpCast() {
   if (excludes_) tls.excluded = prev_excluded_;
-  if (call_) --tls.observe_depth;
+  if (call_) observe::leave();
 }
 
 Tensor OpCast::result(Tensor y) const {
@@ -240,13 +238,10 @@ Tensor OpCast::result(Tensor y) const {
     call_->ran = cast_;
     NoGradGuard no_grad;
     ExcludeGuard exclude;
-    for (size_t i = 0; i < tls.observers.size(); ++i) tls.observers[i]->on_op(*call_, y);
+    observe::report(*call_, y);
   }
   return y;
 }
-
-ObserveOps::ObserveOps(OpObserver& o) : o_(&o) { tls.observers.push_back(o_); }
-ObserveOps::~ObserveOps() { std::erase(tls.observers, o_); }
 
 ExcludeGuard::ExcludeGuard() : prev_(tls.excluded) { tls.excluded = true; }
 ExcludeGuard::~ExcludeGuard() { tls.excluded = prev_; }

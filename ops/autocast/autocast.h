@@ -1,6 +1,8 @@
 #pragma once
-// torch.autocast for halfgrad (DESIGN.md §4-5): a thread-local, nestable RAII guard per device type, and
-// the op-boundary hook OpCast that public ops call before they check, dispatch and record.
+// torch.autocast for halfgrad: a thread-local, nestable RAII guard per device type, and the op-boundary
+// hook OpCast that public ops call before they check, dispatch and record (docs/ARCHITECTURE.md, "Floors":
+// this folder sits below ops, which call it, and knows nothing above them). OpCast also reports each call to
+// the op observers of ops/autocast/observe.h.
 //
 //   { amp::Autocast ac(DeviceType::CPU);             // BF16 on CPU, F16 on CUDA by default
 //     Tensor y = hg::linear(x, w, b);                // Lower: x, w, b cast to BF16; y is BF16
@@ -8,7 +10,7 @@
 //   l.backward();                                    // outside the region, as torch recommends
 //
 // The casts are Tensor::to(DType), recorded by autograd, so backward runs in the dtypes forward chose and
-// an F32 parameter receives an F32 gradient. Policies (op -> Lower/Fp32/Promote/Keep) live in amp/policy.h.
+// an F32 parameter receives an F32 gradient. Policies (op -> Lower/Fp32/Promote/Keep) live in ops/autocast/policy.h.
 //
 // Backward under an enabled region: backward functions call public ops (sum for a bias gradient, ...)
 // that would be cast again, and the engine rejects gradients whose dtype changed. Call backward after the
@@ -19,7 +21,8 @@
 #include <optional>
 #include <vector>
 
-#include "amp/policy.h"
+#include "ops/autocast/observe.h"
+#include "ops/autocast/policy.h"
 #include "core/tensor.h"
 
 namespace hg::amp {
@@ -70,43 +73,6 @@ void reset_cast_cache_stats();
 int64_t cast_cache_size();
 int64_t cast_cache_bytes(DType dt);  // bytes held by cached casts to dt (the memory ledger's "cast cache")
 void clear_cast_cache();
-
-// --- op observers (amp/inspect: PrecisionTrace, NonFiniteOrigin) ---
-// An observer is told about every public op that passes through the hook on this thread: outermost calls
-// only (an op's re-entry with cast inputs and the ops it is made of are part of it), never inside backward.
-// Observing changes no numbers: the same casts run with or without observers.
-struct CastRecord {
-  size_t input = 0;  // which input of the op
-  DType from = DType::F32, to = DType::F32;
-  int64_t bytes = 0;       // size of the cast copy
-  bool cacheable = false;  // an F32 leaf weight: the cast goes through the cast cache
-  bool cache_hit = false;  // ... and was found there (no copy made)
-};
-struct OpCall {
-  Op op = Op::Count_;
-  std::vector<Tensor> inputs;        // as the caller passed them
-  std::optional<CastPolicy> policy;  // the policy applied; nullopt: autocast off for these inputs
-  std::vector<CastRecord> casts;
-  std::vector<Tensor> ran;           // the inputs the op ran on, after the casts
-};
-class OpObserver {
- public:
-  virtual ~OpObserver() = default;
-  // After the op returned `output`, on the op's thread, under NoGradGuard and ExcludeGuard (ops run
-  // here neither record nor cast, and are not observed). An op that throws is not reported.
-  virtual void on_op(const OpCall& call, const Tensor& output) = 0;
-};
-// Registers an observer on this thread for the guard's lifetime; guards nest, every live one is called.
-class ObserveOps {
- public:
-  explicit ObserveOps(OpObserver& o);
-  ~ObserveOps();
-  ObserveOps(const ObserveOps&) = delete;
-  ObserveOps& operator=(const ObserveOps&) = delete;
-
- private:
-  OpObserver* o_;
-};
 
 // The op-boundary hook. A public op starts with
 //     if (amp::OpCast c{amp::Op::Linear, {x, w, b}}) return c.result(linear(c[0], c[1], c[2]));

@@ -1,4 +1,4 @@
-#include "amp/policy.h"
+#include "ops/autocast/policy.h"
 
 #include <atomic>
 #include <iterator>
