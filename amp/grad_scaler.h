@@ -13,40 +13,10 @@
 // Per optimizer the scaler walks READY -> UNSCALED -> STEPPED; update() puts every optimizer back to
 // READY. unscale_ twice, step twice, or unscale_ after step throw hg::Error naming the misuse.
 //
-// Gradients are unscaled as torch does, in place, g * (1/scale) computed in F32 (F64 for F64 grads)
-// with the finite check in the same pass -- except F16 gradients. Unscaling those in F16 would flush
-// the small values scaling exists to keep (torch refuses: "Attempting to unscale FP16 gradients").
-// Their gradient must keep the parameter's dtype, so the scaler checks them as they are and hands
-// 1/scale to the optimizer (Optimizer::set_grad_scale); the next step's update kernel multiplies the
-// widened gradient by it in F32 -- exactly what an F32 unscale would give -- in the same pass as the
-// update of the F32 master. Consequence: after unscale_, an F16 parameter's .grad() is still scaled
-// (F32/BF16/F64 gradients are unscaled). To clip, call optim::clip_grad_norm_(opt, max_norm), which
-// counts the pending factors and folds its clip factor into them; the vector-of-parameters version
-// and clip_grad_value_ would see the scaled F16 values.
-//
-// Two paths, chosen at the first scale() from the loss's device (torch creates its state lazily there),
-// or, when step()/unscale_ come first, from the first gradient's device:
-//  * Host (a CPU loss): the scale, growth tracker and hysteresis counter are host values (the scale an
-//    F32, as torch's); unscale_ reads found_inf back, and step() calls the optimizer only when no
-//    gradient was inf/NaN (torch's non-fused path, one host sync per step on a GPU).
-//  * Kernel (a CUDA loss; StepSkip::Kernel forces it on any device, so the CPU tests run it too): the
-//    state lives on the loss's device (scale, inv_scale, trackers, one found_inf flag per optimizer).
-//    scale() multiplies by the device scale; unscale_ computes 1/scale on the device (in double,
-//    rounded to F32, as the host) and the unscale kernel (cuda/kernels/amp.cu) reads it there and
-//    writes found_inf there; step() always calls the optimizer, handing it found_inf and the device
-//    1/scale of F16 gradients (Optimizer::set_found_inf, set_device_grad_scale), and the update kernels
-//    leave everything untouched when found_inf is set (torch's fused optimizers); update() is a
-//    one-thread kernel over amp::state_update. No copy to the host, no sync in scale, unscale_, step
-//    and update: a training loop can be captured into a CUDA graph. Reading values does sync:
-//    get_scale(), growth_tracker(), hysteresis_left(), state_dict() and a StepResult's accessors.
-//    The "scale below 1" warning is given when the scale is read (update() cannot see it).
-//    So does optim::clip_grad_norm_ (it returns the norm as a double; optim::clip_grad_norm_tensor_
-//    returns it as a device tensor and does not wait). One-time copies that wait:
-//    choosing the path (the state goes to the device), a fifth optimizer (the flags grow), a
-//    parameter's first step on this path (its device step counter), load_state_dict. After one
-//    warm-up iteration a loop is sync-free. Gradients must live on the state's device.
-// Both paths run the same math (amp/scaler_math.h, optim/update.h): on the CPU they agree bit for bit
-// (tests/amp/test_grad_scaler.cpp); a GPU's kernels may contract into FMAs (cuda/kernels/optim.cu).
+// F32/BF16/F64 gradients are unscaled in place (g * inv_scale, inv_scale = 1/scale in F32) with the
+// finite check in the same pass; F16 gradients stay scaled and the update unscales them (optim/amp_step.h).
+// Host path (a CPU loss) or device path (a CUDA loss, or StepSkip::Kernel: no host sync, capturable);
+// both run the same math. How the scale travels, and why: docs/ARCHITECTURE.md, "The loss scale".
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -57,6 +27,7 @@
 
 #include "amp/scaler_math.h"
 #include "core/tensor.h"
+#include "optim/amp_step.h"
 #include "optim/optimizer.h"
 
 namespace hg::amp {
@@ -177,6 +148,8 @@ class GradScaler {
   DeviceState dev_;   // undefined tensors on the host path
   bool path_chosen_ = false;
   std::unordered_map<const optim::Optimizer*, OptimizerState> per_optimizer_;
+  // The factors of the F16 gradients unscale_ left scaled, until step() hands them to the optimizer.
+  std::shared_ptr<optim::PendingUnscales> pending_ = optim::PendingUnscales::make();
   mutable bool warned_below_one_ = false;
 };
 

@@ -5,3 +5,4 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/sequential.h"
+#include "nn/utils.h"

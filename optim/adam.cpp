@@ -32,8 +32,7 @@ std::array<double, 5> AdamBase<Options>::device_hyper(const Options& o) {
 }
 
 template <class Options>
-void AdamBase<Options>::step() {
-  const float* found_inf = this->take_found_inf();
+void AdamBase<Options>::step(const AmpStep& amp) {
   size_t i = 0;  // the parameter's index <i>
   for (size_t gi = 0; gi < this->groups_.size(); ++gi) {
     const auto& group = this->groups_[gi];
@@ -49,8 +48,9 @@ void AdamBase<Options>::step() {
       this->check_grad(kName, index, p, g);
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
-      const AmpStep amp = this->take_amp_step(index, gi, p, found_inf, s.step, true, hyper);
-      if (amp.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
+      const GradUnscale& u = this->unscale_of(amp, index);
+      const DeviceStep dev = this->device_step(index, gi, p, amp.found_inf, u, s.step, true, hyper);
+      if (dev.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
       AdamArgs args{.n = p.numel(),
                     .param = p.data_ptr(),
                     .grad = g.data_ptr(),
@@ -58,15 +58,14 @@ void AdamBase<Options>::step() {
                     .exp_avg_sq = s.buffers[1].data_ptr(),
                     .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
                     .master = this->master_for(index, p),
-                    // with a device counter the kernel derives them itself; then only amsgrad and grad_scale are read
-                    .s = adam_scalars(h, amp.steps == nullptr ? s.step : 1),
+                    // with a device counter the kernel derives them itself; then only amsgrad and unscale are read
+                    .s = adam_scalars(h, dev.steps == nullptr ? s.step : 1),
                     .h = h,
-                    .amp = amp};
-      args.s.grad_scale = this->take_grad_scale(index);
+                    .amp = dev};
+      args.s.unscale = u.host;
       adam_kernels().get(p.device(), p.dtype())(args);
     }
   }
-  this->end_step();
 }
 
 template class AdamBase<AdamOptions>;

@@ -50,7 +50,8 @@ class AdamBase : public OptimizerOf<AdamBase<Options>, Options> {
 
  public:
   using Base::Base;
-  void step() override;
+  using Optimizer::step;
+  void step(const AmpStep& amp) override;
 
  private:
   friend Base;

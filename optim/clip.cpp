@@ -18,9 +18,9 @@ void check_norm_type(double norm_type) {
 }
 
 // F64 (3) on the gradients' device: the sum of every gradient's weighted |g|^p (or the max |g|), the
-// total norm, and the factor clip_coef makes of it. scales[k] is gradient k's pending factor.
-Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<Optimizer::PendingScale>& scales,
-                       double norm_type, double max_norm) {
+// total norm, and the factor clip_coef makes of it. unscale[k] is gradient k's pending factor or null.
+Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradUnscale*>& unscale, double norm_type,
+                       double max_norm) {
   const Device dev = grads.front().device();
   for (const Tensor& g : grads)
     HG_CHECK(g.device() == dev, "clip_grad_norm_: gradients on ", dev, " and on ", g.device(),
@@ -28,22 +28,35 @@ Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<Optim
   Tensor buf = zeros({3}, {.dtype = DType::F64, .device = dev});
   auto* acc = static_cast<double*>(buf.data_ptr());
   for (size_t k = 0; k < grads.size(); ++k) {
-    const Optimizer::PendingScale f = k < scales.size() ? scales[k] : Optimizer::PendingScale{};
+    const GradUnscale* f = unscale[k];
+    HG_CHECK(f == nullptr || f->clip == nullptr, "clip_grad_norm_: this gradient, still scaled by the grad scaler, "
+             "was already clipped on the device in this step; clip once between scaler.unscale_ and scaler.step");
+    // |f g|^p = |f|^p |g|^p: the norm kernel weighs a still-scaled gradient by its factor
     grad_norm_kernels().get(dev, grads[k].dtype())({.n = grads[k].numel(),
                                                      .grad = grads[k].data_ptr(),
                                                      .norm_type = norm_type,
                                                      .result = acc,
-                                                     .device_scale = f.device,
-                                                     .host_scale = f.host});
+                                                     .inv_scale = f ? f->inv_scale : nullptr,
+                                                     .host = f ? f->host : 1.0});
   }
   clip_coef_kernels().get(dev, DType::F64)({.acc = acc, .norm_type = norm_type, .max_norm = max_norm, .out = acc + 1});
   return buf;
 }
 
 // g *= the factor in buf: read on the host for a CPU gradient (which a factor of exactly 1 leaves alone),
-// by the kernel on a device.
-void scale_grad(const Tensor& g, const Tensor& buf) {
+// by the kernel on a device. A gradient the grad scaler left scaled keeps its values: the factor joins its
+// GradUnscale, which the update applies.
+void scale_grad(const Tensor& g, GradUnscale* unscale, const Tensor& buf) {
   const auto* coef = static_cast<const double*>(buf.data_ptr()) + 2;
+  if (unscale != nullptr) {
+    if (!g.device().is_cpu()) {
+      unscale->clip = coef;  // read by the update kernel
+      unscale->clip_memory = buf;
+    } else {
+      unscale->host *= *coef;  // in double, as the device path forms host * inv_scale * clip
+    }
+    return;
+  }
   GradTransformArgs a{.n = g.numel(), .grad = g.data_ptr(), .op = GradTransform::Scale};
   if (g.device().is_cpu()) {
     if (*coef == 1.0) return;
@@ -57,14 +70,21 @@ void scale_grad(const Tensor& g, const Tensor& buf) {
 // The total norm, a 0-d F64 tensor on buf's device (a copy: buf is the clipping's own).
 Tensor total_of(const Tensor& buf) { return buf.slice(0, 1, 2).reshape({}); }
 
-std::vector<Tensor> defined_grads(const std::vector<Tensor>& params) {
+// The defined gradients of params and the factor each still carries (null: none).
+struct Grads {
   std::vector<Tensor> grads;
+  std::vector<GradUnscale*> unscale;
+};
+Grads defined_grads(const std::vector<Tensor>& params) {
+  Grads out;
   for (const Tensor& p : params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
-    if (g.defined()) grads.push_back(std::move(g));
+    if (!g.defined()) continue;
+    out.grads.push_back(std::move(g));
+    out.unscale.push_back(find_pending_unscale(p));
   }
-  return grads;
+  return out;
 }
 
 }  // namespace
@@ -72,10 +92,10 @@ std::vector<Tensor> defined_grads(const std::vector<Tensor>& params) {
 Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   check_norm_type(norm_type);
   NoGradGuard no_grad;
-  const std::vector<Tensor> grads = defined_grads(params);
-  if (grads.empty()) return zeros({}, {.dtype = DType::F64});
-  const Tensor buf = norm_and_factor(grads, {}, norm_type, max_norm);
-  for (const Tensor& g : grads) scale_grad(g, buf);
+  const Grads g = defined_grads(params);
+  if (g.grads.empty()) return zeros({}, {.dtype = DType::F64});
+  const Tensor buf = norm_and_factor(g.grads, g.unscale, norm_type, max_norm);
+  for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.grads[k], g.unscale[k], buf);
   return total_of(buf);
 }
 
@@ -83,45 +103,30 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return clip_grad_norm_tensor_(params, max_norm, norm_type).item<double>();
 }
 
-Tensor clip_grad_norm_tensor_(Optimizer& opt, double max_norm, double norm_type) {
-  check_norm_type(norm_type);
-  NoGradGuard no_grad;
-  const std::vector<Tensor> params = opt.parameters();
-  std::vector<Tensor> grads;
-  std::vector<Optimizer::PendingScale> scales;
-  std::vector<size_t> index;
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor g = params[i].grad();
-    if (!g.defined()) continue;
-    grads.push_back(std::move(g));
-    scales.push_back(opt.pending_grad_scale(i));  // |f g|^p = |f|^p |g|^p: weighed by the norm kernel
-    index.push_back(i);
-  }
-  if (grads.empty()) return zeros({}, {.dtype = DType::F64});
-  const Tensor buf = norm_and_factor(grads, scales, norm_type, max_norm);
-  const auto* coef = static_cast<const double*>(buf.data_ptr()) + 2;
-  for (size_t k = 0; k < grads.size(); ++k) {
-    if (!opt.has_grad_scale(index[k])) {
-      scale_grad(grads[k], buf);
-    } else if (grads[k].device().is_cpu()) {  // still scaled: fold the clip into the pending factor
-      if (*coef != 1.0) opt.mul_grad_scale(index[k], *coef);
-    } else {
-      opt.set_device_clip(index[k], coef, buf);  // read by the update kernel
-    }
-  }
-  return total_of(buf);
+Tensor clip_grad_norm_tensor_(const Optimizer& opt, double max_norm, double norm_type) {
+  return clip_grad_norm_tensor_(opt.parameters(), max_norm, norm_type);
 }
 
-double clip_grad_norm_(Optimizer& opt, double max_norm, double norm_type) {
-  return clip_grad_norm_tensor_(opt, max_norm, norm_type).item<double>();
+double clip_grad_norm_(const Optimizer& opt, double max_norm, double norm_type) {
+  return clip_grad_norm_tensor_(opt.parameters(), max_norm, norm_type).item<double>();
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   HG_CHECK(clip_value >= 0, "clip_grad_value_: clip_value=", clip_value, "; it must be >= 0");
   NoGradGuard no_grad;
-  for (const Tensor& g : defined_grads(params)) {
-    grad_transform_kernels().get(g.device(), g.dtype())(
-        {.n = g.numel(), .grad = g.data_ptr(), .op = GradTransform::Clamp, .value = clip_value});
+  const Grads g = defined_grads(params);
+  for (size_t k = 0; k < g.grads.size(); ++k) {
+    const Tensor& grad = g.grads[k];
+    double bound = clip_value;
+    if (const GradUnscale* f = g.unscale[k]) {
+      // clamp(s g, -c, c) = s clamp(g, -c/s, c/s) for the factor s > 0: the bound moves, the values stay scaled
+      HG_CHECK(f->inv_scale == nullptr && f->clip == nullptr, "clip_grad_value_: a gradient on ", grad.device(),
+               " is still scaled by the grad scaler's device path (an F16 gradient after scaler.unscale_), and its "
+               "factor lives on the device; clip by norm (clip_grad_norm_), or clip before mixed precision");
+      bound = clip_value / f->host;
+    }
+    grad_transform_kernels().get(grad.device(), grad.dtype())(
+        {.n = grad.numel(), .grad = grad.data_ptr(), .op = GradTransform::Clamp, .value = bound});
   }
 }
 

@@ -26,7 +26,18 @@ std::string state_key(size_t i, const char* name) { return "state." + std::to_st
 void Optimizer::zero_grad() {
   for (size_t g = 0; g < num_param_groups(); ++g)
     for (Tensor p : group_params(g)) p.zero_grad();  // a handle: drops the shared tensor's gradient
-  clear_grad_scales();  // a factor belongs to the gradient it was computed for
+}
+
+void Optimizer::step() {
+  AmpStep amp;
+  if (!any_pending_unscale()) return step(amp);  // the common case: no copy of the parameter list
+  const std::vector<Tensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    if (const GradUnscale* f = find_pending_unscale(params[i])) {  // one atomic read when none is pending
+      amp.unscale.resize(params.size());
+      amp.unscale[i] = *f;
+    }
+  step(amp);
 }
 
 void Optimizer::set_master_weights(MasterWeights mode) {
@@ -53,62 +64,6 @@ Optimizer::StepCount Optimizer::step_count(size_t i) const {
   return {state_[i].step, state_[i].steps};
 }
 
-void Optimizer::set_grad_scale(size_t i, double factor) {
-  HG_CHECK(i < state_.size(), "Optimizer.set_grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  state_[i].grad_scale = factor;
-  state_[i].device_grad_scale = nullptr;
-}
-
-double Optimizer::grad_scale(size_t i) const {
-  const PendingScale s = pending_grad_scale(i);
-  if (s.device == nullptr) return s.host;
-  float f = 0.0f;
-  copy_bytes(&f, Device::cpu(), s.device, parameters()[i].device(), sizeof f);
-  return static_cast<double>(f) * s.host;  // the product the update kernel forms (optim/update.h)
-}
-
-bool Optimizer::has_grad_scale(size_t i) const {
-  HG_CHECK(i < state_.size(), "Optimizer.has_grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  return state_[i].grad_scale != 1.0 || state_[i].device_grad_scale != nullptr;
-}
-
-void Optimizer::mul_grad_scale(size_t i, double factor) {
-  HG_CHECK(i < state_.size(), "Optimizer.mul_grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  state_[i].grad_scale *= factor;
-}
-
-void Optimizer::set_device_grad_scale(size_t i, const float* factor) {
-  HG_CHECK(i < state_.size(), "Optimizer.set_device_grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  state_[i].grad_scale = 1.0;
-  state_[i].device_grad_scale = factor;
-}
-
-void Optimizer::clear_grad_scales() {
-  for (ParamState& s : state_) {
-    s.grad_scale = 1.0;
-    s.device_grad_scale = nullptr;
-    s.device_clip = nullptr;
-  }
-  clip_keep_ = Tensor();
-}
-
-Optimizer::PendingScale Optimizer::pending_grad_scale(size_t i) const {
-  HG_CHECK(i < state_.size(), "Optimizer.pending_grad_scale: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  return {state_[i].grad_scale, state_[i].device_grad_scale};
-}
-
-void Optimizer::set_device_clip(size_t i, const double* factor, Tensor keep) {
-  HG_CHECK(i < state_.size(), "Optimizer.set_device_clip: parameter ", i, " does not exist; the optimizer has ",
-           state_.size(), " parameter(s)");
-  state_[i].device_clip = factor;
-  clip_keep_ = std::move(keep);
-}
-
 void Optimizer::upload_hyper(size_t g, std::span<const double> hyper) {
   if (g >= device_hyper_.size() || !device_hyper_[g].value.defined()) return;
   DeviceHyper& d = device_hyper_[g];
@@ -119,12 +74,11 @@ void Optimizer::upload_hyper(size_t g, std::span<const double> hyper) {
   d.host.assign(hyper.begin(), hyper.end());
 }
 
-AmpStep Optimizer::take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
-                                 bool counts, std::span<const double> hyper) {
+DeviceStep Optimizer::device_step(size_t i, size_t g, const Tensor& p, const float* found_inf,
+                                  const GradUnscale& unscale, int64_t steps_so_far, bool counts,
+                                  std::span<const double> hyper) {
   ParamState& s = state_[i];
-  AmpStep a{.found_inf = found_inf, .grad_scale = s.device_grad_scale, .clip = s.device_clip};
-  s.device_grad_scale = nullptr;
-  s.device_clip = nullptr;
+  DeviceStep a{.found_inf = found_inf, .inv_scale = unscale.inv_scale, .clip = unscale.clip};
   const bool cuda = p.device().is_cuda();
   if (cuda) {
     if (device_hyper_.size() <= g) device_hyper_.resize(g + 1);

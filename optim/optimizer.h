@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "optim/amp_step.h"
 
 namespace hg::optim {
 
@@ -26,7 +27,7 @@ namespace hg::optim {
 // A parameter that never took a step has no state.<i> entries.
 using StateDict = std::map<std::string, Tensor>;
 
-struct AmpStep;  // optim/update.h
+struct DeviceStep;  // optim/update.h
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
@@ -52,7 +53,13 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter that has a gradient; a parameter without one is skipped (torch).
-  virtual void step() = 0;
+  // A gradient the grad scaler left scaled (optim/amp_step.h) is unscaled by the update, so calling
+  // step() after scaler.unscale_(opt) is right too (torch's recipe without scaler.step skips no step).
+  void step();
+  // The grad scaler's step (amp::GradScaler::step): `amp` carries the factors of the gradients it left
+  // scaled and, on its device path, the found_inf flag the update kernels read (a set flag leaves every
+  // parameter, master and state untouched, and the step is not counted).
+  virtual void step(const AmpStep& amp) = 0;
   // Drops every parameter's gradient (torch's zero_grad(set_to_none=True)).
   void zero_grad();
 
@@ -80,39 +87,6 @@ class Optimizer {
   };
   StepCount step_count(size_t i) const;
 
-  // The grad scaler's hook (amp::GradScaler): the next step multiplies parameter i's gradient by
-  // `factor` in the compute type (F32 for F16/BF16) as it reads it, in the same pass as the update,
-  // then forgets the factor. The scaler leaves F16 gradients scaled in place (unscaling them in F16
-  // would flush small values to zero, which is why torch refuses) and hands the factor 1/scale here.
-  // zero_grad() and load_state_dict() clear every pending factor.
-  void set_grad_scale(size_t i, double factor);
-  double grad_scale(size_t i) const;  // the whole pending factor (reads a device factor back: a sync)
-  bool has_grad_scale(size_t i) const;  // a device factor, or a host factor other than exactly 1, is pending
-  void mul_grad_scale(size_t i, double factor);  // folds a host factor (clipping) into the pending one
-  void clear_grad_scales();
-
-  // The grad scaler's device path (amp::GradScaler with StepSkip::Kernel: torch's fused optimizers),
-  // pointers into memory of the parameters' device that the update kernels read, so that no value
-  // crosses to the host:
-  //  * set_found_inf(flag): the next step() hands `flag` to every update kernel, which leaves the
-  //    parameter, its master and its state untouched when *flag != 0. The parameter's step counter
-  //    then lives on its device and advances only with steps taken (Adam's bias corrections are
-  //    derived from it in the kernel); state_dict() reads it back.
-  //  * set_device_grad_scale(i, factor): parameter i's pending factor becomes *factor (read by the
-  //    kernel) times a host part that starts at 1 (mul_grad_scale multiplies the host part).
-  // Both are consumed by the next step(); the pointers must stay valid until it has been called.
-  void set_found_inf(const float* flag) { found_inf_ = flag; }
-  void set_device_grad_scale(size_t i, const float* factor);
-  // The pending factor's parts, without reading a device value: host part and device pointer (null
-  // when none). clip_grad_norm_(opt) weighs a still-scaled gradient with them on the device.
-  struct PendingScale {
-    double host = 1.0;
-    const float* device = nullptr;
-  };
-  PendingScale pending_grad_scale(size_t i) const;
-  // clip_grad_norm_(opt)'s hook on a CUDA device: parameter i's pending factor is also multiplied by
-  // *factor (device memory that `keep` owns), read by the update kernel; consumed by the next step.
-  void set_device_clip(size_t i, const double* factor, Tensor keep);
 
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
@@ -128,10 +102,7 @@ class Optimizer {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
     Tensor master;                // F32 master of an F16/BF16 parameter; undefined otherwise
-    double grad_scale = 1.0;      // pending factor of set_grad_scale, consumed by the next step
-    const float* device_grad_scale = nullptr;  // set_device_grad_scale's factor, consumed likewise
     Tensor steps;  // I64 (1) on the parameter's device: steps taken on the device path; replaces `step` once made
-    const double* device_clip = nullptr;  // set_device_clip's factor, consumed by the next step
   };
   using StateNames = std::vector<const char*>;
 
@@ -143,33 +114,23 @@ class Optimizer {
   // The master copy the update of parameter i reads and writes (made from p at its first step), or
   // null when p is its own master or masters are Off.
   float* master_for(size_t i, const Tensor& p);
-  // The pending gradient factor of parameter i, reset to 1 (step() consumes it).
-  double take_grad_scale(size_t i) {
-    const double f = state_[i].grad_scale;
-    state_[i].grad_scale = 1.0;
-    return f;
-  }
-  // set_found_inf's flag, reset (step() takes it once, first).
-  const float* take_found_inf() {
-    const float* f = found_inf_;
-    found_inf_ = nullptr;
-    return f;
-  }
-  // The device-path pointers of parameter i's update (optim/update.h's AmpStep): found_inf, the pending
-  // device factor (consumed), and the step counter, made on p's device from steps_so_far at the first
-  // step with a found_inf flag when `counts` (updates with state).
+  // What parameter i's update reads from device memory (optim/update.h's DeviceStep): amp's found_inf and
+  // the device parts of `unscale` (its GradUnscale), and the step counter, made on p's device from
+  // steps_so_far at the first step with a found_inf flag when `counts` (updates with state).
   // On a CUDA device the counter is always made, and `hyper` (group g's hyper-parameters in the order
   // of optim/update.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
   // captured in a CUDA graph counts and follows set_lr (and any option changed by an eager step) when
   // it is replayed.
-  AmpStep take_amp_step(size_t i, size_t g, const Tensor& p, const float* found_inf, int64_t steps_so_far,
-                        bool counts, std::span<const double> hyper);
+  DeviceStep device_step(size_t i, size_t g, const Tensor& p, const float* found_inf, const GradUnscale& unscale,
+                         int64_t steps_so_far, bool counts, std::span<const double> hyper);
+  // Parameter i's factor in amp (1 when none is pending).
+  static const GradUnscale& unscale_of(const AmpStep& amp, size_t i) {
+    static const GradUnscale none;
+    return i < amp.unscale.size() ? amp.unscale[i] : none;
+  }
   // Group g's hyper-parameters in device memory (made at its first step on a CUDA device) follow the
   // host's values: an upload (which does not wait for the device) when one changed.
   void upload_hyper(size_t g, std::span<const double> hyper);
-  // The end of step(): drops what clipping left for the update kernels, now enqueued (a captured step
-  // frees what it allocated).
-  void end_step() { clip_keep_ = Tensor(); }
   // The steps parameter i took: its device counter when it has one (a sync), else ParamState::step.
   int64_t steps_taken(size_t i) const;
   static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
@@ -197,8 +158,6 @@ class Optimizer {
   [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
   MasterWeights master_weights_ = MasterWeights::Auto;
-  const float* found_inf_ = nullptr;  // set_found_inf's flag for the next step
-  Tensor clip_keep_;                  // owns the factors of set_device_clip until the next step
   struct DeviceHyper {
     Tensor value;              // F64 on the group's CUDA device
     std::vector<double> host;  // what it holds
@@ -272,7 +231,7 @@ class OptimizerOf : public Optimizer {
     }
     std::vector<ParamState> state = read_state(Derived::kName, sd, names, Derived::kCountsSteps, used);
     for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
-    state_ = std::move(state);  // also clears pending grad scales
+    state_ = std::move(state);
   }
 
  protected:

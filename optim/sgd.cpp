@@ -28,8 +28,7 @@ std::array<double, 4> SGD::device_hyper(const SGDOptions& o) {
   return h;
 }
 
-void SGD::step() {
-  const float* found_inf = take_found_inf();
+void SGD::step(const AmpStep& amp) {
   size_t i = 0;  // the parameter's index <i>
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Group& group = groups_[gi];
@@ -42,6 +41,7 @@ void SGD::step() {
       if (!g.defined()) continue;
       check_grad(kName, index, p, g);
       const bool first = ensure_state(kName, index, p, num_buffers);
+      const GradUnscale& u = unscale_of(amp, index);
       const SgdArgs args{.n = p.numel(),
                          .param = p.data_ptr(),
                          .grad = g.data_ptr(),
@@ -53,12 +53,11 @@ void SGD::step() {
                                .weight_decay = o.weight_decay,
                                .nesterov = o.nesterov,
                                .first_step = first,
-                               .grad_scale = take_grad_scale(index)},
-                         .amp = take_amp_step(index, gi, p, found_inf, first ? 0 : 1, num_buffers != 0, hyper)};
+                               .unscale = u.host},
+                         .amp = device_step(index, gi, p, amp.found_inf, u, first ? 0 : 1, num_buffers != 0, hyper)};
       sgd_kernels().get(p.device(), p.dtype())(args);
     }
   }
-  end_step();
 }
 
 }  // namespace hg::optim

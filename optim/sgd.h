@@ -33,7 +33,8 @@ void visit_options(O& o, F&& f) {
 class SGD final : public OptimizerOf<SGD, SGDOptions> {
  public:
   using OptimizerOf::OptimizerOf;
-  void step() override;
+  using Optimizer::step;
+  void step(const AmpStep& amp) override;
 
  private:
   friend class OptimizerOf<SGD, SGDOptions>;

@@ -11,14 +11,14 @@
 // Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
 // buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
 // update then reads and writes the master and rounds it into the parameter (docs/ARCHITECTURE.md, Principles 6).
-// grad_scale (1 unless the grad scaler left an F16 gradient scaled: amp/grad_scaler.h) multiplies the
+// `unscale` (1 unless the grad scaler left an F16 gradient scaled: optim/amp_step.h) multiplies the
 // gradient in C before anything else, so unscaling costs no extra pass over memory.
 //
-// The grad scaler's device path (AmpStep below) hands the kernels pointers instead of values: the
+// The grad scaler's device path (DeviceStep below) hands the kernels pointers instead of values: the
 // kernel reads found_inf and leaves everything untouched when it is set, multiplies the gradient by a
-// device-resident 1/scale, and derives Adam's bias corrections from a device-resident step counter
-// that only advances when the step was taken (torch's fused optimizers). The scalars are then derived
-// on the device by the same HG_HD functions the host uses (sgd_scalars_for, adam_scalars_for).
+// device-resident inv_scale (1/scale), and derives Adam's bias corrections from a device-resident step
+// counter that only advances when the step was taken (torch's fused optimizers). The scalars are then
+// derived on the device by the same HG_HD functions the host uses (sgd_scalars_for, adam_scalars_for).
 #include <math.h>
 
 #include <cstdint>
@@ -38,17 +38,17 @@ struct SgdScalars {
   double weight_decay = 0;
   bool nesterov = false;
   bool first_step = false;  // the buffer was just created: torch sets it to the gradient, undamped
-  double grad_scale = 1;    // the gradient is multiplied by it first (the grad scaler's deferred unscale)
+  double unscale = 1;       // the gradient is multiplied by it first: the host part of its GradUnscale
 };
 
 template <class C>
 struct SgdUpdate {
-  C neg_lr, momentum, keep, weight_decay, grad_scale;  // keep = 1 - dampening
+  C neg_lr, momentum, keep, weight_decay, unscale;  // keep = 1 - dampening
   bool use_momentum, nesterov, first_step;
 
   HG_HD explicit SgdUpdate(const SgdScalars& s)
       : neg_lr(static_cast<C>(-s.lr)), momentum(static_cast<C>(s.momentum)), keep(static_cast<C>(1.0 - s.dampening)),
-        weight_decay(static_cast<C>(s.weight_decay)), grad_scale(static_cast<C>(s.grad_scale)),
+        weight_decay(static_cast<C>(s.weight_decay)), unscale(static_cast<C>(s.unscale)),
         use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
 
   // p and buf are updated in place; buf is unused without momentum. The flags as template arguments
@@ -56,7 +56,7 @@ struct SgdUpdate {
   // the loop scalar.
   template <bool kMomentum, bool kFirst, bool kNesterov>
   HG_HD void apply(C& p, C g, C& buf) const {
-    if (grad_scale != C(1)) g = g * grad_scale;  // torch's unscale: val * inv_scale, in the compute type
+    if (unscale != C(1)) g = g * unscale;  // torch's unscale: val * inv_scale, in the compute type
     if (weight_decay != C(0)) g = g + weight_decay * p;  // torch skips it at 0 (0 * inf would be NaN)
     if constexpr (kMomentum) {
       buf = kFirst ? g : buf * momentum + keep * g;
@@ -89,7 +89,7 @@ struct AdamScalars {
   double l2 = 0;     // Adam's weight decay, added to the gradient
   double decay = 1;  // AdamW's factor 1 - lr * weight_decay on the parameter
   bool amsgrad = false;
-  double grad_scale = 1;  // the gradient is multiplied by it first (the grad scaler's deferred unscale)
+  double unscale = 1;  // the gradient is multiplied by it first: the host part of its GradUnscale
 };
 
 // step counts from 1 (torch increments state['step'] before using it). HG_HD: the device path derives
@@ -114,7 +114,7 @@ HG_HD AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
 // instructions (a libm sqrtf call keeps a loop scalar); operator() is both stages.
 template <class C>
 struct AdamUpdate {
-  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay, grad_scale;
+  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay, unscale;
   bool amsgrad;
 
   HG_HD explicit AdamUpdate(const AdamScalars& s)
@@ -122,12 +122,12 @@ struct AdamUpdate {
         beta2(static_cast<C>(s.beta2)), one_minus_beta2(static_cast<C>(s.one_minus_beta2)),
         neg_step_size(static_cast<C>(s.neg_step_size)), bc2_sqrt(static_cast<C>(s.bias_correction2_sqrt)),
         eps(static_cast<C>(s.eps)), l2(static_cast<C>(s.l2)), decay(static_cast<C>(s.decay)),
-        grad_scale(static_cast<C>(s.grad_scale)), amsgrad(s.amsgrad) {}
+        unscale(static_cast<C>(s.unscale)), amsgrad(s.amsgrad) {}
 
   // Stage 1: AdamW's decay of p, Adam's L2 term, the moments m and v (and the running max vmax of v
   // with amsgrad; unused otherwise). Returns the second moment whose root the denominator takes.
   HG_HD C moments(C& p, C g, C& m, C& v, C& vmax) const {
-    if (grad_scale != C(1)) g = g * grad_scale;  // torch's unscale: val * inv_scale, in the compute type
+    if (unscale != C(1)) g = g * unscale;  // torch's unscale: val * inv_scale, in the compute type
     if (decay != C(1)) p = p * decay;   // torch: param.mul_(1 - lr * weight_decay)
     if (l2 != C(0)) g = g + l2 * p;     // torch: grad.add(param, alpha=weight_decay)
     m = m * beta1 + one_minus_beta1 * g;        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
@@ -174,49 +174,50 @@ struct GradTransformFn {
   }
 };
 
-// ---- the grad scaler's device path (amp/grad_scaler.h, StepSkip::Kernel) ---------------------------
+// ---- what an update kernel reads from device memory ------------------------------------------------
 
-// Pointers into memory of the parameter's device (host memory for a CPU parameter); all null on the
-// host path, where the kernels behave exactly as without them.
+// Pointers into memory of the parameter's device (host memory for a CPU parameter), made by
+// Optimizer::step from its AmpStep (optim/amp_step.h) and its own device state; all null on the host
+// path, where the kernels behave exactly as without them.
 // On a CUDA device hyper and steps are always there (and clip after clip_grad_norm_), so that the
 // values a captured step reads are read when a graph replays it, not when it was captured.
-struct AmpStep {
+struct DeviceStep {
   const float* found_inf = nullptr;   // nonzero: leave parameter, master and state untouched (a skipped step)
-  const float* grad_scale = nullptr;  // the scaler's 1/scale of a gradient it left scaled (F16)
+  const float* inv_scale = nullptr;   // the scaler's 1/scale of a gradient it left scaled (F16)
   int64_t* steps = nullptr;           // the updates this parameter took; advanced only by a step not skipped
   const double* hyper = nullptr;      // the group's hyper-parameters (below; set_lr writes lr)
   const double* clip = nullptr;       // clip_grad_norm_'s factor for a gradient still scaled, else null
 };
 
-// The order of a group's hyper-parameters in device memory (AmpStep::hyper).
+// The order of a group's hyper-parameters in device memory (DeviceStep::hyper).
 enum SgdHyperIndex { kSgdLr, kSgdMomentum, kSgdDampening, kSgdWeightDecay, kSgdHyperCount };
 enum AdamHyperIndex { kAdamLr, kAdamBeta1, kAdamBeta2, kAdamEps, kAdamWeightDecay, kAdamHyperCount };
 
-HG_HD bool amp_skips(const AmpStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
+HG_HD bool amp_skips(const DeviceStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
 
 // The gradient factor: the host's part (1, or clip_grad_norm_'s factor) times the device's 1/scale,
 // multiplied in double as the host path does (optim/clip.cpp folds the clip into 1/scale in double),
 // so both paths round the same product to the compute type.
-HG_HD double amp_grad_scale(const AmpStep& a, double host) {
-  const double f = a.grad_scale != nullptr ? static_cast<double>(*a.grad_scale) * host : host;
+HG_HD double unscale_factor(const DeviceStep& a, double host) {
+  const double f = a.inv_scale != nullptr ? static_cast<double>(*a.inv_scale) * host : host;
   return a.clip != nullptr ? f * *a.clip : f;
 }
 
 // Whether the kernel derives its scalars from device values (else it takes the host's).
-HG_HD bool amp_on_device(const AmpStep& a) {
-  return a.grad_scale != nullptr || a.steps != nullptr || a.hyper != nullptr || a.clip != nullptr;
+HG_HD bool amp_on_device(const DeviceStep& a) {
+  return a.inv_scale != nullptr || a.steps != nullptr || a.hyper != nullptr || a.clip != nullptr;
 }
 
 // After the update (a separate one-thread launch on a GPU: the update's threads read *steps).
-HG_HD void amp_count_step(const AmpStep& a) {
+HG_HD void amp_count_step(const DeviceStep& a) {
   if (a.steps != nullptr && !amp_skips(a)) *a.steps += 1;
 }
 
 // SGD's scalars with the device's factor and hyper-parameters; with a step counter, the first step is
 // the first one taken (the momentum buffer starts as the gradient even when earlier steps were
 // skipped). Momentum needs its buffer: a parameter whose state was made without one keeps none.
-HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a, bool has_buffer) {
-  s.grad_scale = amp_grad_scale(a, s.grad_scale);
+HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const DeviceStep& a, bool has_buffer) {
+  s.unscale = unscale_factor(a, s.unscale);
   if (a.hyper != nullptr) {
     s.lr = a.hyper[kSgdLr];
     s.momentum = has_buffer ? a.hyper[kSgdMomentum] : 0.0;
@@ -229,7 +230,7 @@ HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const AmpStep& a, bool has_buffer
 
 // Adam's scalars: from the host (s, step counted on the host) or, with a device step counter, derived
 // here from it by adam_scalars, so a skipped step does not advance the bias corrections.
-HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const AmpStep& a) {
+HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const DeviceStep& a) {
   AdamHyper hd = h;
   if (a.hyper != nullptr) {
     hd.lr = a.hyper[kAdamLr];
@@ -239,7 +240,7 @@ HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, 
     hd.weight_decay = a.hyper[kAdamWeightDecay];
   }
   AdamScalars s = a.steps != nullptr ? adam_scalars(hd, *a.steps + 1) : host;
-  s.grad_scale = amp_grad_scale(a, host.grad_scale);
+  s.unscale = unscale_factor(a, host.unscale);
   return s;
 }
 
@@ -254,7 +255,7 @@ struct SgdArgs {
   void* momentum_buffer = nullptr;
   float* master = nullptr;
   SgdScalars s = {};
-  AmpStep amp = {};  // the kernel uses sgd_scalars_for(s, amp, momentum_buffer != null)
+  DeviceStep amp = {};  // the kernel uses sgd_scalars_for(s, amp, momentum_buffer != null)
 };
 
 // max_exp_avg_sq is null unless amsgrad.
@@ -266,27 +267,27 @@ struct AdamArgs {
   void* exp_avg_sq = nullptr;
   void* max_exp_avg_sq = nullptr;
   float* master = nullptr;
-  AdamScalars s = {};  // host-derived; with amp.steps only s.grad_scale is used
+  AdamScalars s = {};  // host-derived; with amp.steps only s.unscale and s.amsgrad are used
   AdamHyper h = {};    // for scalars derived from amp.steps
-  AmpStep amp = {};    // the kernel uses adam_scalars_for(s, h, amp)
+  DeviceStep amp = {};  // the kernel uses adam_scalars_for(s, h, amp)
 };
 
 // *result (memory on the grad's device, set by the caller) is combined with the sum of |f g|^p, or with
-// max |f g| when norm_type is inf, f = (*device_scale or 1) * host_scale: a gradient still scaled by
-// the grad scaler counts with its pending factor (norm_weight). The CPU sums in a fixed order; a GPU's
+// max |f g| when norm_type is inf, f = (*inv_scale or 1) * host: a gradient still scaled by the grad
+// scaler counts with its pending factor (its GradUnscale; norm_weight). The CPU sums in a fixed order; a GPU's
 // order is unspecified.
 struct GradNormArgs {
   int64_t n = 0;
   const void* grad = nullptr;
   double norm_type = 2.0;
   double* result = nullptr;
-  const float* device_scale = nullptr;
-  double host_scale = 1.0;
+  const float* inv_scale = nullptr;
+  double host = 1.0;
 };
 
 // The weight of a gradient's sum of |g|^p (or max |g|) for the factor f: |f|^p (or |f|).
 HG_HD double norm_weight(const GradNormArgs& a) {
-  const double f = ::fabs(a.device_scale != nullptr ? static_cast<double>(*a.device_scale) * a.host_scale : a.host_scale);
+  const double f = ::fabs(a.inv_scale != nullptr ? static_cast<double>(*a.inv_scale) * a.host : a.host);
   if (a.norm_type == 2.0) return f * f;
   if (a.norm_type == 1.0 || a.norm_type == static_cast<double>(INFINITY)) return f;
   return ::pow(f, a.norm_type);

@@ -3,7 +3,7 @@
 // element: widen the parameter (or read its F32 master), update in the compute type, round once.
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
 // last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
-// the step counter (optim/update.h's AmpStep) and derive their scalars with the host's functions.
+// the step counter (optim/update.h's DeviceStep) and derive their scalars with the host's functions.
 #include <type_traits>
 
 #include "cuda/check.h"
@@ -38,13 +38,13 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v)
 }
 
 // p, g: n elements of T; buf: n of compute_t<T> or null (no momentum); master: n floats or null.
-// With the grad scaler's device path (amp: optim/update.h's AmpStep) the kernel reads found_inf and
+// With the grad scaler's device path (optim/update.h's DeviceStep) the kernel reads found_inf and
 // returns at once when it is set, and derives its scalars from s and the device values; else it
 // takes f as the host built it.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ buf, float* __restrict__ master,
-               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::AmpStep amp) {
+               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::DeviceStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
   const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp, buf != nullptr)) : host_f;
@@ -63,7 +63,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ m, compute_t<T>* __restrict__ v,
                 compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> host_f,
-                optim::AdamScalars s, optim::AdamHyper h, optim::AmpStep amp) {
+                optim::AdamScalars s, optim::AdamHyper h, optim::DeviceStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
   // with a device step counter: the bias corrections of the step this one is (optim/update.h)
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     grad_norm_kernel(const T* __restrict__ g, int64_t n, double norm_type, bool inf, double* __restrict__ result,
-                     const float* device_scale, double host_scale) {
+                     const float* inv_scale, double host) {
   __shared__ double sh[kThreads / kWarp];
   const NormTerm term{norm_type};
   double acc = 0;
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x != 0) return;
   for (int w = 1; w < static_cast<int>(blockDim.x) / kWarp; ++w) acc = inf ? optim::nan_max(acc, sh[w]) : acc + sh[w];
   const double weight =
-      optim::norm_weight({.norm_type = norm_type, .device_scale = device_scale, .host_scale = host_scale});
+      optim::norm_weight({.norm_type = norm_type, .inv_scale = inv_scale, .host = host});
   if (weight != 1.0) acc *= weight;
   // acc >= 0 (or a NaN made positive by fabs): such doubles order as their bit patterns, NaN above inf.
   if (inf) atomicMax(reinterpret_cast<unsigned long long*>(result), static_cast<unsigned long long>(__double_as_longlong(acc)));
@@ -122,11 +122,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // After an update kernel on the device path: advance the step counter unless the step was skipped.
-__global__ void count_step_kernel(optim::AmpStep amp) { optim::amp_count_step(amp); }
+__global__ void count_step_kernel(optim::DeviceStep amp) { optim::amp_count_step(amp); }
 
 __global__ void clip_coef_kernel(optim::ClipCoefArgs a) { optim::clip_coef(a); }
 
-void count_step(const DeviceContext& ctx, const optim::AmpStep& amp) {
+void count_step(const DeviceContext& ctx, const optim::DeviceStep& amp) {
   if (amp.steps == nullptr) return;
   launch(count_step_kernel, 1, 1, 0, ctx.stream, amp);
 }
@@ -166,7 +166,7 @@ void grad_norm(const optim::GradNormArgs& a) {
   DeviceContext& ctx = context_for(a.result);
   const bool inf = a.norm_type == static_cast<double>(INFINITY);
   launch(grad_norm_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<const T*>(a.grad), a.n,
-         a.norm_type, inf, a.result, a.device_scale, a.host_scale);
+         a.norm_type, inf, a.result, a.inv_scale, a.host);
 }
 
 void clip_coefficient(const optim::ClipCoefArgs& a) {

@@ -1,6 +1,7 @@
 // amp::initialize: Apex's opt levels resolved into properties, applied to a model and optimizer.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <sstream>
 
 #include "amp/opt_level.h"
@@ -9,6 +10,7 @@
 #include "ops/loss.h"
 #include "ops/shape.h"
 #include "optim/sgd.h"
+#include "amp/grad_scaler.h"
 
 using namespace hg;
 
@@ -107,4 +109,56 @@ TEST_CASE("amp::initialize prints the resolved properties", "[amp][cpu]") {
   CHECK(os.str().find("opt_level O2") != std::string::npos);
   CHECK(os.str().find("keep_batchnorm_fp32 : True") != std::string::npos);
   CHECK(os.str().find("loss_scale          : dynamic (initial 65536)") != std::string::npos);
+}
+
+// Apex O2 keeps F16 parameters with F16 gradients; after scaler.unscale_ those are still scaled (unscaling
+// them in F16 would flush small values) and their 1/scale waits for the update. Clipping by the model's
+// parameters, as a PyTorch recipe writes it, must still see the unscaled norm and clip the real gradients.
+TEST_CASE("O2: nn::utils::clip_grad_norm_(model.parameters()) after unscale_ gives the unscaled norm", "[amp][cpu]") {
+  for (amp::StepSkip path : {amp::StepSkip::Host, amp::StepSkip::Kernel}) {
+    INFO((path == amp::StepSkip::Host ? "host path" : "device path"));
+    manual_seed(7);
+    Net f32;
+    manual_seed(7);
+    Net o2;
+    manual_seed(7);
+    Net o2_opt;  // the same run, clipped through the optimizer's overload
+    manual_seed(8);
+    const Tensor x = randn({4, 1, 6, 6});
+    const Tensor y = from_vector(std::vector<int64_t>{0, 2, 1, 2}, {4}, {.dtype = DType::I64});
+    optim::SGD f32_opt(f32.parameters(), {.lr = 0.1});
+    cross_entropy(f32.forward(x), y).backward();
+    const double f32_norm = nn::utils::clip_grad_norm_(f32.parameters(), 1e9);  // no clipping: the norm only
+
+    for (int which = 0; which < 2; ++which) {
+      Net& net = which == 0 ? o2 : o2_opt;
+      optim::SGD opt(net.parameters(), {.lr = 0.1});
+      const amp::Properties p = amp::initialize(net, opt, amp::OptLevel::O2, kQuiet);
+      amp::GradScalerOptions so = p.scaler_options();
+      so.init_scale = 1024.0;
+      so.step_skip = path;
+      amp::GradScaler scaler(so);
+      scaler.scale(cross_entropy(net.forward(x.to(DType::F16)), y)).backward();
+      scaler.unscale_(opt);
+      // the norm from the gradients as they are: F16 ones still carry the scale, F32 ones (batch norm) do not
+      double sum = 0.0;
+      for (const Tensor& t : net.parameters())
+        for (double g : t.grad().to_vector<double>()) {
+          const double u = t.dtype() == DType::F16 ? g / 1024.0 : g;
+          sum += u * u;
+        }
+      const double unscaled = std::sqrt(sum);
+      const double max_norm = unscaled / 2;  // clips by one half
+      const double norm = which == 0 ? nn::utils::clip_grad_norm_(net.parameters(), max_norm)
+                                     : optim::clip_grad_norm_(opt, max_norm);
+      CHECK(norm == Approx(unscaled).epsilon(1e-9));
+      CHECK(norm == Approx(f32_norm).epsilon(0.02));  // F16 forward and backward against F32
+      CHECK(norm < 10 * f32_norm);                    // (the scaled norm would be about 1024 times larger)
+      CHECK(scaler.step(opt).stepped());
+      scaler.update();
+    }
+    // both overloads clipped the same gradients by the same factor: the same masters and parameters
+    const std::vector<Tensor> pa = o2.parameters(), pb = o2_opt.parameters();
+    for (size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].to_vector<double>() == pb[i].to_vector<double>());
+  }
 }

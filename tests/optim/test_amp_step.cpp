@@ -1,4 +1,4 @@
-// The optimizers' side of the grad scaler's device path (optim/update.h's AmpStep): a found_inf flag in
+// The optimizers' side of the grad scaler's device path (optim/amp_step.h's AmpStep): a found_inf flag in
 // the parameters' memory makes the update kernels skip, and the step counter that then lives beside the
 // parameter advances only with steps taken. Run on the CPU, whose kernels read the same pointers.
 #include <catch2/catch.hpp>
@@ -23,7 +23,7 @@ std::string bytes_of(const Tensor& t) { return std::string(static_cast<const cha
 
 }  // namespace
 
-TEST_CASE("Optimizer.set_found_inf: a set flag leaves parameters and state untouched; steps count only when taken",
+TEST_CASE("Optimizer.step(AmpStep): a set found_inf flag leaves parameters and state untouched; steps count only when taken",
           "[optim][amp]") {
   for (DType dt : {DType::F32, DType::BF16}) {
     INFO(dt);
@@ -31,15 +31,13 @@ TEST_CASE("Optimizer.set_found_inf: a set flag leaves parameters and state untou
     SGD opt({p}, {.lr = 0.5, .momentum = 0.5, .dampening = 0.5}), ref({q}, {.lr = 0.5, .momentum = 0.5, .dampening = 0.5});
     float flag = 1.0f;
     set_grad(p, {1.0, 2.0, 3.0});
-    opt.set_found_inf(&flag);
-    opt.step();  // skipped: the momentum buffer stays unset
+    opt.step(optim::AmpStep{.found_inf = &flag});  // skipped: the momentum buffer stays unset
     CHECK(values(p) == values(q));
     flag = 0.0f;
     for (int k = 0; k < 2; ++k) {
       set_grad(p, {0.5, -1.0, 4.0});
       set_grad(q, {0.5, -1.0, 4.0});
-      opt.set_found_inf(&flag);
-      opt.step();
+      opt.step(optim::AmpStep{.found_inf = &flag});
       ref.step();
       CHECK(values(p) == values(q));  // the first step taken is torch's first step (buf = g, undamped)
     }
@@ -52,8 +50,7 @@ TEST_CASE("Optimizer.set_found_inf: a set flag leaves parameters and state untou
   for (int k = 0; k < 3; ++k) {
     flag = k == 1 ? 1.0f : 0.0f;
     set_grad(p, {0.25 * (k + 1), -1.0});
-    opt.set_found_inf(&flag);
-    opt.step();
+    opt.step(optim::AmpStep{.found_inf = &flag});
     if (k != 1) {
       set_grad(q, {0.25 * (k + 1), -1.0});
       ref.step();

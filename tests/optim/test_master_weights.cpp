@@ -162,7 +162,7 @@ TEST_CASE("Masters: Off gives pure low-precision updates and refuses a state dic
   REQUIRE_THROWS_WITH(f32.load_state_dict(bad), Catch::Contains("only F16/BF16 parameters have masters"));
 }
 
-TEST_CASE("set_grad_scale: the next step multiplies the gradient in F32, once", "[optim][master]") {
+TEST_CASE("step(AmpStep): a gradient's pending unscale multiplies it in F32, in that step only", "[optim][master]") {
   for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
     for (int kind = 0; kind < 4; ++kind) {
       INFO(dt << " optimizer " << kind);
@@ -177,19 +177,27 @@ TEST_CASE("set_grad_scale: the next step multiplies the gradient in F32, once", 
         for (size_t i = 0; i < g.size(); ++i) scaled[i] = g[i] * scale;  // exact: a power of two
         set_grad(a, scaled);
         set_grad(b, g);
-        oa->set_grad_scale(0, 1.0 / scale);
-        CHECK(oa->grad_scale(0) == 1.0 / scale);
-        oa->step();
-        CHECK(oa->grad_scale(0) == 1.0);  // consumed
+        oa->step(optim::AmpStep{.unscale = {{.host = 1.0 / scale}}});
         ob->step();
       }
       const Tensor m = dt == DType::F32 ? a : oa->master(0);
       CHECK(values(m) == values(b));
     }
   }
+  // A pending factor belongs to the gradient it was made for: zero_grad or a new gradient ends it.
   Tensor p = make_param(kInit, DType::F16);
+  set_grad(p, grad_at(0, kInit.size(), DType::F16));
+  auto pending = optim::PendingUnscales::make();
+  pending->set(p, {.host = 0.5});
+  REQUIRE(optim::find_pending_unscale(p) != nullptr);
+  CHECK(optim::find_pending_unscale(p)->host == 0.5);
   SGD opt({p}, {.lr = 0.1});
-  opt.set_grad_scale(0, 0.5);
   opt.zero_grad();
-  CHECK(opt.grad_scale(0) == 1.0);  // a factor belongs to the gradient it was computed for
+  CHECK(optim::find_pending_unscale(p) == nullptr);
+  set_grad(p, grad_at(1, kInit.size(), DType::F16));
+  CHECK(optim::find_pending_unscale(p) == nullptr);
+  pending->set(p, {.host = 0.25});
+  CHECK(optim::find_pending_unscale(p) != nullptr);
+  pending.reset();  // a scaler that dies takes its factors with it
+  CHECK(optim::find_pending_unscale(p) == nullptr);
 }
