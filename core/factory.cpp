@@ -181,6 +181,9 @@ Tensor from_vector_impl(const std::vector<T>& v, Shape s, TensorOptions o) {
 Tensor from_vector(const std::vector<float>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
 Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
 Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
+Tensor from_vector(const std::vector<int64_t>& v, Shape s) {
+  return from_vector_impl(v, std::move(s), {.dtype = DType::I64});
+}
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }

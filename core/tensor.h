@@ -47,6 +47,11 @@ struct TensorOptions {
   bool requires_grad = false;
 };
 
+// Reductions over dims (sum, mean, argmax, ...): keepdim keeps each reduced dim with size 1 (torch).
+struct ReduceOptions {
+  bool keepdim = false;
+};
+
 struct BackwardOptions {
   bool retain_graph = false;
 };
@@ -92,6 +97,26 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // copies
   Tensor clone() const;  // copies; differentiable
 
+  // --- the common ops as members, as torch spells them (ops/methods.cpp; the functions of ops/*.h) ---
+  Tensor sum() const;
+  Tensor sum(std::vector<int64_t> dims, ReduceOptions o = {}) const;
+  Tensor mean() const;
+  Tensor mean(std::vector<int64_t> dims, ReduceOptions o = {}) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax() const;  // into the flattened tensor
+  Tensor argmax(int64_t dim, ReduceOptions o = {}) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor pow(double exponent) const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
   // --- autograd (autograd/tensor_autograd.cpp) ---
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
@@ -122,10 +147,12 @@ Tensor arange(int64_t end, TensorOptions o = {});
 class Generator;
 Tensor rand(Shape s, TensorOptions o = {}, Generator* gen = nullptr);   // U[0,1)
 Tensor randn(Shape s, TensorOptions o = {}, Generator* gen = nullptr);  // N(0,1)
-// Values are converted to o.dtype (rounded to nearest even for F16/BF16).
+// Values are converted to o.dtype (rounded to nearest even for F16/BF16). Without options, int64_t values
+// make an I64 tensor, as torch.tensor infers the dtype from its values (float and double values: F32).
 Tensor from_vector(const std::vector<float>& v, Shape s, TensorOptions o = {});
 Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o = {});
-Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o = {});
+Tensor from_vector(const std::vector<int64_t>& v, Shape s);
+Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o);
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

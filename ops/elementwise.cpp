@@ -99,12 +99,21 @@ Tensor binary(const char* name, EwOp op, amp::Op aop, const Tensor& a_in, const 
   return y;
 }
 
+// 0/1 in the inputs' promoted dtype. Integer tensors (labels, argmax's indices) compare as F64, exact for
+// every |value| <= 2^53, and give F32 0/1, so (argmax(logits, 1) == y).mean() is the accuracy.
 Tensor compare(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
-  auto [a, b] = promote(name, a_in.detach(), b_in.detach());
+  const bool integer = a_in.dtype() == DType::I64 || b_in.dtype() == DType::I64;
+  const auto widen = [&](const Tensor& t) { return integer && t.dtype() != DType::F64 ? t.to(DType::F64) : t; };
+  auto [a, b] = promote(name, widen(a_in.detach()), widen(b_in.detach()));
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
   run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
-  return y;
+  return integer ? y.to(DType::F32) : y;
+}
+
+// s as a 0-d tensor to compare a with: a's dtype (torch's wrapped-number promotion), F64 for an I64 a.
+Tensor scalar_like(const Tensor& a, double s) {
+  return full({}, s, {.dtype = a.dtype() == DType::I64 ? DType::F64 : a.dtype(), .device = a.device()});
 }
 
 }  // namespace
@@ -191,6 +200,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", EwOp::Lt, a, 
 Tensor le(const Tensor& a, const Tensor& b) { return compare("le", EwOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", EwOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", EwOp::Ge, a, b); }
+Tensor eq(const Tensor& a, double s) { return compare("eq", EwOp::Eq, a, scalar_like(a, s)); }
+Tensor ne(const Tensor& a, double s) { return compare("ne", EwOp::Ne, a, scalar_like(a, s)); }
+Tensor lt(const Tensor& a, double s) { return compare("lt", EwOp::Lt, a, scalar_like(a, s)); }
+Tensor le(const Tensor& a, double s) { return compare("le", EwOp::Le, a, scalar_like(a, s)); }
+Tensor gt(const Tensor& a, double s) { return compare("gt", EwOp::Gt, a, scalar_like(a, s)); }
+Tensor ge(const Tensor& a, double s) { return compare("ge", EwOp::Ge, a, scalar_like(a, s)); }
 
 Tensor grad_accumulate(const Tensor& acc, const Tensor& g) {
   HG_CHECK(acc.shape() == g.shape(), "backward: accumulating a gradient of shape ", g.shape(), " into ", acc.shape());

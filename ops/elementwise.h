@@ -36,12 +36,21 @@ Tensor clamp(const Tensor& x, double lo, double hi);
 // cond != 0 selects a, else b; cond, a and b broadcast together. Differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
+// Comparisons: 0/1 in the inputs' promoted floating dtype (halfgrad has no bool dtype), never
+// differentiable. I64 tensors compare exactly (as F64, every |value| <= 2^53) and give F32 0/1, so
+// (argmax(logits, 1) == y).mean() is the accuracy. A scalar compares in a's dtype (F64 for I64 a).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
 
 // Runs one elementwise kernel (any mode) on same-dtype, same-device inputs into out: the building
 // block of the ops above, also used by backward functions.
@@ -60,5 +69,23 @@ inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
 inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double s) { return eq(a, s); }
+inline Tensor operator!=(const Tensor& a, double s) { return ne(a, s); }
+inline Tensor operator<(const Tensor& a, double s) { return lt(a, s); }
+inline Tensor operator<=(const Tensor& a, double s) { return le(a, s); }
+inline Tensor operator>(const Tensor& a, double s) { return gt(a, s); }
+inline Tensor operator>=(const Tensor& a, double s) { return ge(a, s); }
+inline Tensor operator==(double s, const Tensor& a) { return eq(a, s); }
+inline Tensor operator!=(double s, const Tensor& a) { return ne(a, s); }
+inline Tensor operator<(double s, const Tensor& a) { return gt(a, s); }
+inline Tensor operator<=(double s, const Tensor& a) { return ge(a, s); }
+inline Tensor operator>(double s, const Tensor& a) { return lt(a, s); }
+inline Tensor operator>=(double s, const Tensor& a) { return le(a, s); }
 
 }  // namespace hg

@@ -8,9 +8,6 @@
 
 namespace hg {
 
-struct ReduceOptions {
-  bool keepdim = false;
-};
 
 Tensor sum(const Tensor& x);  // all elements -> 0-d tensor
 Tensor sum(const Tensor& x, std::vector<int64_t> dims, ReduceOptions o = {});

@@ -138,7 +138,9 @@ TEST_CASE("to(DType): rounding to nearest even, overflow, truncation", "[core]")
   const Tensor f = from_vector(std::vector<double>{2.7, -2.7, 0.5, -0.5, 1e6}, {5});
   CHECK(f.to(DType::I64).to_vector<int64_t>() == std::vector<int64_t>{2, -2, 0, 0, 1000000});
   const Tensor i = from_vector(std::vector<int64_t>{-3, 0, 1 << 20}, {3});
-  CHECK(i.dtype() == DType::F32);  // from_vector's dtype comes from the options
+  CHECK(i.dtype() == DType::I64);  // inferred from the values, as torch.tensor([-3, 0, 2**20])
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 1 << 20});
+  CHECK(from_vector(std::vector<int64_t>{-3, 0, 1 << 20}, {3}, {}).dtype() == DType::F32);  // options given: theirs
   CHECK(from_vector(std::vector<int64_t>{-3, 0, 1 << 20}, {3}, {.dtype = DType::I64}).to(DType::F64).to_vector<double>() ==
         std::vector<double>{-3, 0, 1 << 20});
   // same dtype: the same tensor
