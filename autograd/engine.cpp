@@ -106,8 +106,10 @@ struct BySeq {
   bool operator()(const Node* a, const Node* b) const { return a->seq < b->seq; }
 };
 
-Tensor run_hooks(const std::vector<GradHook>& hooks, Tensor g) {
-  for (const GradHook& h : hooks) {
+Tensor run_hooks(const std::shared_ptr<HookList<GradHook>>& list, Tensor g) {
+  if (!list) return g;
+  const auto hooks = list->items;  // a copy: a hook may remove hooks
+  for (const auto& [id, h] : hooks) {
     Tensor r = h(g);
     if (!r.defined()) continue;
     // torch: "hook ... has changed the size/type of value"; a wrong shape would otherwise broadcast silently

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/hook.h"
 #include "core/tensor.h"
 
 namespace hg {
@@ -21,7 +22,7 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;                    // accumulated gradient of a leaf
   std::shared_ptr<Node> grad_fn;  // null for a leaf
-  std::vector<GradHook> hooks;    // hooks of a leaf (a non-leaf's hooks live on its grad_fn)
+  std::shared_ptr<HookList<GradHook>> hooks;  // hooks of a leaf (a non-leaf's hooks live on its grad_fn)
 };
 
 struct Edge {
@@ -37,7 +38,7 @@ struct Node {
   const char* name = "";
   std::vector<Edge> inputs;
   BackwardFn backward;
-  std::vector<GradHook> hooks;  // run on the gradient of this node's output
+  std::shared_ptr<HookList<GradHook>> hooks;  // run on the gradient of this node's output; null: none
   Shape out_shape;
   DType out_dtype = DType::F32;
   Device out_device;

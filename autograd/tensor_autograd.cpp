@@ -51,12 +51,14 @@ void Tensor::backward(const Tensor& seed, BackwardOptions opts) const { autograd
 
 Tensor Tensor::detach() const { return alias_with_shape(*this, shape()); }
 
-void Tensor::register_hook(GradHook hook) const {
+HookHandle Tensor::register_hook(GradHook hook) const {
   HG_CHECK(requires_grad(), "register_hook: the tensor does not require grad, so no gradient will reach a hook; "
                             "call requires_grad_() first");
+  HG_CHECK(hook != nullptr, "register_hook: got an empty std::function; pass a callable");
   const auto& m = impl().autograd;
-  if (m->grad_fn) m->grad_fn->hooks.push_back(std::move(hook));
-  else m->hooks.push_back(std::move(hook));
+  std::shared_ptr<HookList<GradHook>>& list = m->grad_fn ? m->grad_fn->hooks : m->hooks;
+  if (!list) list = std::make_shared<HookList<GradHook>>();
+  return HookHandle(list->add(std::move(hook)), list);
 }
 
 }  // namespace hg

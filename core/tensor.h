@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/hook.h"
 #include "core/shape.h"
 
 namespace hg {
@@ -127,7 +128,9 @@ class Tensor {
   std::shared_ptr<Node> grad_fn() const;
   void backward(const Tensor& seed = Tensor(), BackwardOptions opts = {}) const;
   Tensor detach() const;  // shares storage, never requires grad
-  void register_hook(GradHook hook) const;
+  // hook(grad) runs when this tensor's gradient is computed, and may return a replacement (same shape and
+  // dtype) or an undefined tensor to keep it (torch's Tensor.register_hook). The handle removes it.
+  HookHandle register_hook(GradHook hook) const;
 
  private:
   TensorImpl& impl() const {

@@ -52,7 +52,7 @@ std::string Linear::extra_repr() const {
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 // ---- Conv2d ---------------------------------------------------------------------------------
-Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dModuleOptions o)
+Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dOptions o)
     : in_channels(in), out_channels(out), kernel_size(k), options(o) {
   check_positive("Conv2d", "in_channels", in);
   check_positive("Conv2d", "out_channels", out);
@@ -81,7 +81,7 @@ Tensor Conv2d::forward(const Tensor& x) {
 }
 
 // ---- BatchNorm2d ----------------------------------------------------------------------------
-BatchNorm2d::BatchNorm2d(int64_t c, BatchNormModuleOptions o) : num_features(c), options(o) {
+BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions o) : num_features(c), options(o) {
   check_positive("BatchNorm2d", "num_features", c);
   if (o.affine) {
     weight = register_parameter("weight", ones({c}));
@@ -115,7 +115,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 }
 
 // ---- LayerNorm ------------------------------------------------------------------------------
-LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormModuleOptions o)
+LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormOptions o)
     : normalized_shape(std::move(shape)), options(o) {
   HG_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
   if (o.elementwise_affine) {
@@ -136,7 +136,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 // ---- Embedding ------------------------------------------------------------------------------
-Embedding::Embedding(int64_t num, int64_t dim, EmbeddingModuleOptions o)
+Embedding::Embedding(int64_t num, int64_t dim, EmbeddingOptions o)
     : num_embeddings(num), embedding_dim(dim), options(o) {
   check_positive("Embedding", "num_embeddings", num);
   check_positive("Embedding", "embedding_dim", dim);

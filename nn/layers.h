@@ -24,7 +24,8 @@ class Linear : public Module {
   int64_t in_features, out_features;
 };
 
-struct Conv2dModuleOptions {
+// A module's options (libtorch's nn::Conv2dOptions); the function conv2d takes hg::Conv2dFuncOptions.
+struct Conv2dOptions {
   Size2 stride = 1;
   Size2 padding = 0;
   Size2 dilation = 1;
@@ -34,17 +35,17 @@ struct Conv2dModuleOptions {
 // x (N, in, H, W) -> (N, out, OH, OW); weight (out, in/groups, kh, kw), bias (out).
 class Conv2d : public Module {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dModuleOptions o = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions o = {});
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   int64_t in_channels, out_channels;
   Size2 kernel_size;
-  Conv2dModuleOptions options;
+  Conv2dOptions options;
 };
 
-struct BatchNormModuleOptions {
+struct BatchNormOptions {
   double eps = 1e-5;
   double momentum = 0.1;
   bool affine = true;
@@ -54,43 +55,43 @@ struct BatchNormModuleOptions {
 // num_batches_tracked (I64 scalar), as in PyTorch's state_dict.
 class BatchNorm2d : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, BatchNormModuleOptions o = {});
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions o = {});
   std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
-  BatchNormModuleOptions options;
+  BatchNormOptions options;
 };
 
-struct LayerNormModuleOptions {
+struct LayerNormOptions {
   double eps = 1e-5;
   bool elementwise_affine = true;
 };
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::vector<int64_t> normalized_shape, LayerNormModuleOptions o = {});
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, LayerNormOptions o = {});
   std::string type_name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   std::vector<int64_t> normalized_shape;
-  LayerNormModuleOptions options;
+  LayerNormOptions options;
 };
 
-struct EmbeddingModuleOptions {
+struct EmbeddingOptions {
   int64_t padding_idx = -1;  // >= 0: that row starts at zero and gets no gradient
 };
 // indices (I64, any shape) -> indices.shape + (embedding_dim); weight ~ N(0, 1) like torch.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingModuleOptions o = {});
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, EmbeddingOptions o = {});
   std::string type_name() const override { return "Embedding"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& indices) override;
   Tensor weight;
   int64_t num_embeddings, embedding_dim;
-  EmbeddingModuleOptions options;
+  EmbeddingOptions options;
 };
 
 // Dropout: active in train(), identity in eval().

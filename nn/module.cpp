@@ -42,19 +42,10 @@ Tensor Module::forward(const Tensor&) {
 
 HookHandle Module::register_forward_hook(ForwardHook hook) {
   HG_CHECK(hook != nullptr, type_name(), ": register_forward_hook got an empty std::function; pass a callable");
-  const uint64_t id = next_hook_id_++;
-  forward_hooks_.emplace_back(id, std::move(hook));
-  return HookHandle{id};
+  return HookHandle(forward_hooks_->add(std::move(hook)), forward_hooks_);
 }
 
-bool Module::remove_forward_hook(HookHandle h) {
-  for (auto it = forward_hooks_.begin(); it != forward_hooks_.end(); ++it) {
-    if (it->first != h.id) continue;
-    forward_hooks_.erase(it);
-    return true;
-  }
-  return false;
-}
+bool Module::remove_forward_hook(const HookHandle& h) { return forward_hooks_->remove(h.id()); }
 
 namespace {
 thread_local std::vector<const Module*> t_call_stack;
@@ -66,15 +57,18 @@ Module::CallScope::~CallScope() { t_call_stack.pop_back(); }
 
 void Module::run_forward_hooks(const Tensor& x, const Tensor& y) const {
   // a copy: a hook may add or remove hooks of this module while we iterate
-  const auto hooks = forward_hooks_;
+  const auto hooks = forward_hooks_->items;
   for (const auto& [id, hook] : hooks) hook(*this, x, y);
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  // the aliasing constructor with no owner: a pointer to this module that owns nothing
+  out.emplace_back("", std::shared_ptr<Module>(std::shared_ptr<Module>(), const_cast<Module*>(this)));
   for (const auto& [n, c] : children_) {
-    out.emplace_back(n, c);
-    for (auto& [cn, cc] : c->named_modules()) out.emplace_back(n + "." + cn, std::move(cc));
+    auto sub = c->named_modules();
+    out.emplace_back(n, c);  // the child's own shared_ptr, not its non-owning root entry
+    for (size_t k = 1; k < sub.size(); ++k) out.emplace_back(n + "." + sub[k].first, std::move(sub[k].second));
   }
   return out;
 }

@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/state_dict.h"
 #include "core/tensor.h"
 
 namespace hg::nn {
 
-// Name -> tensor, sorted by name (safetensors stores tensors sorted by name too).
-using StateDict = std::map<std::string, Tensor>;
+using hg::StateDict;  // core/state_dict.h
 
 class Module;
 
@@ -29,10 +29,8 @@ class Module;
 // (torch's register_forward_hook). Hooks observe; they cannot replace the output.
 using ForwardHook = std::function<void(const Module& m, const Tensor& input, const Tensor& output)>;
 
-// Names one registered hook of one module, for remove_forward_hook.
-struct HookHandle {
-  uint64_t id = 0;
-};
+
+using HookHandle = hg::HookHandle;  // core/hook.h
 
 struct LoadOptions {
   bool strict = true;  // a missing or unexpected entry is an error (torch's strict=True)
@@ -60,7 +58,7 @@ class Module {
   Tensor operator()(const Tensor& x) {
     CallScope in_call(this);
     Tensor y = forward(x);
-    if (!forward_hooks_.empty()) [[unlikely]] run_forward_hooks(x, y);
+    if (!forward_hooks_->empty()) [[unlikely]] run_forward_hooks(x, y);
     return y;
   }
 
@@ -69,10 +67,11 @@ class Module {
   static const std::vector<const Module*>& call_stack();
 
   // Hooks of this module only (not of its children). A hook may register or remove hooks; those
-  // changes apply from the next call.
+  // changes apply from the next call. handle.remove() unregisters one (torch's RemovableHandle), as
+  // remove_forward_hook(handle) does.
   HookHandle register_forward_hook(ForwardHook hook);
-  bool remove_forward_hook(HookHandle h);  // false when h is not (or no longer) registered here
-  size_t num_forward_hooks() const { return forward_hooks_.size(); }
+  bool remove_forward_hook(const HookHandle& h);  // false when h is not (or no longer) registered here
+  size_t num_forward_hooks() const { return forward_hooks_->size(); }
 
   // Registration: the returned handle is the registered tensor/module itself.
   Tensor register_parameter(const std::string& name, Tensor t);  // marks it requires_grad
@@ -88,8 +87,9 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
-  // Every descendant with its dotted name ("features.conv1"), depth first, parents before children.
-  // Unlike torch's named_modules() the module itself (name "") is not listed.
+  // This module (name "", first) and every descendant with its dotted name ("features.conv1"), depth
+  // first, parents before children: torch's named_modules(). The root's pointer does not own it (a module
+  // need not live in a shared_ptr); it is valid while the module lives.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
   int64_t num_parameters() const;  // total element count
 
@@ -128,8 +128,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  std::vector<std::pair<uint64_t, ForwardHook>> forward_hooks_;  // (id, hook) in registration order
-  uint64_t next_hook_id_ = 1;
+  // in registration order; shared with the handles, which do not keep it alive
+  std::shared_ptr<HookList<ForwardHook>> forward_hooks_ = std::make_shared<HookList<ForwardHook>>();
   bool training_ = true;
 };
 

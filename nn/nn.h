@@ -1,8 +1,10 @@
 #pragma once
 // The whole nn/ API: Module, layers, Sequential, init.
 #include "nn/activation.h"
+#include "nn/flatten.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/pooling.h"
 #include "nn/sequential.h"
 #include "nn/utils.h"

@@ -25,7 +25,7 @@ void check_at_least(const char* what, Size2 v, int64_t min, const char* fix) {
   HG_CHECK(v.h >= min && v.w >= min, "conv2d: ", what, "=(", v.h, ", ", v.w, ") must be >= ", min, "; ", fix);
 }
 
-void check_options(const Conv2dOptions& o) {
+void check_options(const Conv2dFuncOptions& o) {
   check_at_least("stride", o.stride, 1, "pass .stride = 1 for a dense convolution");
   check_at_least("dilation", o.dilation, 1, "pass .dilation = 1 for an undilated kernel");
   check_at_least("padding", o.padding, 0, "padding adds zeros around x and cannot be negative");
@@ -58,7 +58,7 @@ int64_t out_size(const char* axis, int64_t in, int64_t r, int64_t stride, int64_
 }
 
 // The problem's sizes (pointers stay null; each pass fills its own).
-ConvArgs resolve(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+ConvArgs resolve(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dFuncOptions& o) {
   check_options(o);
   check_shapes(x, w, b, o.groups);
   ConvArgs a{.dtype = x.dtype(), .n = x.shape()[0], .c = x.shape()[1], .h = x.shape()[2], .w = x.shape()[3],
@@ -111,7 +111,7 @@ DispatchTable<ConvKernel>& conv2d_forward_kernels() { return tables().fwd; }
 DispatchTable<ConvKernel>& conv2d_backward_data_kernels() { return tables().bwd_data; }
 DispatchTable<ConvKernel>& conv2d_backward_weight_kernels() { return tables().bwd_weight; }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions o) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions o) {
   if (amp::OpCast c{amp::Op::Conv2d, {x_in, w_in, b_in}}) return c.result(conv2d(c[0], c[1], c[2], o));
   if (x_in.ndim() == 3) {  // unbatched (C,H,W), as torch: a batch of one
     const Shape s = x_in.shape();

@@ -18,14 +18,15 @@ struct Size2 {
   bool operator==(const Size2&) const = default;
 };
 
-struct Conv2dOptions {
+// The function's options, libtorch's role names: XFuncOptions for hg::x(...), XOptions for nn::X modules.
+struct Conv2dFuncOptions {
   Size2 stride = 1;
   Size2 padding = 0;
   Size2 dilation = 1;
   int64_t groups = 1;
 };
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Conv2dOptions o = {});
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Conv2dFuncOptions o = {});
 
 // ---- kernel interface (shared by ops/cpu/conv.cpp and cuda/dnn.cpp) ----------------------------
 // One convolution problem. All tensors are contiguous NCHW / KCRS in `dtype`; F16/BF16 kernels

@@ -33,7 +33,7 @@ DispatchTable<DropoutKernel>& dropout_kernels() {
   return t;
 }
 
-Tensor dropout(const Tensor& x, DropoutOptions o) {
+Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   if (amp::OpCast c{amp::Op::Dropout, {x}}) return c.result(dropout(c[0], o));
   check_floating("dropout", x);
   HG_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p=", o.p, " is not a probability; pass p in [0, 1)");

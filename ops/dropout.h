@@ -7,12 +7,12 @@
 
 namespace hg {
 
-struct DropoutOptions {
+struct DropoutFuncOptions {
   double p = 0.5;
   bool training = true;
   Generator* generator = nullptr;
 };
-Tensor dropout(const Tensor& x, DropoutOptions o = {});
+Tensor dropout(const Tensor& x, DropoutFuncOptions o = {});
 
 // ---- kernel interface (ops/cpu/loss.cpp, cuda/kernels/loss.cu) -----------------------------------
 template <class Fn> class DispatchTable;  // ops/dispatch.h

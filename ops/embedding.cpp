@@ -21,7 +21,7 @@ EmbeddingTables& embedding_tables() {
   return t;
 }
 
-void check_embedding(const Tensor& indices, const Tensor& weight, const EmbeddingOptions& o) {
+void check_embedding(const Tensor& indices, const Tensor& weight, const EmbeddingFuncOptions& o) {
   HG_CHECK(indices.dtype() == DType::I64, "embedding: indices have dtype ", indices.dtype(),
            "; indices must be I64 (convert them with .to(DType::I64))");
   check_floating("embedding", weight);
@@ -38,7 +38,7 @@ void check_embedding(const Tensor& indices, const Tensor& weight, const Embeddin
 DispatchTable<EmbeddingKernel>& embedding_kernels() { return embedding_tables().fwd; }
 DispatchTable<EmbeddingKernel>& embedding_backward_kernels() { return embedding_tables().bwd; }
 
-Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingOptions o) {
+Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptions o) {
   // I64 indices are never eligible: only the weight can be cast
   if (amp::OpCast c{amp::Op::Embedding, {indices, weight}}) return c.result(embedding(c[0], c[1], o));
   check_embedding(indices, weight, o);

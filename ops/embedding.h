@@ -6,10 +6,10 @@
 
 namespace hg {
 
-struct EmbeddingOptions {
+struct EmbeddingFuncOptions {
   int64_t padding_idx = -1;  // >= 0: that row gets no gradient (torch's padding_idx)
 };
-Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingOptions o = {});
+Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptions o = {});
 
 // ---- kernel interface (ops/cpu/embedding.cpp, cuda/kernels/embedding.cu) -------------------------
 template <class Fn> class DispatchTable;  // ops/dispatch.h

@@ -88,7 +88,7 @@ void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weigh
 
 // torch's argument rules for batch_norm; returns S, the size of x's trailing dims (N,C,S).
 int64_t check_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                         const Tensor& bias, const BatchNormOptions& o) {
+                         const Tensor& bias, const BatchNormFuncOptions& o) {
   check_floating("batch_norm", x);
   HG_CHECK(x.ndim() >= 2, "batch_norm: x has shape ", x.shape(), "; it must be (N,C) or (N,C,*)");
   const int64_t c = x.shape()[1];
@@ -130,7 +130,7 @@ DispatchTable<LayerNormKernel>& layer_norm_backward_kernels() { return tables().
 
 // x is (N,C,*) viewed as (N,C,S); running_mean/var, weight, bias are (C) or undefined; y is x's shape.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, BatchNormOptions o) {
+                  const Tensor& bias, BatchNormFuncOptions o) {
   // The running statistics are updated in place: they are never cast (a cast copy would take the update).
   if (amp::OpCast c{amp::Op::BatchNorm, {x, weight, bias}})
     return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
@@ -157,7 +157,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 
 // x is (*, normalized_shape) viewed as (rows, k); weight and bias have normalized_shape or are undefined.
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, LayerNormOptions o) {
+                  const Tensor& bias, LayerNormFuncOptions o) {
   if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}})
     return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
   const Shape ns(normalized_shape);

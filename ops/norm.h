@@ -9,7 +9,7 @@
 
 namespace hg {
 
-struct BatchNormOptions {
+struct BatchNormFuncOptions {
   bool training = true;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
   double eps = 1e-5;
@@ -19,15 +19,15 @@ struct BatchNormOptions {
 // running variance uses the unbiased batch variance, like torch). In eval mode the running
 // statistics normalise x (they must then be defined).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, BatchNormOptions o = {});
+                  const Tensor& bias, BatchNormFuncOptions o = {});
 
-struct LayerNormOptions {
+struct LayerNormFuncOptions {
   double eps = 1e-5;
 };
 // Normalises over the last normalized_shape.size() dims of x; weight/bias have normalized_shape or
 // are undefined.
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight = Tensor(),
-                  const Tensor& bias = Tensor(), LayerNormOptions o = {});
+                  const Tensor& bias = Tensor(), LayerNormFuncOptions o = {});
 
 // ---- kernel interface (ops/cpu/norm.cpp, cuda/kernels/norm.cu); math in ops/norm_math.h ----------
 // x, y, dy and dx are contiguous in the table's dtype; every other buffer is in its compute type

@@ -31,9 +31,15 @@ void LRScheduler::start() { apply(0); }
 void LRScheduler::apply(int64_t t) {
   HG_CHECK(opt_.num_param_groups() == base_lrs_.size(), name(), ": the optimizer has ", opt_.num_param_groups(),
            " parameter groups but had ", base_lrs_.size(), " when the scheduler was made; make a new scheduler");
-  std::vector<double> lrs(base_lrs_.size());
-  for (size_t g = 0; g < lrs.size(); ++g) lrs[g] = lr_at(t, g);
-  for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
+  std::vector<double> lrs(base_lrs_.size()), momenta(base_lrs_.size());
+  for (size_t g = 0; g < lrs.size(); ++g) {
+    lrs[g] = lr_at(t, g);
+    momenta[g] = momentum_at(t, g);
+  }
+  for (size_t g = 0; g < lrs.size(); ++g) {
+    opt_.set_lr(g, lrs[g]);
+    if (momenta[g] >= 0) opt_.set_momentum(g, momenta[g]);
+  }
   last_epoch_ = t;
   last_lr_ = std::move(lrs);
 }
@@ -143,6 +149,9 @@ OneCycleLR::OneCycleLR(Optimizer& opt, OneCycleLROptions o) : LRScheduler(opt), 
   const double up_end = o.pct_start * static_cast<double>(o.total_steps) - 1;
   HG_CHECK(up_end > 0 && static_cast<double>(o.total_steps - 1) > up_end, "OneCycleLR: pct_start=", o.pct_start,
            " of total_steps=", o.total_steps, " leaves a phase without steps; use more steps or another pct_start");
+  HG_CHECK(!o.cycle_momentum || (o.base_momentum >= 0 && o.base_momentum <= o.max_momentum && o.max_momentum < 1),
+           "OneCycleLR: base_momentum=", o.base_momentum, " and max_momentum=", o.max_momentum,
+           "; they must satisfy 0 <= base_momentum <= max_momentum < 1 (or set cycle_momentum = false)");
   start();
 }
 
@@ -152,13 +161,23 @@ OneCycleLR::OneCycleLR(Optimizer& opt, OneCycleLROptions o) : LRScheduler(opt), 
 double OneCycleLR::lr_at(int64_t t, size_t) const {
   HG_CHECK(t <= o_.total_steps, "OneCycleLR: tried to step ", t, " times; total_steps is ", o_.total_steps,
            "; make the schedule with more total_steps");
-  const double initial = o_.max_lr / o_.div_factor, min_lr = initial / o_.final_div_factor;
+  const double initial = o_.max_lr / o_.div_factor;
+  return anneal(t, initial, o_.max_lr, initial / o_.final_div_factor);
+}
+
+// torch: max_momentum -> base_momentum over the first phase, back to max_momentum over the second.
+double OneCycleLR::momentum_at(int64_t t, size_t) const {
+  if (!o_.cycle_momentum) return -1.0;
+  return anneal(t, o_.max_momentum, o_.base_momentum, o_.max_momentum);
+}
+
+double OneCycleLR::anneal(int64_t t, double first, double peak, double last_value) const {
   const double up_end = o_.pct_start * static_cast<double>(o_.total_steps) - 1;
   const double last = static_cast<double>(o_.total_steps - 1), x = static_cast<double>(t);
   const bool up = x <= up_end;
-  const double a = up ? initial : o_.max_lr, b = up ? o_.max_lr : min_lr;
+  const double a = up ? first : peak, b = up ? peak : last_value;
   // torch extrapolates past the last step (t = total_steps, the lr set by a loop's final sched.step(),
-  // never used), which goes negative with linear annealing; hold min_lr there instead.
+  // never used), which goes negative with linear annealing; hold the last value there instead.
   const double pct = up ? x / up_end : std::min((x - up_end) / (last - up_end), 1.0);
   if (o_.anneal_strategy == Anneal::Linear) return (b - a) * pct + a;
   return b + (a - b) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);

@@ -36,6 +36,9 @@ class LRScheduler {
   explicit LRScheduler(Optimizer& opt);
   // The lr of group g at step t >= 0.
   virtual double lr_at(int64_t t, size_t g) const = 0;
+  // The momentum of group g at step t (SGD's momentum, Adam's beta1), for schedules that cycle it;
+  // negative: the schedule leaves momentum alone.
+  virtual double momentum_at(int64_t, size_t) const { return -1.0; }
   virtual const char* name() const = 0;
   // Sets step 0's lrs: the last call of every derived constructor (the base constructor cannot
   // reach the derived lr_at).
@@ -112,8 +115,9 @@ class LinearWarmup final : public LRScheduler {
 // torch.optim.lr_scheduler.OneCycleLR (two phases): from max_lr / div_factor up to max_lr over the
 // first pct_start * total_steps steps, then down to max_lr / div_factor / final_div_factor at step
 // total_steps - 1 (and held there at step total_steps, which torch allows and extrapolates). Sets
-// the groups' lr itself (base lrs are not used). Momentum cycling
-// (cycle_momentum) is not implemented: momentum and betas stay as the optimizer has them.
+// the groups' lr itself (base lrs are not used). With cycle_momentum (torch's default) the momentum
+// (SGD's momentum, Adam's and AdamW's beta1) runs the other way, from max_momentum down to base_momentum
+// and back up, with the same annealing: an SGD made without momentum trains with it, as in torch.
 enum class Anneal : uint8_t { Cos, Linear };
 struct OneCycleLROptions {
   double max_lr = kRequired;  // required
@@ -122,6 +126,9 @@ struct OneCycleLROptions {
   Anneal anneal_strategy = Anneal::Cos;
   double div_factor = 25;
   double final_div_factor = 1e4;
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
 };
 class OneCycleLR final : public LRScheduler {
  public:
@@ -129,7 +136,10 @@ class OneCycleLR final : public LRScheduler {
 
  private:
   double lr_at(int64_t t, size_t g) const override;
+  double momentum_at(int64_t t, size_t g) const override;
   const char* name() const override { return "OneCycleLR"; }
+  // The value annealed from `first` through `peak` (at the end of the first phase) to `last` at step t.
+  double anneal(int64_t t, double first, double peak, double last) const;
   OneCycleLROptions o_;
 };
 

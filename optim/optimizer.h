@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/state_dict.h"
 #include "core/tensor.h"
 #include "optim/amp_step.h"
 
@@ -25,7 +26,7 @@ namespace hg::optim {
 //   state.<i>.step      0-d F64 (optimizers that count steps: Adam, AdamW)
 //   state.<i>.master    the F32 master copy of an F16/BF16 parameter (master weights on)
 // A parameter that never took a step has no state.<i> entries.
-using StateDict = std::map<std::string, Tensor>;
+using hg::StateDict;  // core/state_dict.h
 
 struct DeviceStep;  // optim/update.h
 
@@ -67,6 +68,11 @@ class Optimizer {
   virtual const std::vector<Tensor>& group_params(size_t group) const = 0;
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
+  // The momentum schedulers cycle (torch's OneCycleLR with cycle_momentum): SGD's momentum, Adam's and
+  // AdamW's beta1. set_momentum checks the value as the constructor would, and reaches the device as
+  // set_lr does.
+  virtual double momentum(size_t group) const = 0;
+  virtual void set_momentum(size_t group, double momentum) = 0;
   std::vector<Tensor> parameters() const;  // of all groups, in order: parameter <i> of the state dict
 
   // Auto by default. Switching to Off drops the masters (the parameters keep their rounded values);
@@ -202,6 +208,19 @@ class OptimizerOf : public Optimizer {
     HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
     groups_[g].options.lr = lr;
     upload_hyper(g, Derived::device_hyper(groups_[g].options));
+  }
+  double momentum(size_t g) const override {
+    const Options& o = group(g).options;
+    if constexpr (requires { o.betas; }) return o.betas[0];
+    else return o.momentum;
+  }
+  void set_momentum(size_t g, double m) override {
+    Options o = group(g).options;
+    if constexpr (requires { o.betas; }) o.betas[0] = m;
+    else o.momentum = m;
+    Derived::check_options(o);  // throws naming the bad value; the group keeps its options
+    groups_[g].options = o;
+    upload_hyper(g, Derived::device_hyper(o));
   }
 
   StateDict state_dict() const override {

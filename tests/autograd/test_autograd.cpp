@@ -159,6 +159,36 @@ TEST_CASE("NoGradGuard: nested, thread-local", "[autograd]") {
   CHECK(autograd::grad_enabled());
 }
 
+TEST_CASE("register_hook returns a handle that removes the hook (torch's RemovableHandle)", "[autograd]") {
+  for (bool leaf : {true, false}) {
+    INFO((leaf ? "leaf" : "non-leaf"));
+    Tensor x = vec({1, 2}, DType::F32, true);
+    Tensor h = leaf ? x : x * 1.0;
+    int calls = 0;
+    HookHandle a = h.register_hook([&](const Tensor& g) {
+      ++calls;
+      return g * 10.0;
+    });
+    HookHandle b = h.register_hook([&](const Tensor&) { return Tensor(); });
+    CHECK(a.id() != b.id());
+    (h * 2.0).sum().backward(Tensor(), {.retain_graph = true});
+    CHECK(calls == 1);
+    CHECK(values(x.grad()) == std::vector<double>{20, 20});
+    CHECK(a.remove());
+    CHECK_FALSE(a.remove());
+    x.zero_grad();
+    (h * 2.0).sum().backward();
+    CHECK(calls == 1);  // removed: not called, the gradient unchanged
+    CHECK(values(x.grad()) == std::vector<double>{2, 2});
+  }
+  HookHandle orphan;
+  {
+    Tensor y = vec({1}, DType::F32, true);
+    orphan = y.register_hook([](const Tensor&) { return Tensor(); });
+  }
+  CHECK_FALSE(orphan.remove());  // the tensor is gone: nothing to remove, no crash
+}
+
 TEST_CASE("hooks on leaves and non-leaves", "[autograd]") {
   SECTION("a leaf hook sees the accumulated gradient and can scale it") {
     Tensor x = vec({1, 2}, DType::F32, true);

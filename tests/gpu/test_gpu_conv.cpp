@@ -177,7 +177,7 @@ TEST_CASE("gpu conv: empty reductions write zeros and the bias", "[gpu][conv]") 
 
 TEST_CASE("gpu conv: conv2d with autograd matches the CPU", "[gpu][conv]") {
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-    const Conv2dOptions o{.stride = 2, .padding = 1, .dilation = 1, .groups = 2};
+    const Conv2dFuncOptions o{.stride = 2, .padding = 1, .dilation = 1, .groups = 2};
     const Tensor x = randn({4, 6, 11, 9}, {.dtype = DType::F64}).to(dt);
     const Tensor w = randn({8, 3, 3, 3}, {.dtype = DType::F64}).to(dt);
     const Tensor b = randn({8}, {.dtype = DType::F64}).to(dt);

@@ -17,13 +17,12 @@ struct Call {
   Tensor input, output;
 };
 
-// Hooks every module of m (and m itself as "") that append to `log`.
+// Hooks every module of m (m itself as "", first in named_modules) that append to `log`.
 void hook_all(nn::Module& m, std::vector<Call>& log) {
   for (const auto& [name, child] : m.named_modules())
     child->register_forward_hook([&log, name = name](const nn::Module&, const Tensor& x, const Tensor& y) {
       log.push_back({name, x, y});
     });
-  m.register_forward_hook([&log](const nn::Module&, const Tensor& x, const Tensor& y) { log.push_back({"", x, y}); });
 }
 
 // A module that calls its children through operator(), as the hook comment asks.
@@ -67,13 +66,15 @@ TEST_CASE("forward hooks fire after each module call, children of Sequential fir
   CHECK(log.back().name == "2");
 }
 
-TEST_CASE("named_modules lists descendants with dotted names, and nested calls fire in call order",
+TEST_CASE("named_modules lists the module and its descendants with dotted names, and nested calls fire in call order",
           "[nn][hooks][cpu]") {
   Block block;
   std::vector<std::string> names;
   for (const auto& [n, m] : block.named_modules()) names.push_back(n);
-  CHECK(names == std::vector<std::string>{"fc", "act", "act.0", "act.1"});
-  CHECK(block.named_modules()[2].second.get() == (*block.act)[0].get());
+  CHECK(names == std::vector<std::string>{"", "fc", "act", "act.0", "act.1"});  // torch's order, root first
+  CHECK(block.named_modules()[0].second.get() == &block);
+  CHECK(block.named_modules()[0].second.use_count() == 0);  // does not own the root
+  CHECK(block.named_modules()[3].second.get() == (*block.act)[0].get());
 
   std::vector<Call> log;
   hook_all(block, log);
@@ -92,7 +93,7 @@ TEST_CASE("hooks of one module run in registration order and can be removed", "[
     CHECK(&m == &fc);
     fired.push_back(2);
   });
-  CHECK(a.id != b.id);
+  CHECK(a.id() != b.id());
   CHECK(fc.num_forward_hooks() == 2);
   fc(ones({1, 2}));
   CHECK(fired == std::vector<int>{1, 2});
@@ -107,6 +108,20 @@ TEST_CASE("hooks of one module run in registration order and can be removed", "[
   fired.clear();
   fc(ones({1, 2}));
   CHECK(fired.empty());
+}
+
+TEST_CASE("a forward hook's handle removes it, once, and outlives its module", "[nn][hooks][cpu]") {
+  auto fc = std::make_shared<nn::Linear>(2, 2);
+  int calls = 0;
+  nn::HookHandle h = fc->register_forward_hook([&](const nn::Module&, const Tensor&, const Tensor&) { ++calls; });
+  (*fc)(ones({1, 2}));
+  CHECK(h.remove());
+  CHECK_FALSE(h.remove());  // a second remove does nothing
+  (*fc)(ones({1, 2}));
+  CHECK(calls == 1);
+  nn::HookHandle late = fc->register_forward_hook([](const nn::Module&, const Tensor&, const Tensor&) {});
+  fc.reset();
+  CHECK_FALSE(late.remove());  // the module is gone: nothing to remove, no crash
 }
 
 TEST_CASE("a hook may remove itself while it runs", "[nn][hooks][cpu]") {

@@ -23,7 +23,7 @@ const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
 struct Cfg {
   int64_t n, c, h, w, k, r, s;
-  Conv2dOptions o;
+  Conv2dFuncOptions o;
   bool bias = true;
   int64_t oh() const { return (h + 2 * o.padding.h - o.dilation.h * (r - 1) - 1) / o.stride.h + 1; }
   int64_t ow() const { return (w + 2 * o.padding.w - o.dilation.w * (s - 1) - 1) / o.stride.w + 1; }

@@ -113,6 +113,38 @@ TEST_CASE("LinearWarmup then cosine: the wrapped schedule starts when the warmup
   REQUIRE_THROWS_WITH(LinearWarmup(opt, {.warmup_steps = 2}, std::move(foreign)), Catch::Contains("another optimizer"));
 }
 
+TEST_CASE("OneCycleLR cycles momentum against the lr (torch's cycle_momentum): SGD's momentum, Adam's beta1",
+          "[sched]") {
+  Tensor p = make_param(), q = make_param();
+  SGD sgd({p}, {.lr = 0.1});  // no momentum: torch's OneCycleLR gives it one
+  optim::Adam adam({q}, {.lr = 0.1, .betas = {0.5, 0.999}});
+  OneCycleLR s1(sgd, {.max_lr = 0.1, .total_steps = 100});
+  OneCycleLR s2(adam, {.max_lr = 0.1, .total_steps = 100, .anneal_strategy = Anneal::Linear});
+  // torch: momentum max_momentum (0.95) at step 0, base_momentum (0.85) at the lr's peak (step 29), back
+  // to 0.95 at step 99; the same annealing as the lr, the other way round
+  CHECK(sgd.momentum(0) == Approx(0.95).epsilon(1e-15));
+  CHECK(adam.momentum(0) == Approx(0.95).epsilon(1e-15));
+  CHECK(adam.param_groups()[0].options.betas[1] == 0.999);  // beta2 untouched
+  for (int t = 1; t <= 99; ++t) {
+    s1.step();
+    s2.step();
+    const double want_cos = t <= 29 ? 0.85 + (0.95 - 0.85) / 2 * (std::cos(kPi * t / 29.0) + 1)
+                                    : 0.95 + (0.85 - 0.95) / 2 * (std::cos(kPi * (t - 29) / 70.0) + 1);
+    const double want_lin = t <= 29 ? (0.85 - 0.95) * (t / 29.0) + 0.95 : (0.95 - 0.85) * ((t - 29) / 70.0) + 0.85;
+    CHECK(sgd.momentum(0) == Approx(want_cos).epsilon(1e-13));
+    CHECK(adam.momentum(0) == Approx(want_lin).epsilon(1e-13));
+  }
+  CHECK(sgd.momentum(0) == Approx(0.95).epsilon(1e-13));
+  // off: momentum stays as the optimizer has it
+  SGD plain({make_param()}, {.lr = 0.1, .momentum = 0.3});
+  OneCycleLR s3(plain, {.max_lr = 0.1, .total_steps = 100, .cycle_momentum = false});
+  s3.step();
+  CHECK(plain.momentum(0) == 0.3);
+  REQUIRE_THROWS_WITH(OneCycleLR(plain, {.max_lr = 0.1, .total_steps = 100, .base_momentum = 0.99}),
+                      Catch::Contains("base_momentum=0.99"));
+  REQUIRE_THROWS_WITH(plain.set_momentum(0, -0.5), Catch::Contains("momentum=-0.5"));
+}
+
 TEST_CASE("OneCycleLR: torch's first, peak and last lr, and both anneal strategies", "[sched]") {
   for (Anneal anneal : {Anneal::Cos, Anneal::Linear}) {
     INFO((anneal == Anneal::Cos ? "cos" : "linear"));
