@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "examples/cli.h"
 #include "benchmarks/bench_util.h"
+#include "examples/cli.h"
 #include "halfgrad.h"
 
 using namespace hg;

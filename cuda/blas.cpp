@@ -10,6 +10,7 @@
 #include "cuda/available.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "ops/kernels/gemm.h"
 
 namespace hg::cuda {
 

@@ -7,8 +7,8 @@
 // leading dims and batch strides), swap m and n, keep each operand's transpose flag
 // (docs/ARCHITECTURE.md, "Facts the code relies on").
 #include <cstdint>
+#include "ops/kernels/gemm.h"
 
-#include "ops/gemm.h"
 
 namespace hg::cuda {
 

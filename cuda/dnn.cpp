@@ -29,6 +29,7 @@
 #include "cuda/emulator/conv.h"
 #endif
 #include "cuda/workspace.h"
+#include "ops/kernels/conv.h"
 
 namespace hg::cuda::dnn {
 namespace {

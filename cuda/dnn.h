@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "ops/conv.h"
+#include "ops/kernels/conv.h"
 
 namespace hg::cuda {
 struct DeviceContext;  // cuda/context.h

@@ -13,6 +13,9 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/gemm.h"
+#include "ops/kernels/reduce.h"
 
 namespace hg::cuda {
 

@@ -12,8 +12,8 @@
 #include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "ops/cpu/conv.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
-#include "ops/gemm.h"
 
 using namespace hg;
 

@@ -22,9 +22,9 @@
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "halfgrad.h"
+#include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
-#include "nn/checkpoint.h"
 #include "optim/optimizer.h"
 
 namespace example {

@@ -2,6 +2,7 @@
 // parameter used in F16 receives an F32 gradient.
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
 
 namespace hg {
 

@@ -2,9 +2,11 @@
 // forward, backward-data (dx) and backward-weight (dw and db in one pass over dy).
 #include "ops/conv.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/cpu/conv.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/conv.h"
 #include "ops/reduce.h"
 
 namespace hg {

@@ -5,6 +5,11 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/gemm.h"
+#include "ops/kernels/reduce.h"
 
 namespace hg {
 

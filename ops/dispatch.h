@@ -11,9 +11,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
-#include "ops/broadcast.h"
 #include "ops/ew.h"
-#include "ops/gemm.h"
 
 namespace hg {
 
@@ -77,71 +75,5 @@ class DispatchTable : public DispatchTableBase {
  private:
   Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
 };
-
-// ---- kernel signatures ----------------------------------------------------------------------
-// Elementwise: out[i] = adapter(ins[0][...], ...) over a broadcast plan; all buffers of the table's dtype.
-using EwKernel = void (*)(const EwCall& call, const BroadcastPlan& plan, const void* const* ins, void* out);
-// Conversion of n contiguous elements between any two dtypes on one device.
-using CastKernel = void (*)(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
-// Strided copy (permute, transpose, slice, cat): dst[sum i_d*dst_strides_d] = src[sum i_d*src_strides_d].
-struct StridedCopy {
-  int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t src_strides[kMaxDims] = {};
-  int64_t dst_strides[kMaxDims] = {};
-  const void* src = nullptr;
-  void* dst = nullptr;
-  int elem_size = 4;
-};
-using CopyKernel = void (*)(const StridedCopy& c);
-using GemmKernel = void (*)(const GemmArgs& args);
-// Reduction over the middle dim of contiguous x viewed as (outer, r, inner) -> out (outer, inner).
-// Accumulates in F32 (F64 for F64); the result is multiplied by `scale` before the one rounding
-// (mean passes 1/r). Max/Min also write the first index of the extreme into `indices` when non-null,
-// and propagate NaN like torch.max.
-enum class ReduceOp : uint8_t { Sum, Max, Min };
-struct ReduceArgs {
-  ReduceOp op = ReduceOp::Sum;
-  int64_t outer = 1, r = 1, inner = 1;
-  double scale = 1.0;
-  const void* x = nullptr;
-  void* out = nullptr;
-  int64_t* indices = nullptr;
-};
-using ReduceKernel = void (*)(const ReduceArgs& args);
-// Softmax (or log-softmax) over the middle dim of (outer, r, inner), max-subtracted, F32 math.
-struct SoftmaxArgs {
-  bool log = false;
-  int64_t outer = 1, r = 1, inner = 1;
-  const void* x = nullptr;
-  void* y = nullptr;
-};
-using SoftmaxKernel = void (*)(const SoftmaxArgs& args);
-// dx from y = softmax(x) (or log_softmax) and dy, same layout.
-struct SoftmaxBackwardArgs {
-  bool log = false;
-  int64_t outer = 1, r = 1, inner = 1;
-  const void* y = nullptr;
-  const void* dy = nullptr;
-  void* dx = nullptr;
-};
-using SoftmaxBackwardKernel = void (*)(const SoftmaxBackwardArgs& args);
-
-DispatchTable<EwKernel>& ew_kernels();
-DispatchTable<CastKernel>& cast_kernels();  // indexed by the source dtype's slot F32 ("any")
-DispatchTable<CopyKernel>& copy_kernels();  // indexed by slot F32 ("any")
-DispatchTable<GemmKernel>& gemm_kernels();
-DispatchTable<ReduceKernel>& reduce_kernels();
-DispatchTable<SoftmaxKernel>& softmax_kernels();
-DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels();
-
-// CPU registrations (ops/cpu/*.cpp).
-namespace cpu {
-void register_elementwise(DispatchTable<EwKernel>& t);
-void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
-void strided_copy(const StridedCopy& c);
-void register_reduce(DispatchTable<ReduceKernel>& t);                    // ops/cpu/reduce.cpp
-void register_softmax(DispatchTable<SoftmaxKernel>& fwd, DispatchTable<SoftmaxBackwardKernel>& bwd);
-}  // namespace cpu
 
 }  // namespace hg

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <utility>
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/kernels/dropout.h"
 
 namespace hg {
 

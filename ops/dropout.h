@@ -14,23 +14,4 @@ struct DropoutFuncOptions {
 };
 Tensor dropout(const Tensor& x, DropoutFuncOptions o = {});
 
-// ---- kernel interface (ops/cpu/loss.cpp, cuda/kernels/loss.cu) -----------------------------------
-template <class Fn> class DispatchTable;  // ops/dispatch.h
-
-// y[i] = x[i] * (keep(i) ? scale : 0) for i < n, keep(i) from Philox (seed, offset) as ops/loss_math.h
-// says. The backward is the same kernel on dy (it regenerates the mask, so none is stored).
-struct DropoutArgs {
-  int64_t n = 0;
-  uint64_t seed = 0, offset = 0;
-  uint32_t threshold = 0;  // ceil(p * 2^24)
-  double scale = 1.0;      // 1 / (1 - p)
-  const void* x = nullptr;
-  void* y = nullptr;
-};
-using DropoutKernel = void (*)(const DropoutArgs& a);
-DispatchTable<DropoutKernel>& dropout_kernels();
-namespace cpu {
-void register_dropout(DispatchTable<DropoutKernel>& t);
-}
-
 }  // namespace hg

@@ -1,9 +1,10 @@
 // Public elementwise ops: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op").
 #include "ops/elementwise.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
 #include "ops/reduce.h"
 
 namespace hg {

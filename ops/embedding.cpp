@@ -3,9 +3,11 @@
 // weight's dtype, so repeated F16/BF16 indices do not round at every addition.
 #include "ops/embedding.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/embedding.h"
 
 namespace hg {
 

@@ -3,9 +3,11 @@
 // the stored layout, so nothing is ever transposed by copying (docs/ARCHITECTURE.md, Principles 7).
 #include "ops/matmul.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/gemm.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 

@@ -1,8 +1,12 @@
 #pragma once
+#include <cstdint>
+
 #include "core/tensor.h"
-#include "ops/gemm.h"
 
 namespace hg {
+
+// Whether an operand is used as stored (N) or transposed (T), without copying.
+enum class Trans : uint8_t { N, T };
 
 struct MatmulOptions {
   Trans trans_a = Trans::N;  // use a's last two dims transposed, without copying

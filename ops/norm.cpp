@@ -6,9 +6,11 @@
 // them in the compute dtype, and the gradients come back in each parameter's own dtype.
 #include "ops/norm.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "core/allocator.h"
+#include "ops/autocast/autocast.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/norm.h"
 
 namespace hg {
 

@@ -3,8 +3,10 @@
 // each window's maximum (I64, like torch's return_indices) for its backward.
 #include "ops/pool.h"
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/pool.h"
 
 namespace hg {
 namespace {

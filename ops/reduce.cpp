@@ -10,10 +10,11 @@
 #include <string>
 #include <utility>
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
+#include "ops/kernels/reduce.h"
 #include "ops/shape.h"
 
 namespace hg {

@@ -2,9 +2,10 @@
 
 #include <numeric>
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
 
 namespace hg {
 

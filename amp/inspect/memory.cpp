@@ -8,10 +8,10 @@
 #include <sstream>
 #include <utility>
 
-#include "ops/autocast/autocast.h"
 #include "amp/inspect/text_file.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"
+#include "ops/autocast/autocast.h"
 
 namespace hg::amp::inspect {
 

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
 #include "amp/inspect/formats.h"
 #include "amp/inspect/module_names.h"
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 
 namespace hg::amp::inspect {
 

@@ -10,7 +10,7 @@
 #include "core/atomic_file.h"
 #include "cuda/available.h"
 #include "ops/cpu/conv.h"
-#include "ops/gemm.h"
+#include "ops/cpu/gemm.h"
 
 namespace hg::amp::inspect {
 

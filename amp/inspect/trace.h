@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
 #include "amp/inspect/module_names.h"
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "ops/autocast/autocast.h"
 
 namespace hg::amp::inspect {
 

@@ -3,8 +3,9 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/launch.h"
+#include "ops/kernels/elementwise.h"
 
 namespace hg::cuda {
 namespace {

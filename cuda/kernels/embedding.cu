@@ -6,8 +6,9 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/loss.h"
+#include "cuda/launch.h"
+#include "ops/kernels/embedding.h"
 
 namespace hg::cuda {
 namespace {

@@ -6,6 +6,8 @@
 #include <cstdint>
 
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/reduce.h"
 
 namespace hg::cuda {
 

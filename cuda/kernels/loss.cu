@@ -12,9 +12,12 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
+#include "cuda/launch.h"
+#include "ops/kernels/dropout.h"
+#include "ops/kernels/embedding.h"
+#include "ops/kernels/loss.h"
 #include "ops/loss_math.h"
 
 namespace hg::cuda {

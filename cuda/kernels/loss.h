@@ -4,6 +4,9 @@
 // enqueues on the device's stream and checks the launch; none synchronises. Pure host declarations.
 #include "ops/dropout.h"
 #include "ops/embedding.h"
+#include "ops/kernels/dropout.h"
+#include "ops/kernels/embedding.h"
+#include "ops/kernels/loss.h"
 #include "ops/loss.h"
 
 namespace hg::cuda {

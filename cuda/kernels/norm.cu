@@ -7,8 +7,9 @@
 // compute type (float, double for F64) in a fixed tree order: deterministic, no atomics.
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/launch.h"
+#include "ops/kernels/norm.h"
 #include "ops/norm.h"
 #include "ops/norm_math.h"
 

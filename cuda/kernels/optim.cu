@@ -8,9 +8,9 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/optim.h"
+#include "cuda/launch.h"
 
 namespace hg::cuda {
 namespace {

@@ -4,9 +4,10 @@
 // run; F16/BF16 widen on load and round once on store.
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/pool.h"
+#include "cuda/launch.h"
+#include "ops/kernels/pool.h"
 
 namespace hg::cuda {
 namespace {

@@ -2,6 +2,7 @@
 // Host launchers of the pooling CUDA kernels (cuda/kernels/pool.cu), with the signature of the tables
 // in ops/pool.h; register_pool() puts them into those tables. Every launcher enqueues on the device's
 // stream and checks the launch; none synchronises. Pure host declarations.
+#include "ops/kernels/pool.h"
 #include "ops/pool.h"
 
 namespace hg::cuda {

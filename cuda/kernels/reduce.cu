@@ -11,9 +11,10 @@
 #include "core/parallel.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
-#include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/workspace.h"
+#include "ops/kernels/reduce.h"
 
 namespace hg::cuda {
 namespace {

@@ -21,9 +21,9 @@
 #include <optional>
 #include <vector>
 
+#include "core/tensor.h"
 #include "ops/autocast/observe.h"
 #include "ops/autocast/policy.h"
-#include "core/tensor.h"
 
 namespace hg::amp {
 

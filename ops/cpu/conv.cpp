@@ -18,8 +18,10 @@
 #include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
-#include "ops/gemm.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/conv.h"
 
 #if HG_HAS_ONEDNN
 #include <unordered_map>

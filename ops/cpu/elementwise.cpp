@@ -9,9 +9,11 @@
 #include <utility>
 
 #include "core/convert.h"
-#include "ops/cpu/blocks.h"
 #include "core/parallel.h"
+#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/elementwise.h"
 
 namespace hg::cpu {
 namespace {

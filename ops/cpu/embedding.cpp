@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
 #include "ops/embedding.h"
+#include "ops/kernels/embedding.h"
 
 namespace hg::cpu {
 namespace {

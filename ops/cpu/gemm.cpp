@@ -7,8 +7,7 @@
 //  * F64, and everything in a build without oneDNN: Eigen.
 #include "core/parallel.h"
 #include "ops/cpu/onednn.h"
-#include "ops/dispatch.h"  // cpu::cast
-#include "ops/gemm.h"
+#include "ops/dispatch.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -21,6 +20,9 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/gemm.h"
 
 #if HG_HAS_ONEDNN
 #include <unordered_map>

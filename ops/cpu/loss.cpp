@@ -7,10 +7,13 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/cpu/blocks.h"
 #include "core/parallel.h"
+#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
 #include "ops/dropout.h"
+#include "ops/kernels/dropout.h"
+#include "ops/kernels/loss.h"
 #include "ops/loss.h"
 #include "ops/loss_math.h"
 

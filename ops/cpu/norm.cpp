@@ -15,6 +15,8 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/norm.h"
 #include "ops/norm.h"
 #include "ops/norm_math.h"
 

@@ -12,6 +12,8 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/pool.h"
 #include "ops/pool.h"
 
 namespace hg::cpu {

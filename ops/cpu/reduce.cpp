@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "ops/cpu/blocks.h"
 #include "core/parallel.h"
-#include "ops/vec_math.h"
+#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/reduce.h"
+#include "ops/vec_math.h"
 
 namespace hg::cpu {
 namespace {

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
-#include "ops/autocast/policy.h"
 #include "autograd/node.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/autocast/autocast.h"
+#include "ops/autocast/policy.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
 #include "amp/grad_scaler.h"
 #include "amp/scaler_math.h"
 #include "core/tensor.h"
@@ -23,6 +22,7 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/sgd.h"
+#include "test_util.h"
 
 using namespace hg;
 using hg::test::capture_stderr;

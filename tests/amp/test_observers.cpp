@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
 #include "autograd/node.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "ops/autocast/autocast.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <sstream>
 
+#include "amp/grad_scaler.h"
 #include "amp/opt_level.h"
 #include "core/rng.h"
 #include "nn/nn.h"
 #include "ops/loss.h"
 #include "ops/shape.h"
 #include "optim/sgd.h"
-#include "amp/grad_scaler.h"
 
 using namespace hg;
 

@@ -21,9 +21,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda/available.h"
 #include "cuda/context.h"
 #include "cuda/dnn.h"
-#include "cuda/available.h"
+#include "ops/kernels/conv.h"
 
 using namespace hg;
 using namespace hg::cuda::dnn;

@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "cuda/blas.h"
 #include "halfgrad.h"
+#include "ops/kernels/gemm.h"
 
 using namespace hg;
 

@@ -22,6 +22,7 @@
 
 #include "halfgrad.h"
 #include "ops/conv.h"
+#include "ops/kernels/conv.h"
 #include "test_util.h"
 
 namespace hg::cuda::dnn {

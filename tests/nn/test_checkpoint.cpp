@@ -9,16 +9,16 @@
 #include <functional>
 #include <optional>
 
-#include "test_util.h"
-#include "ops/autocast/autocast.h"
 #include "amp/opt_level.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
+#include "ops/autocast/autocast.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "test_util.h"
 
 using namespace hg;
 namespace fs = std::filesystem;

@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "ops/conv.h"
 #include "ops/cpu/conv.h"
+#include "ops/kernels/conv.h"
 #include "test_util.h"
 
 using namespace hg;

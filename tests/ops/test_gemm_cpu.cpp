@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/half.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
-#include "ops/gemm.h"
+#include "ops/kernels/gemm.h"
 #include "test_util.h"
 
 using namespace hg;

@@ -12,6 +12,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/pool.h"
+#include "ops/pool_math.h"
 #include "test_util.h"
 
 using namespace hg;

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "test_util.h"
 
 using namespace hg;
 using hg::optim::SGD;

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
 #include "core/tensor.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "test_util.h"
 
 using namespace hg;
 using namespace hg::optim;

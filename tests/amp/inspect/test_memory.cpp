@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
 #include "amp/inspect/memory.h"
 #include "amp/opt_level.h"
 #include "core/allocator.h"
 #include "core/rng.h"
 #include "json_reader.h"
 #include "nn/nn.h"
+#include "ops/autocast/autocast.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
 #include "amp/inspect/nonfinite.h"
 #include "autograd/node.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "ops/autocast/autocast.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"

@@ -13,13 +13,13 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/autocast/autocast.h"
-#include "cuda/available.h"
 #include "amp/inspect/trace.h"
+#include "cuda/available.h"
 #include "json_reader.h"
 #include "nn/nn.h"
+#include "ops/autocast/autocast.h"
 #include "ops/cpu/conv.h"
-#include "ops/gemm.h"
+#include "ops/cpu/gemm.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"

@@ -1,0 +1,30 @@
+#pragma once
+// The kernel contract of the elementwise ops, casts and strided copies (docs/ARCHITECTURE.md, "Dispatch and
+// registration"); implemented by ops/cpu/elementwise.cpp and cuda/kernels/elementwise*.cu, copy.cu.
+#include "ops/broadcast.h"
+#include "ops/dispatch.h"
+#include "ops/ew.h"
+
+namespace hg {
+
+// Elementwise: out[i] = adapter(ins[0][...], ...) over a broadcast plan; all buffers of the table's dtype.
+using EwKernel = void (*)(const EwCall& call, const BroadcastPlan& plan, const void* const* ins, void* out);
+// Conversion of n contiguous elements between any two dtypes on one device.
+using CastKernel = void (*)(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
+// Strided copy (permute, transpose, slice, cat): dst[sum i_d*dst_strides_d] = src[sum i_d*src_strides_d].
+struct StridedCopy {
+  int ndim = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t src_strides[kMaxDims] = {};
+  int64_t dst_strides[kMaxDims] = {};
+  const void* src = nullptr;
+  void* dst = nullptr;
+  int elem_size = 4;
+};
+using CopyKernel = void (*)(const StridedCopy& c);
+
+DispatchTable<EwKernel>& ew_kernels();
+DispatchTable<CastKernel>& cast_kernels();  // indexed by the source dtype's slot F32 ("any")
+DispatchTable<CopyKernel>& copy_kernels();  // indexed by slot F32 ("any")
+
+}  // namespace hg

@@ -1,0 +1,35 @@
+#pragma once
+// The kernel contract of matmul and linear (docs/ARCHITECTURE.md, "Dispatch and registration"); implemented
+// by ops/cpu/gemm.cpp (oneDNN, Eigen) and cuda/blas.cpp (cuBLAS).
+// A raw row-major GEMM:
+//   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],   b = 0..batch-1
+// op(A) is (M,K): A is (M,K) with lda >= K when trans_a == N, (K,M) with lda >= M when T.
+// op(B) is (K,N): B is (K,N) with ldb >= N when trans_b == N, (N,K) with ldb >= K when T.
+// C is (M,N) with ldc >= N. A, B, C share one dtype; F16/BF16 accumulate in F32 and round once on
+// store. A batch stride of 0 broadcasts that operand over the batch.
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "ops/dispatch.h"
+#include "ops/matmul.h"  // Trans
+
+namespace hg {
+
+struct GemmArgs {
+  DType dtype = DType::F32;
+  Trans trans_a = Trans::N, trans_b = Trans::N;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.f, beta = 0.f;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
+};
+using GemmKernel = void (*)(const GemmArgs& args);
+DispatchTable<GemmKernel>& gemm_kernels();
+
+}  // namespace hg
