@@ -21,7 +21,9 @@ namespace hg::cuda {
 
 void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-check (amp/scaler_math.h)
 void register_dnn();  // cuda/dnn.cpp: the conv2d tables
-void register_loss();  // cuda/kernels/loss.cu: cross-entropy, dropout and embedding tables
+void register_loss();  // cuda/kernels/loss.cu: cross-entropy / NLL (ops/loss_math.h)
+void register_dropout();  // cuda/kernels/dropout.cu: dropout (ops/dropout_math.h)
+void register_embedding();  // cuda/kernels/embedding.cu: embedding forward and backward
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
 void register_norm();  // cuda/kernels/norm.cu: batch_norm and layer_norm (ops/norm_math.h)
 void register_pool();  // cuda/kernels/pool.cu: the pooling tables
@@ -48,6 +50,8 @@ void register_kernels() {
   register_amp();
   register_dnn();
   register_loss();
+  register_dropout();
+  register_embedding();
   register_norm();
   register_optim();
   register_pool();

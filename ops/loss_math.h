@@ -1,7 +1,7 @@
 #pragma once
 // The math of the loss-family kernels, written once as HG_HD functions for the CPU loops
 // (ops/cpu/loss.cpp) and the CUDA kernels (cuda/kernels/loss.cu): the cross-entropy / NLL row and
-// its gradient, and the dropout keep decision. C is the compute type (float, double for F64).
+// its gradient. C is the compute type (float, double for F64).
 #include <stdint.h>
 
 #include "core/macros.h"
@@ -47,17 +47,5 @@ template <class C> HG_HD C ce_grad(C p_k, bool is_target, C eps, C classes, C g)
 
 // NLL on log-probabilities: loss = -x_t, d loss / d x_k = -g [k == t].
 template <class C> HG_HD C nll_grad(bool is_target, C g) { return is_target ? -g : C(0); }
-
-// ---- dropout -------------------------------------------------------------------------------------
-
-// Element i of a draw at (seed, offset) uses word i%4 of Philox block i/4, exactly as hg::rand does for
-// F32: its 24-bit uniform u = (w >> 8) / 2^24. The element is kept when u >= p, i.e. when
-// (w >> 8) >= threshold = ceil(p 2^24), so P(keep) = 1 - p up to 2^-24.
-HG_HD bool dropout_keep(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
-
-// x * mask * scale like torch: a dropped NaN or inf stays NaN (inf * 0), which AMP's overflow check sees.
-template <class C> HG_HD C dropout_apply(C x, uint32_t word, uint32_t threshold, C scale) {
-  return x * (dropout_keep(word, threshold) ? scale : C(0));
-}
 
 }  // namespace hg::lossfn

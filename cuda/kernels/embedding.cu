@@ -6,6 +6,7 @@
 
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "cuda/launch.h"
 #include "ops/kernels/embedding.h"
@@ -65,5 +66,12 @@ HG_INSTANTIATE(f16)
 HG_INSTANTIATE(bf16)
 HG_INSTANTIATE(double)
 #undef HG_INSTANTIATE
+
+void register_embedding() {
+  set_floating<EmbeddingKernel>(embedding_kernels(), &embedding_forward<float>, &embedding_forward<f16>,
+                                &embedding_forward<bf16>, &embedding_forward<double>);
+  set_floating<EmbeddingKernel>(embedding_backward_kernels(), &embedding_backward<float>, &embedding_backward<f16>,
+                                &embedding_backward<bf16>, &embedding_backward<double>);
+}
 
 }  // namespace hg::cuda

@@ -1,11 +1,10 @@
-// Cross-entropy / NLL forward and backward and dropout on the GPU. The math is ops/loss_math.h (shared
+// Cross-entropy / NLL forward and backward on the GPU. The math is ops/loss_math.h (shared
 // with ops/cpu/loss.cpp); these kernels only index memory and combine partial results.
 //  * forward: a group of G threads per row of x viewed as (outer, classes, inner): G = 1 when the
 //    class dim is strided and short (adjacent threads then read adjacent columns: coalesced), one warp
 //    for up to 1024 classes, a block beyond. Two passes over the row (max, then the shifted exp-sum),
 //    like the CPU. Mean/Sum then reduce the row losses in one block, in a fixed order (deterministic).
 //  * backward: one thread per element of dx.
-//  * dropout: one thread per Philox block of 4 elements.
 // A target outside [0, classes) that is not ignore_index cannot throw here without a host sync: its
 // loss and gradient are NaN instead (the CPU throws).
 #include <cmath>
@@ -15,8 +14,6 @@
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "cuda/launch.h"
-#include "ops/kernels/dropout.h"
-#include "ops/kernels/embedding.h"
 #include "ops/kernels/loss.h"
 #include "ops/loss_math.h"
 
@@ -144,22 +141,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset,
-                   uint32_t threshold, compute_t<T> scale) {
-  const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step) {
-    uint32_t w[4];
-    Philox4x32::words(seed, offset, static_cast<uint64_t>(b), w);
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int64_t i = 4 * b + l;
-      if (i < n) y[i] = store<T>(lossfn::dropout_apply(load(x[i]), w[l], threshold, scale));
-    }
-  }
-}
-
 CeGeometry geometry(const CrossEntropyArgs& a) {
   return {a.outer * a.inner, a.classes, a.inner, a.ignore_index};
 }
@@ -204,19 +185,9 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
       static_cast<T*>(a.dx), g, a.reduction, static_cast<C>(a.label_smoothing), a.scores == ClassScores::LogProbs);
 }
 
-template <class T>
-void dropout_forward(const DropoutArgs& a) {
-  if (a.n == 0) return;
-  DeviceContext& ctx = context_for(a.y);
-  launch(dropout_kernel<T>, grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream,
-      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.seed, a.offset, a.threshold,
-      static_cast<compute_t<T>>(a.scale));
-}
-
 #define HG_INSTANTIATE(T)                                                  \
   template void cross_entropy_forward<T>(const CrossEntropyArgs&);         \
-  template void cross_entropy_backward<T>(const CrossEntropyArgs&);        \
-  template void dropout_forward<T>(const DropoutArgs&);
+  template void cross_entropy_backward<T>(const CrossEntropyArgs&);
 HG_INSTANTIATE(float)
 HG_INSTANTIATE(f16)
 HG_INSTANTIATE(bf16)
@@ -229,12 +200,6 @@ void register_loss() {
   set_floating<CrossEntropyKernel>(cross_entropy_backward_kernels(), &cross_entropy_backward<float>,
                                    &cross_entropy_backward<f16>, &cross_entropy_backward<bf16>,
                                    &cross_entropy_backward<double>);
-  set_floating<DropoutKernel>(dropout_kernels(), &dropout_forward<float>, &dropout_forward<f16>,
-                              &dropout_forward<bf16>, &dropout_forward<double>);
-  set_floating<EmbeddingKernel>(embedding_kernels(), &embedding_forward<float>, &embedding_forward<f16>,
-                                &embedding_forward<bf16>, &embedding_forward<double>);
-  set_floating<EmbeddingKernel>(embedding_backward_kernels(), &embedding_backward<float>, &embedding_backward<f16>,
-                                &embedding_backward<bf16>, &embedding_backward<double>);
 }
 
 }  // namespace hg::cuda

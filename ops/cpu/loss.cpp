@@ -1,5 +1,5 @@
 // CPU kernels of the loss family: fused cross-entropy / NLL forward and backward over x viewed as
-// (outer, classes, inner), and dropout. The row math is ops/loss_math.h, shared with the CUDA kernels;
+// (outer, classes, inner). The row math is ops/loss_math.h, shared with the CUDA kernels;
 // these loops only index memory. OpenMP only when the work is large: the training hot path (a batch of
 // 64-128 rows of 10 classes) runs on this thread without opening a parallel region.
 #include <algorithm>
@@ -11,8 +11,6 @@
 #include "ops/cpu/blocks.h"
 #include "ops/cpu/register.h"
 #include "ops/dispatch.h"
-#include "ops/dropout.h"
-#include "ops/kernels/dropout.h"
 #include "ops/kernels/loss.h"
 #include "ops/loss.h"
 #include "ops/loss_math.h"
@@ -199,22 +197,6 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
   for_row_blocks<T>(a, [&](int64_t r0, int64_t nr, compute_t<T>* buf) { backward_block<T>(a, r0, nr, buf); });
 }
 
-// ---- dropout -----------------------------------------------------------------------------------
-
-template <class T>
-void dropout_kernel(const DropoutArgs& a) {
-  using C = compute_t<T>;
-  const T* x = static_cast<const T*>(a.x);
-  T* y = static_cast<T*>(a.y);
-  const C scale = static_cast<C>(a.scale);
-  parallel_for(num_pieces(a.n, 4), a.n > kParallel, [&](int64_t b) {
-    uint32_t w[4];
-    Philox4x32::words(a.seed, a.offset, static_cast<uint64_t>(b), w);
-    const int64_t i0 = 4 * b, len = std::min<int64_t>(4, a.n - i0);
-    for (int64_t l = 0; l < len; ++l) y[i0 + l] = store<T>(lossfn::dropout_apply(load(x[i0 + l]), w[l], a.threshold, scale));
-  });
-}
-
 }  // namespace
 
 void register_cross_entropy(DispatchTable<CrossEntropyKernel>& fwd, DispatchTable<CrossEntropyKernel>& bwd) {
@@ -226,13 +208,6 @@ void register_cross_entropy(DispatchTable<CrossEntropyKernel>& fwd, DispatchTabl
   bwd.set(DeviceType::CPU, DType::F16, &cross_entropy_backward<f16>);
   bwd.set(DeviceType::CPU, DType::BF16, &cross_entropy_backward<bf16>);
   bwd.set(DeviceType::CPU, DType::F64, &cross_entropy_backward<double>);
-}
-
-void register_dropout(DispatchTable<DropoutKernel>& t) {
-  t.set(DeviceType::CPU, DType::F32, &dropout_kernel<float>);
-  t.set(DeviceType::CPU, DType::F16, &dropout_kernel<f16>);
-  t.set(DeviceType::CPU, DType::BF16, &dropout_kernel<bf16>);
-  t.set(DeviceType::CPU, DType::F64, &dropout_kernel<double>);
 }
 
 }  // namespace hg::cpu

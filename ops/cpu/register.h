@@ -29,6 +29,7 @@ void register_norm(DispatchTable<BatchNormKernel>& bn_fwd, DispatchTable<BatchNo
                    DispatchTable<LayerNormKernel>& ln_fwd, DispatchTable<LayerNormKernel>& ln_bwd);
 // ops/cpu/loss.cpp
 void register_cross_entropy(DispatchTable<CrossEntropyKernel>& fwd, DispatchTable<CrossEntropyKernel>& bwd);
+// ops/cpu/dropout.cpp
 void register_dropout(DispatchTable<DropoutKernel>& t);
 // ops/cpu/embedding.cpp
 void register_embedding(DispatchTable<EmbeddingKernel>& fwd, DispatchTable<EmbeddingKernel>& bwd);

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/dropout.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/loss.cpp, cuda/kernels/loss.cu.
+// "Dispatch and registration"). Implemented by ops/cpu/dropout.cpp, cuda/kernels/dropout.cu.
 #include "ops/dispatch.h"
 #include "ops/dropout.h"
 

@@ -1,0 +1,55 @@
+// Dropout on the GPU: one thread per Philox block of 4 elements, the keep rule of ops/dropout_math.h
+// (shared with ops/cpu/dropout.cpp, so a seed gives the same mask on every backend).
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
+#include "cuda/kernels/loss.h"
+#include "cuda/launch.h"
+#include "ops/dropout_math.h"
+#include "ops/kernels/dropout.h"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset,
+                   uint32_t threshold, compute_t<T> scale) {
+  const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step) {
+    uint32_t w[4];
+    Philox4x32::words(seed, offset, static_cast<uint64_t>(b), w);
+#pragma unroll
+    for (int l = 0; l < 4; ++l) {
+      const int64_t i = 4 * b + l;
+      if (i < n) y[i] = store<T>(dropoutfn::dropout_apply(load(x[i]), w[l], threshold, scale));
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void dropout_forward(const DropoutArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.y);
+  launch(dropout_kernel<T>, grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream,
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.seed, a.offset, a.threshold,
+      static_cast<compute_t<T>>(a.scale));
+}
+
+#define HG_INSTANTIATE(T) template void dropout_forward<T>(const DropoutArgs&);
+HG_INSTANTIATE(float)
+HG_INSTANTIATE(f16)
+HG_INSTANTIATE(bf16)
+HG_INSTANTIATE(double)
+#undef HG_INSTANTIATE
+
+void register_dropout() {
+  set_floating<DropoutKernel>(dropout_kernels(), &dropout_forward<float>, &dropout_forward<f16>,
+                              &dropout_forward<bf16>, &dropout_forward<double>);
+}
+
+}  // namespace hg::cuda

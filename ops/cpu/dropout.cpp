@@ -1,0 +1,41 @@
+// CPU dropout kernel: one Philox block of 4 elements at a time, the keep rule of ops/dropout_math.h
+// (shared with the CUDA kernel, so a seed gives the same mask on every backend).
+#include <algorithm>
+
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
+#include "ops/dropout_math.h"
+#include "ops/kernels/dropout.h"
+
+namespace hg::cpu {
+namespace {
+
+constexpr int64_t kParallel = 32768;  // elements below which one thread is faster
+
+template <class T>
+void dropout_kernel(const DropoutArgs& a) {
+  using C = compute_t<T>;
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+  const C scale = static_cast<C>(a.scale);
+  parallel_for(num_pieces(a.n, 4), a.n > kParallel, [&](int64_t b) {
+    uint32_t w[4];
+    Philox4x32::words(a.seed, a.offset, static_cast<uint64_t>(b), w);
+    const int64_t i0 = 4 * b, len = std::min<int64_t>(4, a.n - i0);
+    for (int64_t l = 0; l < len; ++l)
+      y[i0 + l] = store<T>(dropoutfn::dropout_apply(load(x[i0 + l]), w[l], a.threshold, scale));
+  });
+}
+
+}  // namespace
+
+void register_dropout(DispatchTable<DropoutKernel>& t) {
+  t.set(DeviceType::CPU, DType::F32, &dropout_kernel<float>);
+  t.set(DeviceType::CPU, DType::F16, &dropout_kernel<f16>);
+  t.set(DeviceType::CPU, DType::BF16, &dropout_kernel<bf16>);
+  t.set(DeviceType::CPU, DType::F64, &dropout_kernel<double>);
+}
+
+}  // namespace hg::cpu
