@@ -49,7 +49,10 @@ GradUnscale* PendingUnscales::find(const Tensor& param) {
   return &it->second.f;
 }
 
-AmpStep PendingUnscales::take(const std::vector<Tensor>& params, const float* found_inf) {
+namespace {
+// The AmpStep of params with the factor find(param) gives each (null: nothing pending).
+template <class Find>
+AmpStep collect(const std::vector<Tensor>& params, const float* found_inf, Find find) {
   AmpStep a{.found_inf = found_inf};
   for (size_t i = 0; i < params.size(); ++i) {
     const GradUnscale* f = find(params[i]);
@@ -57,6 +60,12 @@ AmpStep PendingUnscales::take(const std::vector<Tensor>& params, const float* fo
     a.unscale.resize(params.size());
     a.unscale[i] = *f;
   }
+  return a;
+}
+}  // namespace
+
+AmpStep PendingUnscales::take(const std::vector<Tensor>& params, const float* found_inf) {
+  AmpStep a = collect(params, found_inf, [this](const Tensor& p) { return find(p); });
   drop(params);
   return a;
 }
@@ -69,6 +78,10 @@ void PendingUnscales::drop(const std::vector<Tensor>& params) {
 void PendingUnscales::clear() {
   registry().entries -= static_cast<int64_t>(map_.size());
   map_.clear();
+}
+
+AmpStep pending_amp_step(const std::vector<Tensor>& params) {
+  return collect(params, nullptr, find_pending_unscale);
 }
 
 bool any_pending_unscale() { return registry().entries.load(std::memory_order_relaxed) != 0; }

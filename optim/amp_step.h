@@ -67,5 +67,7 @@ class PendingUnscales {
 GradUnscale* find_pending_unscale(const Tensor& param);
 // Whether any live PendingUnscales holds an entry (one atomic read).
 bool any_pending_unscale();
+// The AmpStep of these parameters (in their order) from every live PendingUnscales, taking nothing.
+AmpStep pending_amp_step(const std::vector<Tensor>& params);
 
 }  // namespace hg::optim

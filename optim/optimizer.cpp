@@ -29,15 +29,8 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::step() {
-  AmpStep amp;
-  if (!any_pending_unscale()) return step(amp);  // the common case: no copy of the parameter list
-  const std::vector<Tensor> params = parameters();
-  for (size_t i = 0; i < params.size(); ++i)
-    if (const GradUnscale* f = find_pending_unscale(params[i])) {  // one atomic read when none is pending
-      amp.unscale.resize(params.size());
-      amp.unscale[i] = *f;
-    }
-  step(amp);
+  if (!any_pending_unscale()) return step(AmpStep{});  // the common case: no copy of the parameter list
+  step(pending_amp_step(parameters()));
 }
 
 void Optimizer::set_master_weights(MasterWeights mode) {
