@@ -74,7 +74,7 @@ size_t count_of(const std::string& s, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("GradScaler: torch's defaults; scale() multiplies the loss in F32 and is differentiable", "[amp][scaler]") {
+TEST_CASE("GradScaler: torch's defaults, scale() multiplies the loss in F32 and is differentiable", "[amp][scaler]") {
   GradScaler s;
   CHECK(s.options().init_scale == 65536.0);
   CHECK(s.options().growth_factor == 2.0);
@@ -131,7 +131,7 @@ TEST_CASE("GradScaler: grows by growth_factor after growth_interval clean steps,
   }
 }
 
-TEST_CASE("GradScaler: never grows to inf; max_scale caps growth; min_scale floors backoff", "[amp][scaler]") {
+TEST_CASE("GradScaler: never grows to inf, max_scale caps growth, min_scale floors backoff", "[amp][scaler]") {
   const double big = std::ldexp(1.0, 127);  // F32's largest power of two: doubling it is inf
   GradScaler s({.init_scale = big, .growth_interval = 1});
   Tensor p = make_param({0.0});
@@ -236,7 +236,7 @@ TEST_CASE("GradScaler: an overflow in one accumulated micro-batch skips the whol
   CHECK(values(w) != w0);
 }
 
-TEST_CASE("GradScaler: several losses, two optimizers, one update; each optimizer skips on its own", "[amp][scaler]") {
+TEST_CASE("GradScaler: several losses, two optimizers, one update, each optimizer skips on its own", "[amp][scaler]") {
   Tensor a = make_param({1.0, 2.0}), b = make_param({3.0});
   SGD oa({a}, {.lr = 0.5});
   optim::Adam ob({b}, {.lr = 0.1});
@@ -260,7 +260,7 @@ TEST_CASE("GradScaler: several losses, two optimizers, one update; each optimize
   CHECK(s.get_scale() == 8.0);  // growth_interval 1: both clean
 }
 
-TEST_CASE("GradScaler: clipping after unscale_ sees unscaled gradients; step does not unscale twice", "[amp][scaler]") {
+TEST_CASE("GradScaler: clipping after unscale_ sees unscaled gradients, step does not unscale twice", "[amp][scaler]") {
   for (DType dt : {DType::F32, DType::BF16}) {
     INFO(dt);
     Tensor p = make_param({1.0, 1.0}, dt), ref = make_param({1.0, 1.0}, dt);
@@ -280,7 +280,7 @@ TEST_CASE("GradScaler: clipping after unscale_ sees unscaled gradients; step doe
   }
 }
 
-TEST_CASE("GradScaler: state_dict round trip continues identically; empty and bad dicts throw", "[amp][scaler]") {
+TEST_CASE("GradScaler: state_dict round trip continues identically, empty and bad dicts throw", "[amp][scaler]") {
   GradScalerOptions o{.init_scale = 64.0, .growth_interval = 3, .min_scale = 0.5, .hysteresis = 2};
   GradScaler s(o);
   Tensor p = make_param({0.0});
@@ -344,7 +344,7 @@ TEST_CASE("GradScaler: disabled, it passes everything through", "[amp][scaler]")
   s.load_state_dict({});  // ignored, as torch
 }
 
-TEST_CASE("GradScaler: F16 gradients stay scaled; the optimizer unscales them in F32 in its update", "[amp][scaler]") {
+TEST_CASE("GradScaler: F16 gradients stay scaled, the optimizer unscales them in F32 in its update", "[amp][scaler]") {
   Tensor p = make_param({1.0, 2.0}, DType::F16), ref = make_param({1.0, 2.0}, DType::F32);
   optim::Adam opt({p}, {.lr = 0.01}), ref_opt({ref}, {.lr = 0.01});
   GradScaler s({.init_scale = 1024.0});
@@ -367,7 +367,7 @@ TEST_CASE("GradScaler: F16 gradients stay scaled; the optimizer unscales them in
   CHECK(pending(p) == 1.0);
 }
 
-TEST_CASE("GradScaler: F16 parameters with masters train like F32; without scaling, F16 gradients underflow",
+TEST_CASE("GradScaler: F16 parameters with masters train like F32, without scaling, F16 gradients underflow",
           "[amp][scaler]") {
   // loss = 1e-4 * sum(w * x): dw = 1e-4 x ~ 1e-8..1e-7, F16 subnormal or zero; scaled by 2^15 it is
   // a normal F16. lr * dw <= 1e-4 is also below half an ulp of w, so the master is needed too.
@@ -559,7 +559,7 @@ TEST_CASE("GradScaler: the kernel path (StepSkip::Kernel) gives the host path's 
       }
 }
 
-TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its kernels skip; StepResult reads late",
+TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its kernels skip, StepResult reads late",
           "[amp][scaler]") {
   GradScaler s({.init_scale = 64.0, .growth_interval = 1, .step_skip = StepSkip::Kernel});
   Tensor p = make_param({1.0, 2.0}, DType::F16);

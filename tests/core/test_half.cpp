@@ -511,7 +511,7 @@ TEST_CASE("convert_any: rounding, truncation and blocks", "[core][half]") {
   CHECK(untouched == 99);
 }
 
-TEST_CASE("round_to_tf32 keeps 10 mantissa bits, rounding ties away from zero; inf and NaN pass", "[half]") {
+TEST_CASE("round_to_tf32 keeps 10 mantissa bits, rounding ties away from zero, inf and NaN pass", "[half]") {
   auto bits = [](float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);

@@ -151,7 +151,7 @@ TEST_CASE("to(DType): rounding to nearest even, overflow, truncation", "[core]")
     for (DType b : kFloatTypes) CHECK(exact.to(a).to(b).to_vector<double>() == std::vector<double>{0.5, -1.25, 96, 0});
 }
 
-TEST_CASE("reshape/view share storage; -1 inference", "[core]") {
+TEST_CASE("reshape/view share storage, -1 inference", "[core]") {
   Tensor x = arange(6);
   Tensor y = x.reshape({2, 3});
   Tensor v = x.view({3, -1});

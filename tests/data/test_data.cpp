@@ -235,7 +235,7 @@ TEST_CASE("idx: bad files give errors naming the problem", "[data]") {
   CHECK_THAT(error_of([&] { read_idx_images(dir / "gz_bad"); }), Contains("not a valid gzip"));
 }
 
-TEST_CASE("idx: a gzip bomb stops at the size its header declares; non-regular files are refused at once",
+TEST_CASE("idx: a gzip bomb stops at the size its header declares, non-regular files are refused at once",
           "[data]") {
   TempDir dir;
   // a valid header for 100 images of 28x28 (78,416 bytes) followed by 64 MB of zeros, gzip'd to ~64 KB
@@ -316,7 +316,7 @@ TEST_CASE("load_mnist_format: a split from a directory, with and without .gz", "
              Contains("missing file") && Contains("train-images-idx3-ubyte"));
 }
 
-TEST_CASE("load_fashion_mnist: HG_FASHION_MNIST_DIR picks the dir; a missing file says how to get it", "[data]") {
+TEST_CASE("load_fashion_mnist: HG_FASHION_MNIST_DIR picks the dir, a missing file says how to get it", "[data]") {
   TempDir dir;
   {
     EnvGuard env("HG_FASHION_MNIST_DIR", nullptr);

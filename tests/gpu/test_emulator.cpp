@@ -250,7 +250,7 @@ TEST_CASE("emulator: uploads do not wait for the stream, and arrive intact when 
   (void)cudaGetLastError();
 }
 
-TEST_CASE("emulator: new and freed device memory reads as NaN; a freed block is no device memory", "[gpu][emulator]") {
+TEST_CASE("emulator: new and freed device memory reads as NaN, a freed block is no device memory", "[gpu][emulator]") {
   float* p = device_alloc<float>(8);
   for (float v : to_host(p, 8)) CHECK(std::isnan(v));  // never written: the allocation's poison
   const std::vector<float> ones(8, 1.0f);

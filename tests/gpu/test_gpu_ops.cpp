@@ -528,7 +528,7 @@ TEST_CASE("gpu: misuse throws hg::Error", "[gpu]") {
   if (cuda::device_count() < 2) CHECK_THROWS_AS(a.to(Device::cuda(cuda::device_count())), Error);
 }
 
-TEST_CASE("gpu: allow_tf32 rounds the inputs of F32 matmul and conv2d to TF32; off by default", "[gpu]") {
+TEST_CASE("gpu: allow_tf32 (off by default) rounds the inputs of F32 matmul and conv2d to TF32", "[gpu]") {
   REQUIRE_FALSE(cuda::allow_tf32());
   auto rounded = [](const Tensor& t) {  // t with every element rounded to TF32, on the CPU
     std::vector<float> v = t.to_vector<float>();

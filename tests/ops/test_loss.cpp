@@ -148,7 +148,7 @@ TEST_CASE("cross_entropy equals -log_softmax gathered at the target, and nll_los
   check_close(a.grad().to_vector<double>(), b.grad().to_vector<double>(), 1e-10, 1e-14);
 }
 
-TEST_CASE("cross_entropy mean divides by the non-ignored targets; all ignored gives NaN and zero grads", "[loss][cpu]") {
+TEST_CASE("cross_entropy mean divides by the non-ignored targets, all ignored gives NaN and zero grads", "[loss][cpu]") {
   const Tensor x = randn_t({4, 3}, DType::F64, 1);
   const Tensor t = from_vector(std::vector<int64_t>{0, -100, 2, -100}, {4}, {.dtype = DType::I64});
   const std::vector<double> rows = cross_entropy(x, t, {.reduction = Reduction::None}).to_vector<double>();

@@ -23,7 +23,7 @@ std::string bytes_of(const Tensor& t) { return std::string(static_cast<const cha
 
 }  // namespace
 
-TEST_CASE("Optimizer.step(AmpStep): a set found_inf flag leaves parameters and state untouched; steps count only when taken",
+TEST_CASE("Optimizer.step(AmpStep): a set found_inf flag leaves parameters and state untouched, steps count only when taken",
           "[optim][amp]") {
   for (DType dt : {DType::F32, DType::BF16}) {
     INFO(dt);

@@ -40,7 +40,7 @@ std::unique_ptr<Optimizer> make_opt(int kind, const Tensor& p) {
 
 }  // namespace
 
-TEST_CASE("Masters: tiny updates accumulate in the master; without masters they are swamped", "[optim][master]") {
+TEST_CASE("Masters: tiny updates accumulate in the master, without masters they are swamped", "[optim][master]") {
   for (DType dt : {DType::F16, DType::BF16}) {
     INFO(dt);
     // lr * grad = 1e-4 (F16) or 1e-3 (BF16): below half an ulp of 1 (F16: 2^-12, BF16: 2^-9)

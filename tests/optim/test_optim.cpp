@@ -198,7 +198,7 @@ TEST_CASE("Adam and AdamW, with weight decay and amsgrad, match torch's formulas
   }
 }
 
-TEST_CASE("Adam: amsgrad keeps the running max of v; defaults are torch's", "[optim]") {
+TEST_CASE("Adam: amsgrad keeps the running max of v, defaults are torch's", "[optim]") {
   Tensor p = make_param({0.0}, DType::F64);
   Adam opt({p}, {.lr = 0.1, .amsgrad = true});
   set_grad(p, {1.0});
@@ -440,7 +440,7 @@ TEST_CASE("load_state_dict: missing, unexpected and mis-shaped entries are error
 
 // ---- groups, zero_grad, skipping, errors ----------------------------------------------------------
 
-TEST_CASE("zero_grad drops gradients; a parameter without a gradient is skipped", "[optim]") {
+TEST_CASE("zero_grad drops gradients, a parameter without a gradient is skipped", "[optim]") {
   Tensor a = make_param({1.0, 2.0}, DType::F32), b = make_param({3.0}, DType::F32);
   SGD opt({a, b}, {.lr = 0.5, .momentum = 0.9});
   set_grad(a, {1.0, 1.0});
@@ -457,7 +457,7 @@ TEST_CASE("zero_grad drops gradients; a parameter without a gradient is skipped"
   CHECK(sd.count("state.1.momentum_buffer") == 0);
 }
 
-TEST_CASE("Parameter groups keep their own options; schedulers' lr view", "[optim]") {
+TEST_CASE("Parameter groups keep their own options, schedulers' lr view", "[optim]") {
   Tensor a = make_param({1.0}, DType::F64), b = make_param({1.0}, DType::F64);
   SGD opt({{.params = {a}, .options = {.lr = 0.1}}, {.params = {b}, .options = {.lr = 0.01, .weight_decay = 1.0}}});
   REQUIRE(opt.num_param_groups() == 2);
@@ -590,7 +590,7 @@ TEST_CASE("clip_grad_norm_ over a large gradient is thread-count independent and
   CHECK(clip_grad_norm_({p}, 1e30, kInf) == mx);
 }
 
-TEST_CASE("clip_grad_value_ clamps in place; NaN stays NaN", "[optim]") {
+TEST_CASE("clip_grad_value_ clamps in place, NaN stays NaN", "[optim]") {
   for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
     INFO(dt);
     Tensor a = make_param({0.0, 0.0, 0.0, 0.0}, dt);

@@ -114,7 +114,7 @@ TEST_CASE("a known tensor gives known bins and F16/BF16 rounding counts", "[insp
   CHECK(s.loss_scale == 1.0);
 }
 
-TEST_CASE("bins do not depend on the stored dtype; F64 values outside F32's range are counted apart",
+TEST_CASE("bins do not depend on the stored dtype, F64 values outside F32's range are counted apart",
           "[inspect][cpu]") {
   const std::vector<double> v = {1.0, -2.0, 0.75, 0x1p-10, 0.0, 3.0};
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {

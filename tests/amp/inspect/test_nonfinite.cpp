@@ -112,7 +112,7 @@ TEST_CASE("an autocast cast that overflows is the origin, not the op after it", 
   CHECK(origin.first()->largest_finite_input == 1e5);
 }
 
-TEST_CASE("NaN from finite inputs is an invalid operation; a zero pole is division by zero", "[inspect][nonfinite]") {
+TEST_CASE("NaN from finite inputs is an invalid operation, a zero pole is division by zero", "[inspect][nonfinite]") {
   SECTION("log of a negative") {
     NonFiniteOrigin origin;
     const Tensor y = log(from_vector(std::vector<double>{1, 2, -1, 4}, {4}));
