@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -292,6 +293,47 @@ TEST_CASE("gpu: casts among every dtype pair are bit-exact", "[gpu]") {
       const std::string what = std::string("cast ") + dtype_name(from) + " -> " + dtype_name(to);
       check_close(x.to(to), gpu(x).to(to), exact(), what);
     }
+}
+
+// The device converts F16 with the hardware's cvt instructions (core/half.h), the host with integer code or
+// F16C: the same bits for every F16 pattern widened, and for F32 values at and beside every rounding
+// boundary of F16 (midpoints between neighbours, one F32 ulp either side), overflow and NaN payloads.
+TEST_CASE("gpu: F16 <-> F32 casts give the host's bits: every F16 pattern, every F16 midpoint, NaN payloads", "[gpu]") {
+  Tensor h = empty({65536}, {.dtype = DType::F16});
+  for (uint32_t i = 0; i < 65536; ++i) h.data<f16>()[i].bits = static_cast<uint16_t>(i);
+  const Tensor wide_host = h.to(DType::F32), wide_gpu = gpu(h).to(DType::F32).to(Device::cpu());
+  int64_t wide_diff = 0;
+  for (int64_t i = 0; i < 65536; ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, wide_host.data<float>() + i, 4);
+    std::memcpy(&b, wide_gpu.data<float>() + i, 4);
+    if (a != b && wide_diff++ < 5) UNSCOPED_INFO("widen 0x" << std::hex << i << ": host 0x" << a << ", gpu 0x" << b);
+  }
+  CHECK(wide_diff == 0);
+
+  std::vector<uint32_t> bits = {0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0xffa02000u,
+                                0x7f802000u, 0x7fbfe000u, 0x477fefffu, 0x477ff000u, 0x00000001u, 0x33000000u,
+                                0x33000001u, 0x32ffffffu};
+  for (uint32_t p = 0; p < 0x7c00u; ++p) {  // finite positive F16 values and the midpoint to the next one
+    const float a = f16_bits_to_float(static_cast<uint16_t>(p)), b = p + 1 == 0x7c00u ? 65536.0f
+                                                                       : f16_bits_to_float(static_cast<uint16_t>(p + 1));
+    uint32_t va, mid;
+    const float m = (a + b) / 2;  // exact: F16's 11 significant bits fit F32's 24
+    std::memcpy(&va, &a, 4);
+    std::memcpy(&mid, &m, 4);
+    for (uint32_t v : {va, mid - 1, mid, mid + 1}) bits.insert(bits.end(), {v, v | 0x80000000u});
+  }
+  Tensor x = empty({static_cast<int64_t>(bits.size())}, {.dtype = DType::F32});
+  std::memcpy(x.data<float>(), bits.data(), bits.size() * 4);
+  const Tensor narrow_host = x.to(DType::F16), narrow_gpu = gpu(x).to(DType::F16).to(Device::cpu());
+  int64_t narrow_diff = 0;
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const uint16_t a = narrow_host.data<f16>()[i].bits, b = narrow_gpu.data<f16>()[i].bits;
+    if (a != b && narrow_diff++ < 5)
+      UNSCOPED_INFO("narrow 0x" << std::hex << bits[i] << ": host 0x" << a << ", gpu 0x" << b);
+  }
+  CHECK(narrow_diff == 0);
+  CHECK(bits.size() > 250000);
 }
 
 TEST_CASE("gpu: transpose, permute, slice, cat and clone are exact", "[gpu]") {
