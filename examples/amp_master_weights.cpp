@@ -20,7 +20,9 @@
 //
 // Files under --out (default ./amp_out/amp_master_weights): curves.csv (series,step,value: training loss per
 // interval and test accuracy per run), swamping.csv (series,step,value[,updates,swamped]: the fraction swamped
-// per interval, series "exact/<run>", "rule/<run>" and "unchanged/fp16-O3"), summary.json.
+// per interval, series "exact/<run>", "rule/<run>" and "unchanged/fp16-O3"), update_ulp16.csv (layer,kind,bin,
+// count: per run and parameter the measured updates by log2(|u| / ulp16(w)), the F16 spacing at the weight;
+// bins <= -2 are swamped), summary.json.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -114,6 +116,7 @@ struct Run {
   std::vector<Interval> intervals = {};
   std::vector<std::pair<int64_t, double>> acc = {};  // (step, test accuracy)
   Swamp total = {};
+  std::map<std::string, std::vector<int64_t>> ulp_bins = {};  // per parameter: log2(|u| / ulp16(w)) over the run
   double seconds = 0, final_scale = 1;
   int64_t skipped = 0;
 };
@@ -168,13 +171,18 @@ Swamp record_o3(insp::GradientHistogram& h, const insp::WeightSnapshot& before, 
   return s;
 }
 
-// The histogram's swamping counts over every parameter, then cleared for the next measurement.
-Swamp take_counts(insp::GradientHistogram& h) {
+// The histogram's swamping counts over every parameter (and its |u| / ulp16(w) bins, added to the run's),
+// then cleared for the next measurement.
+Swamp take_counts(insp::GradientHistogram& h, Run& r) {
   Swamp s;
   for (const auto& [name, kind] : h.keys()) {
     if (kind != insp::Kind::Update) continue;
     const insp::LayerStats& st = h.at(name, kind);
     s.updates += st.updates, s.exact += st.f16_swamped, s.rule += st.f16_swamped_rule;
+    std::vector<int64_t>& bins = r.ulp_bins[name];
+    if (bins.empty()) bins.assign(insp::kNumExponentBins, 0);
+    for (int e = insp::kMinExponent; e <= insp::kMaxExponent; ++e)
+      bins[static_cast<size_t>(e - insp::kMinExponent)] += st.ulp_bin(e);
   }
   h.clear();
   return s;
@@ -220,7 +228,7 @@ struct Trainer {
     if (r.level == OptLevel::O3) extra = record_o3(hist, before, *model, o.lr, res.scale());
     else if (r.level == OptLevel::O2) hist.record_updates(before, masters_after(*model, opt));
     else hist.record_updates(before, *model);
-    Swamp s = take_counts(hist);
+    Swamp s = take_counts(hist, r);
     s.intended = extra.intended, s.unchanged = extra.unchanged;
     return s;
   }
@@ -370,6 +378,23 @@ void write_swamping(const std::string& path, const std::vector<Run>& runs) {
   hg::write_file_atomic("amp_master_weights", path, os.str());
 }
 
+// layer,kind,bin,count (plot.py's histogram input): per run (kind) and parameter (layer), the measured
+// updates by log2(|u| / ulp16(w)); bins e <= -2 are below half an F16 spacing, where F16 drops the update.
+void write_update_ratio(const std::string& path, const std::vector<Run>& runs) {
+  std::ostringstream os;
+  os << "layer,kind,bin,count\n";
+  for (const Run& r : runs) {
+    const std::string kind = r.level == OptLevel::O3   ? r.label + ": updates to its F16 weights"
+                             : r.level == OptLevel::O2 ? r.label + ": master updates, judged against F16 weights"
+                                                       : r.label + ": F32 updates, judged against F16 weights";
+    for (const auto& [name, bins] : r.ulp_bins)
+      for (int e = insp::kMinExponent; e <= insp::kMaxExponent; ++e)
+        if (const int64_t n = bins[static_cast<size_t>(e - insp::kMinExponent)]; n > 0)
+          os << insp::csv_field(name) << "," << insp::csv_field(kind) << "," << e << "," << n << "\n";
+  }
+  hg::write_file_atomic("amp_master_weights", path, os.str());
+}
+
 void write_summary(const std::string& path, const Options& o, const std::vector<Run>& runs) {
   std::ostringstream os;
   os << "{\"example\": \"amp_master_weights\", \"lr\": " << insp::json_number(o.lr) << ", \"steps\": " << o.steps
@@ -398,13 +423,16 @@ void write_outputs(const Options& o, const std::vector<Run>& runs) {
   const std::string dir = std::filesystem::path(o.out).string() + "/";
   write_curves(dir + "curves.csv", runs);
   write_swamping(dir + "swamping.csv", runs);
+  write_update_ratio(dir + "update_ulp16.csv", runs);
   write_summary(dir + "summary.json", o, runs);
-  std::printf("\nwrote %scurves.csv, %sswamping.csv, %ssummary.json\nplot them with:\n", dir.c_str(), dir.c_str(),
-              dir.c_str());
+  std::printf("\nwrote %scurves.csv, %sswamping.csv, %supdate_ulp16.csv, %ssummary.json\nplot them with:\n",
+              dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
   std::printf("  python3 scripts/plot.py curves %scurves.csv -o %scurves.png --title \"fp32 vs fp16-O2 (FP32 masters) "
               "vs fp16-O3 (pure F16), SGD lr %g\"\n", dir.c_str(), dir.c_str(), o.lr);
   std::printf("  python3 scripts/plot.py curves %sswamping.csv -o %sswamping.png --title \"share of weight updates "
               "swamped in F16\"\n", dir.c_str(), dir.c_str());
+  std::printf("  python3 scripts/plot.py histogram %supdate_ulp16.csv -o %supdate_ulp16.png --markers ulp --logy "
+              "--title \"weight updates against the F16 spacing of their weight\"\n", dir.c_str(), dir.c_str());
 }
 
 int run(const Options& o) {

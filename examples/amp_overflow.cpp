@@ -16,6 +16,7 @@
 // loss and log2 scale of both runs) and summary.json under --out, and prints the plot commands.
 //   ./build/amp_overflow [--inject 300,301,600] [--growth-interval 200] [--quick] [--out DIR]
 // Exit status: 0 every check held, 2 bad flags, 1 an error (e.g. no data), 3 a check failed.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -335,6 +336,8 @@ void write_text(const std::string& path, const std::string& text) {
   HG_CHECK(f.good(), "amp_overflow: could not write '", path, "'; check that --out is a writable directory");
 }
 
+// Skipped steps go in the scale panel as events (plot.py draws a series named "@..." as markers), injected
+// overflows apart from natural ones (the scale outgrowing the gradients).
 void write_curves(const std::string& path, const std::vector<const RunResult*>& runs) {
   std::ostringstream os;
   os.precision(9);
@@ -345,6 +348,14 @@ void write_curves(const std::string& path, const std::vector<const RunResult*>& 
   for (const RunResult* r : runs)
     for (const ins::TimelineRow& row : r->timeline.rows())
       os << "log2_scale/" << r->label << ',' << row.step << ',' << std::log2(row.scale) << '\n';
+  for (const RunResult* r : runs)
+    for (const ins::TimelineRow& row : r->timeline.rows()) {
+      if (!row.skipped) continue;
+      const bool injected = std::any_of(r->watched.begin(), r->watched.end(),
+                                        [&](const Watched& w) { return w.step == row.step && w.injected; });
+      os << "log2_scale/@" << r->label << ": skipped (" << (injected ? "injected" : "natural") << " overflow),"
+         << row.step << ',' << std::log2(row.scale) << '\n';
+    }
   write_text(path, os.str());
 }
 

@@ -27,6 +27,7 @@
 // gradients with the run's final weights, rounded as core/half.h rounds).
 //
 // Files under --out (default ./amp_out/amp_underflow): hist.csv/hist.json (part 1, GradientHistogram),
+// layers.csv (a legend name per recorded layer),
 // curves.csv (series,step,value: loss of the three runs, mean over windows of 10 steps, and their test
 // accuracy at 6 points), summary.json.
 #include <cmath>
@@ -35,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -272,6 +274,35 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
               "bounded from the log2 bins)\n", act_grad_mass_below_bound(h));
 }
 
+// layer,label: a legend name for each recorded layer of the histogram (plot.py --labels): a module's
+// activation gradient as "1 Linear 784->256 (out)", a parameter's as "1.weight 256x784".
+void write_labels(const std::string& path, const insp::GradientHistogram& h, const nn::Module& model) {
+  std::ostringstream os;
+  os << "layer,label\n";
+  std::set<std::string> seen;
+  for (const auto& [name, kind] : h.keys()) {
+    if (!seen.insert(name).second) continue;
+    std::string label = name;
+    for (const auto& [n, p] : model.named_parameters())
+      if (n == name) {
+        label += " ";
+        for (int64_t i = 0; i < p.ndim(); ++i) {
+          if (i) label += 'x';
+          label += std::to_string(p.shape()[i]);
+        }
+      }
+    for (const auto& [n, child] : model.named_modules()) {
+      if (n != name) continue;
+      label = layer_label(model, name);
+      for (const auto& [pn, p] : child->named_parameters())
+        if (pn == "weight" && p.ndim() == 2) label += " " + std::to_string(p.shape()[1]) + "->" + std::to_string(p.shape()[0]);
+      label += " (out)";
+    }
+    os << insp::csv_field(name) << "," << insp::csv_field(label) << "\n";
+  }
+  hg::write_file_atomic("amp_underflow", path, os.str());
+}
+
 // series,step,value: each run's loss as the mean of windows of 10 steps (step = the window's last step), and
 // its test accuracy at kEvals points.
 void write_curves(const std::string& path, const std::vector<Run>& runs) {
@@ -363,12 +394,14 @@ int run(const Options& o) {
   const std::string dir = std::filesystem::path(o.out).string() + "/";
   hist.write_csv(dir + "hist.csv");
   hist.write_json(dir + "hist.json");
+  write_labels(dir + "layers.csv", hist, *runs[0].model);
   write_curves(dir + "curves.csv", runs);
   write_summary(dir + "summary.json", runs, probes);
-  std::printf("\nwrote %shist.csv, %shist.json, %scurves.csv, %ssummary.json\nplot them with:\n", dir.c_str(),
-              dir.c_str(), dir.c_str(), dir.c_str());
-  std::printf("  python3 scripts/plot.py histogram %shist.csv -o %shist.png --logy --title \"F32 gradients vs F16 "
-              "limits\"\n", dir.c_str(), dir.c_str());
+  std::printf("\nwrote %shist.csv, %shist.json, %slayers.csv, %scurves.csv, %ssummary.json\nplot them with:\n",
+              dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
+  std::printf("  python3 scripts/plot.py histogram %shist.csv -o %shist.png --logy --labels %slayers.csv --scale %g "
+              "--title \"F32 gradients vs F16 limits, at scale 1 and at the scaler's\"\n", dir.c_str(), dir.c_str(),
+              dir.c_str(), runs[2].final_scale);
   std::printf("  python3 scripts/plot.py curves %scurves.csv -o %scurves.png --title \"test accuracy and "
               "training loss: fp32 vs fp16 unscaled vs fp16 dynamic scaling\"\n", dir.c_str(), dir.c_str());
   return 0;

@@ -62,8 +62,14 @@ render() {  # render KIND INPUT OUTPUT_NAME TITLE [extra plot.py flags]
 }
 
 run amp_underflow
+# the scale the dynamic GradScaler settled at in the program's fp16-dynamic run
+settled="$("$python" -c 'import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+print([r for r in runs if r["run"] == "fp16-dynamic"][0]["final_scale"])' "$tmp/amp_underflow/summary.json")"
 render histogram "$tmp/amp_underflow/hist.csv" underflow_histogram.png \
-  "F32 gradients of the Fashion-MNIST MLP vs the F16 limits (loss scale 1)" --logy
+  "F32 gradients of the Fashion-MNIST MLP vs the F16 limits, at loss scale 1 and at the scaler's" --logy \
+  --labels "$tmp/amp_underflow/layers.csv" --scale "$settled" \
+  --note "exact zeros (left): a ReLU's inactive units, which no format loses; the paper's SSD had 67% in its activation gradients"
 render curves "$tmp/amp_underflow/curves.csv" underflow_curves.png \
   "test accuracy and training loss: fp32 vs fp16 without scaling vs fp16 with dynamic scaling"
 
@@ -71,12 +77,13 @@ run amp_overflow
 render timeline "$tmp/amp_overflow/timeline.csv" overflow_timeline.png \
   "FP16 O1 loss scale, overflows injected at steps 300, 301, 600"
 render curves "$tmp/amp_overflow/curves.csv" overflow_curves.png \
-  "clean vs injected run: running loss and log2 loss scale"
+  "clean vs injected run: running loss and log2 loss scale, skipped steps marked"
 
 run amp_master_weights
 render curves "$tmp/amp_master_weights/curves.csv" master_weights_curves.png \
   "fp32 vs fp16-O2 (FP32 masters) vs fp16-O3 (pure F16), plain SGD lr 1e-3"
-render curves "$tmp/amp_master_weights/swamping.csv" master_weights_swamping.png \
-  "share of nonzero weight updates swamped in F16" --ylim 0,1
+render histogram "$tmp/amp_master_weights/update_ulp16.csv" master_weights_swamping.png \
+  "weight updates against the F16 spacing at their weight (lr 1e-3; left of -1, F16 drops the update)" \
+  --markers ulp --logy
 
 echo "make_figures: done"

@@ -3,7 +3,8 @@
 
   python3 scripts/plot.py timeline  scaler.csv -o scaler.png [--title T]
   python3 scripts/plot.py histogram hist.csv   -o hist.png   [--title T] [--by kind|layer] [--logy]
-  python3 scripts/plot.py curves    curves.csv -o curves.png [--title T] [--logy]
+                                                [--labels L.csv] [--scale S] [--markers f16|ulp] [--note TEXT]
+  python3 scripts/plot.py curves    curves.csv -o curves.png [--title T] [--logy] [--ylim LO,HI]
   python3 scripts/plot.py --selftest
 
 Inputs (extra columns are ignored; a .json file may hold the same rows as a list of objects, or an
@@ -12,10 +13,21 @@ object with that list under "rows"):
              scale on a log2 axis, skipped steps marked, growth tracker below
   histogram  layer,kind,bin_log2,count (or bin instead of bin_log2)   GradientHistogram::write_csv
              bin e counts |x| in [2^e, 2^(e+1)); non-numeric bins (zero, inf, nan, below_range,
-             above_range) are listed in the panel. One panel per kind (one line per layer) or, with
-             --by layer, per layer. Vertical lines at F16's 2^-24, 2^-14, 65504 and BF16's 2^-133.
+             above_range) are listed in the panel, exact zeros also as a share of all values. One panel
+             per kind (one line per layer) or, with --by layer, per layer.
+             --markers f16 (default): vertical lines at F16's 2^-24, 2^-14, 65504 and BF16's 2^-133.
+             --markers ulp: the input holds log2(|update| / ulp16(weight)) (GradientHistogram's
+             "update_ulp16" rows); a line at -1, left of which F16 swamps the update, and per line the
+             share of updates left of it.
+             --scale S (a power of two): a second column of panels with the same values multiplied by S
+             (a loss scale), marking the largest value times S and its headroom to F16's 65504.
+             --labels L.csv (layer,label): legend names for the layer column. A layer's parameters
+             ("1.weight", "1.bias": dashed) take the colour of the layer ("1") in every panel.
   curves     series,step,value    one line per series; a series named "loss/train" goes to the
-             panel "loss", "acc/test" to the panel "acc" (no slash: one shared panel)
+             panel "loss", "acc/test" to the panel "acc" (no slash: one shared panel). A series'
+             mode is its label up to the first ':' and has one colour in every panel (fp32 blue, the
+             F16 runs warm colours, BF16 purple); a label that starts with '@' is drawn as markers
+             only (events such as skipped steps: "@fp16-O1: skipped").
 
 Exit status: 0 done, 1 bad input (the message names the file, line and column), 2 usage error or
 matplotlib missing. Needs only the standard library and matplotlib (Debian: python3-matplotlib).
@@ -29,12 +41,52 @@ import sys
 import tempfile
 
 # F16 and BF16 limits as log2 magnitudes (amp/inspect/formats.h derives them from the layouts).
-MARKERS = [
-    (-24.0, "F16 min subnormal 2^-24", "tab:red", "--"),
-    (-14.0, "F16 min normal 2^-14", "tab:orange", "--"),
-    (math.log2(65504.0), "F16 max 65504", "tab:red", "-"),
-    (-133.0, "BF16 min subnormal 2^-133", "tab:purple", ":"),
-]
+F16_MAX_LOG2 = math.log2(65504.0)
+MARKERS = {
+    "f16": [
+        (-24.0, "F16 min subnormal 2^-24", "tab:red", "--"),
+        (-14.0, "F16 min normal 2^-14", "tab:orange", "--"),
+        (F16_MAX_LOG2, "F16 max 65504", "tab:red", "-"),
+        (-133.0, "BF16 min subnormal 2^-133", "tab:purple", ":"),
+    ],
+    # bin e of log2(|u| / ulp16(w)) holds ratios in [2^e, 2^(e+1)): every bin left of -1 is below half a
+    # spacing, where fl16(w + u) rounds back to w (the exact test also catches ties and steps down from a
+    # power of two, where the spacing below w is half the spacing above)
+    "ulp": [
+        (-1.0, "|u| = ulp(w)/2: left of it F16 swamps the update", "tab:red", "--"),
+        (0.0, "|u| = ulp(w)", "tab:gray", ":"),
+    ],
+}
+SWAMP_LOG2 = -1.0
+XLABELS = {"f16": "log2 |x| (bin e holds [2^e, 2^(e+1)))",
+           "ulp": "log2(|update| / ulp of the weight in F16) (bin e holds [2^e, 2^(e+1)))"}
+
+# One colour per mode in every panel and figure: the runs the examples name, then the rest in order.
+MODE_COLOURS = {"fp32": "tab:blue", "clean": "tab:blue", "fp16-O1": "tab:orange", "injected": "tab:red",
+                "fp16-O2": "tab:green", "fp16-dynamic": "tab:green", "fp16-O3": "tab:red",
+                "fp16-unscaled": "tab:red", "bf16-O1": "tab:purple", "bf16": "tab:purple"}
+SPARE_COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+                 "tab:olive", "tab:cyan", "tab:gray"]
+
+
+class Colours:
+    """A colour per key, the same wherever the key appears: known modes first, then spare colours."""
+
+    def __init__(self, known=None):
+        self.known = dict(known or {})
+        self.given = {}
+
+    def __call__(self, key):
+        if key not in self.given:
+            used = set(self.given.values())
+            spare = [c for c in SPARE_COLOURS if c not in used] or SPARE_COLOURS
+            self.given[key] = self.known.get(key, spare[0])
+        return self.given[key]
+
+
+def mode_of(label):
+    """The mode a curve belongs to: its label without a leading '@', up to the first ':'."""
+    return label.lstrip("@").split(":", 1)[0].strip()
 
 COLUMNS = {
     "timeline": ["step", "scale", "growth_tracker", "found_inf", "skipped"],
@@ -185,49 +237,122 @@ def plot_timeline(plt, t, title):
     return fig
 
 
-def draw_markers(ax, lo, hi):
-    for x, label, color, style in MARKERS:
+def draw_markers(ax, lo, hi, markers, legend=True):
+    for x, label, color, style in MARKERS[markers]:
         if lo <= x <= hi:
-            ax.axvline(x, color=color, linestyle=style, linewidth=1, label=label)
-        else:
+            ax.axvline(x, color=color, linestyle=style, linewidth=1, label=label if legend else None)
+        elif legend:
             ax.plot([], [], color=color, linestyle=style, linewidth=1, label=f"{label} (outside the view)")
 
 
-def histogram_view(panels):
-    """The x range: the occupied bins and F16's limits, with a margin."""
+def histogram_view(panels, shift, markers):
+    """The x range: the occupied bins (and their shifted copies) and the markers' region, with a margin."""
     es = [e for p in panels.values() for s in p.values() for e, c in s["bins"].items() if c > 0]
-    lo = min(es + [-24.0]) - 2
-    hi = max(es + [16.0]) + 2
-    return lo, hi
+    es += [e + shift for e in es]
+    lo, hi = (-24.0, 16.0) if markers == "f16" else (-1.0, 0.0)
+    return min(es + [lo]) - 2, max(es + [hi]) + 2
 
 
-def plot_histogram(plt, panels, title, logy):
+def read_labels(path):
+    """{layer: label} from a CSV with columns layer,label."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file (--labels wants a CSV with columns layer,label)")
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if rows and ("layer" not in rows[0] or "label" not in rows[0]):
+        raise InputError(f"{path} line 1: expected the columns layer,label, found {','.join(rows[0])}")
+    return {str(r["layer"]): str(r["label"]) for r in rows}
+
+
+def scale_shift(scale):
+    """log2 of a loss scale, which must be a power of two (the bins move by whole binades)."""
+    if scale is None:
+        return None
+    k = math.log2(scale) if scale > 0 else float("nan")
+    if not math.isfinite(k) or k != round(k):
+        raise InputError(f"--scale {scale:g}: the histogram moves by whole binades, so the scale must be a power "
+                         "of two (a loss scaler's scales are)")
+    return int(round(k))
+
+
+def series_notes(entry, series, markers):
+    """The panel text for one line: special bins, exact zeros as a share, the share left of a marker."""
+    total = sum(entry["bins"].values()) + sum(entry["special"].values())
+    parts = []
+    for k, v in entry["special"].items():
+        if not v:
+            continue
+        share = f" ({100 * v / total:.1f}% of {total:g})" if k == "zero" and total else ""
+        parts.append(f"{'exact zeros' if k == 'zero' else k} {v:g}{share}")
+    if markers == "ulp":
+        nonzero = sum(entry["bins"].values())
+        swamped = sum(c for e, c in entry["bins"].items() if e + 1 <= SWAMP_LOG2)
+        if nonzero:
+            parts.append(f"left of -1: {100 * swamped / nonzero:.1f}% of {nonzero:g} updates")
+    return f"{series}: " + ", ".join(parts) if parts else ""
+
+
+def draw_headroom(ax, panel, shift, colour_of, labels):
+    """The largest value times the scale, per line, and how far it stays below F16's largest value."""
+    tops = [(max(e for e, c in entry["bins"].items() if c > 0) + 1 + shift, series)
+            for series, entry in panel.items() if any(c > 0 for c in entry["bins"].values())]
+    if not tops:
+        return
+    top, series = max(tops)
+    ax.axvline(top, color=colour_of(layer_of(series)), linestyle="-.", linewidth=1,
+               label=f"largest x S < 2^{top:g} ({labels.get(series, series)})")
+    room = F16_MAX_LOG2 - top
+    ax.annotate("", xy=(F16_MAX_LOG2, 0.5), xytext=(top, 0.5), xycoords=("data", "axes fraction"),
+                arrowprops={"arrowstyle": "<->", "color": "tab:red" if room < 1 else "black"})
+    ax.text((top + F16_MAX_LOG2) / 2, 0.53, f"headroom > 2^{math.floor(room * 100) / 100:g}" if room > 0
+            else "OVERFLOWS", transform=ax.get_xaxis_transform(), ha="center", fontsize=7)
+
+
+def layer_of(series):
+    """A parameter's layer ("1.weight" -> "1"): a layer's activation and parameters share a colour."""
+    head, _, last = series.rpartition(".")
+    return head if head and last in ("weight", "bias") else series
+
+
+def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=None, note=None):
+    labels = labels or {}
     names = sorted(panels)
-    lo, hi = histogram_view(panels)
-    fig, axes = plt.subplots(len(names), 1, figsize=(9, 2.8 * len(names) + 0.8), squeeze=False)
-    for ax, name in zip(axes[:, 0], names):
-        notes = []
-        for series in sorted(panels[name]):
-            entry = panels[name][series]
-            if entry["bins"]:
-                edges = list(range(int(math.floor(lo)), int(math.ceil(hi)) + 1))
-                counts = [entry["bins"].get(float(e), 0) for e in edges[:-1]]
-                ax.stairs(counts, edges, label=series, linewidth=1.5)
-            special = ", ".join(f"{k} {v:g}" for k, v in entry["special"].items() if v)
-            if special:
-                notes.append(f"{series}: {special}")
-        draw_markers(ax, lo, hi)
-        ax.set_xlim(lo, hi)
-        if logy:
-            ax.set_yscale("log")
-        ax.set_title(name, fontsize=10)
-        ax.set_ylabel("count")
-        if notes:
-            ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
-                    bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
-        ax.legend(loc="upper right", fontsize=7)
-    axes[-1, 0].set_xlabel("log2 |x| (bin e holds [2^e, 2^(e+1)))")
-    fig.suptitle(title or "Magnitude histogram")
+    shift = scale_shift(scale)
+    columns = [0] if shift is None else [0, shift]
+    lo, hi = histogram_view(panels, shift or 0, markers)
+    colour_of = Colours()
+    fig, axes = plt.subplots(len(names), len(columns), figsize=(9 * len(columns), 2.8 * len(names) + 1.0),
+                             squeeze=False)
+    for row, name in enumerate(names):
+        for col, k in enumerate(columns):
+            ax = axes[row, col]
+            notes = []
+            for series in sorted(panels[name]):
+                entry = panels[name][series]
+                if entry["bins"]:
+                    edges = list(range(int(math.floor(lo)), int(math.ceil(hi)) + 1))
+                    counts = [entry["bins"].get(float(e - k), 0) for e in edges[:-1]]
+                    ax.stairs(counts, edges, label=labels.get(series, series) if col == 0 else None,
+                              linewidth=1.5, color=colour_of(layer_of(series)),
+                              linestyle="--" if series.endswith(".bias") else "-")
+                text = series_notes(entry, labels.get(series, series), markers)
+                if text:
+                    notes.append(text)
+            draw_markers(ax, lo, hi, markers, legend=col == 0)
+            ax.set_xlim(lo, hi)
+            if logy:
+                ax.set_yscale("log")
+            if col == 1:
+                draw_headroom(ax, panels[name], shift, colour_of, labels)
+            ax.set_title(name if col == 0 else f"{name} x {scale:g} (2^{shift}): the loss scale", fontsize=10)
+            ax.set_ylabel("count")
+            if notes and col == 0:
+                ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
+                        bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
+            ax.legend(loc="upper right" if col == 0 else "upper left", fontsize=7)
+    for ax in axes[-1, :]:
+        ax.set_xlabel(XLABELS[markers])
+    fig.suptitle((title or "Magnitude histogram") + (f"\n{note}" if note else ""))
     fig.tight_layout()
     return fig
 
@@ -237,17 +362,30 @@ def plot_histogram(plt, panels, title, logy):
 LINE_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
 
 
+def curve_label(panel, series):
+    return series.split("/", 1)[1] if panel and series.startswith(panel + "/") else series
+
+
 def plot_curves(plt, panels, title, logy, ylim=None):
     names = sorted(panels)
     fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(9, 3 * len(names) + 0.8), squeeze=False)
+    colour_of = Colours(MODE_COLOURS)
     for ax, name in zip(axes[:, 0], names):
-        for k, series in enumerate(sorted(panels[name])):
+        lines = [s for s in sorted(panels[name]) if not curve_label(name, s).startswith("@")]
+        events = [s for s in sorted(panels[name]) if curve_label(name, s).startswith("@")]
+        for k, series in enumerate(lines):
             xs, ys = panels[name][series]
             order = sorted(range(len(xs)), key=xs.__getitem__)
             style, marker = LINE_STYLES[k % len(LINE_STYLES)]
-            label = series.split("/", 1)[1] if name and series.startswith(name + "/") else series
+            label = curve_label(name, series)
             ax.plot([xs[i] for i in order], [ys[i] for i in order], label=label, linestyle=style, marker=marker,
-                    markevery=max(1, len(xs) // 12), markersize=4, linewidth=max(0.8, 2.0 - 0.4 * k))
+                    markevery=max(1, len(xs) // 12), markersize=4, linewidth=max(0.8, 2.0 - 0.4 * k),
+                    color=colour_of(mode_of(label)))
+        for k, series in enumerate(events):
+            xs, ys = panels[name][series]
+            label = curve_label(name, series)
+            ax.scatter(xs, ys, marker="vx^o"[k % 4], s=28, zorder=3, color=colour_of(mode_of(label)),
+                       label=f"{label[1:]} ({len(xs)})")
         if logy:
             ax.set_yscale("log")
         if ylim:
@@ -261,19 +399,22 @@ def plot_curves(plt, panels, title, logy, ylim=None):
     return fig
 
 
-def render(kind, path, out, title=None, by="kind", logy=False, ylim=None):
+def render(kind, path, out, title=None, by="kind", logy=False, ylim=None, scale=None, markers="f16", labels=None,
+           note=None):
     """Reads `path`, checks it, renders `kind` into the PNG `out`. Raises InputError on bad input."""
     if kind == "timeline":
         data = read_timeline(path)
     elif kind == "histogram":
         data = read_histogram(path, by)
+        scale_shift(scale)  # a bad scale is bad input, found before matplotlib loads
+        labels = read_labels(labels) if labels else {}
     else:
         data = read_curves(path)
     plt = import_pyplot()
     if kind == "timeline":
         fig = plot_timeline(plt, data, title)
     elif kind == "histogram":
-        fig = plot_histogram(plt, data, title, logy)
+        fig = plot_histogram(plt, data, title, logy, scale=scale, markers=markers, labels=labels, note=note)
     else:
         fig = plot_curves(plt, data, title, logy, ylim)
     if os.path.dirname(out):
@@ -314,7 +455,12 @@ def selftest_inputs(d):
     curves = [[s, step, v] for step in range(0, 500, 10) for s, v in
               (("loss/fp32", 2.3 * math.exp(-step / 150)), ("loss/fp16 no scaling", 2.3 * math.exp(-step / 400)),
                ("acc/fp32", 1 - 0.9 * math.exp(-step / 150)))]
+    curves += [["loss/@fp32: skipped", step, 1.0] for step in (100, 300)]
     write_csv(os.path.join(d, "curves.csv"), COLUMNS["curves"], curves)
+    write_csv(os.path.join(d, "labels.csv"), ["layer", "label"], [["fc1", "fc1 Linear 784->256"], ["fc2", "fc2 out"]])
+    ratios = [[p, run, e, int(500 * math.exp(-((e + shift) / 3) ** 2))] for run, shift in (("O3", 2), ("O2", -1))
+              for p in ("fc1.weight", "fc2.weight") for e in range(-12, 8)]
+    write_csv(os.path.join(d, "ratios.csv"), ["layer", "kind", "bin", "count"], ratios)
 
 
 def selftest():
@@ -322,28 +468,35 @@ def selftest():
     with tempfile.TemporaryDirectory(prefix="hg_plot_selftest_") as d:
         selftest_inputs(d)
         made = []
-        for kind, name, ylim in (("timeline", "timeline.csv", None), ("histogram", "hist.csv", None),
-                                 ("curves", "curves.csv", (0.0, 1.0))):
-            out = os.path.join(d, kind + ".png")
-            render(kind, os.path.join(d, name), out, title=f"selftest {kind}", ylim=ylim)
+        cases = (("timeline", "timeline.csv", {}), ("histogram", "hist.csv", {}),
+                 ("histogram", "hist.csv", {"scale": 1024.0, "labels": os.path.join(d, "labels.csv"), "note": "n"}),
+                 ("histogram", "ratios.csv", {"markers": "ulp", "logy": True}),
+                 ("curves", "curves.csv", {"ylim": (0.0, 1.0)}))
+        for i, (kind, name, extra) in enumerate(cases):
+            out = os.path.join(d, f"{kind}{i}.png")
+            render(kind, os.path.join(d, name), out, title=f"selftest {kind}", **extra)
             size = os.path.getsize(out) if os.path.isfile(out) else 0
             with open(out, "rb") as f:
                 png = f.read(8) == b"\x89PNG\r\n\x1a\n"
             if size == 0 or not png:
                 print(f"plot.py selftest: FAILED: {out} is missing, empty or not a PNG", file=sys.stderr)
                 return 1
-            made.append(f"{kind}.png {size} bytes")
+            made.append(f"{kind}{i}.png {size} bytes")
         bad = os.path.join(d, "bad.csv")
         write_csv(bad, ["step", "scale"], [[0, 1.0]])
-        try:
-            render("timeline", bad, os.path.join(d, "bad.png"))
-            print("plot.py selftest: FAILED: a timeline without growth_tracker was accepted", file=sys.stderr)
-            return 1
-        except InputError as e:
-            if "missing growth_tracker,found_inf,skipped" not in str(e):
-                print(f"plot.py selftest: FAILED: unclear error for missing columns: {e}", file=sys.stderr)
+        rejected = (("timeline", bad, {}, "missing growth_tracker,found_inf,skipped", "a timeline without growth_tracker"),
+                    ("histogram", os.path.join(d, "hist.csv"), {"scale": 1000.0}, "power of two",
+                     "--scale 1000 (not a power of two)"))
+        for kind, path, extra, expected, what in rejected:
+            try:
+                render(kind, path, os.path.join(d, "bad.png"), **extra)
+                print(f"plot.py selftest: FAILED: {what} was accepted", file=sys.stderr)
                 return 1
-    print("plot.py selftest: ok (" + ", ".join(made) + "; missing columns rejected)")
+            except InputError as e:
+                if expected not in str(e):
+                    print(f"plot.py selftest: FAILED: unclear error for {what}: {e}", file=sys.stderr)
+                    return 1
+    print("plot.py selftest: ok (" + ", ".join(made) + "; missing columns and a scale of 1000 rejected)")
     return 0
 
 
@@ -369,9 +522,15 @@ def main(argv):
     p.add_argument("--by", choices=["kind", "layer"], default="kind", help="histogram: one panel per kind or layer")
     p.add_argument("--logy", action="store_true", help="histogram/curves: log y axis")
     p.add_argument("--ylim", type=parse_ylim, help="curves: y range LO,HI for every panel (e.g. 0,1 for fractions)")
+    p.add_argument("--scale", type=float, help="histogram: a second column multiplied by this power of two")
+    p.add_argument("--markers", choices=sorted(MARKERS), default="f16",
+                   help="histogram: F16/BF16 limits (f16) or the swamping threshold of update/ulp ratios (ulp)")
+    p.add_argument("--labels", help="histogram: CSV layer,label with the legend names of the layers")
+    p.add_argument("--note", help="histogram: a line under the title")
     a = p.parse_args(argv)
     try:
-        render(a.kind, a.input, a.output, title=a.title, by=a.by, logy=a.logy, ylim=a.ylim)
+        render(a.kind, a.input, a.output, title=a.title, by=a.by, logy=a.logy, ylim=a.ylim, scale=a.scale,
+               markers=a.markers, labels=a.labels, note=a.note)
     except InputError as e:
         print(f"plot.py: {e}", file=sys.stderr)
         return 1

@@ -69,6 +69,15 @@ HG_HD bool swamped_f16(float w, float u) {
   const float w16 = f16_bits_to_float(float_to_f16_bits(w));
   return f16_bits_to_float(float_to_f16_bits(w16 + u)) == w16;
 }
+// The spacing of F16 numbers at fl16(w), away from zero: 2^(e - 10) for a normal fl16(w) in [2^e, 2^(e+1)),
+// 2^-24 below 2^-14 (zero and subnormals); inf for inf/NaN. An update |u| below half of it is swamped
+// (except a step down from a power of two, where the spacing below is half as wide).
+inline double f16_spacing(double w) {
+  const double w16 = std::fabs(static_cast<double>(f16_bits_to_float(float_to_f16_bits(static_cast<float>(w)))));
+  if (!std::isfinite(w16)) return INFINITY;
+  if (w16 < kF16MinNormal) return kF16MinSubnormal;
+  return std::ldexp(1.0, std::ilogb(w16) - 10);
+}
 // The rule of thumb, for comparison.
 inline bool swamped_f16_rule_of_thumb(double w, double u) { return std::fabs(w) >= kSwampRatio * std::fabs(u); }
 

@@ -1,5 +1,6 @@
 #include "amp/inspect/histogram.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -26,6 +27,11 @@ bool is_gradient(Kind k) { return k == Kind::ActivationGrad || k == Kind::Weight
 int64_t LayerStats::bin(int exponent) const {
   if (exponent < kMinExponent || exponent > kMaxExponent) return 0;
   return bins[static_cast<size_t>(exponent - kMinExponent)];
+}
+
+int64_t LayerStats::ulp_bin(int exponent) const {
+  if (ulp_bins.empty() || exponent < kMinExponent || exponent > kMaxExponent) return 0;
+  return ulp_bins[static_cast<size_t>(exponent - kMinExponent)];
 }
 
 struct GradientHistogram::State {
@@ -176,6 +182,10 @@ void GradientHistogram::record_update(const std::string& name, const Tensor& wei
     ++s.updates;
     s.f16_swamped += swamped_f16(static_cast<float>(w[i]), static_cast<float>(u[i]));
     s.f16_swamped_rule += swamped_f16_rule_of_thumb(w[i], u[i]);
+    const double ratio = std::fabs(u[i]) / f16_spacing(w[i]);  // 0 beside an inf weight: the lowest bin
+    if (s.ulp_bins.empty()) s.ulp_bins.assign(kNumExponentBins, 0);
+    const int e = ratio > 0 ? std::ilogb(ratio) : kMinExponent;
+    ++s.ulp_bins[static_cast<size_t>(std::clamp(e, kMinExponent, kMaxExponent) - kMinExponent)];
   }
 }
 

@@ -29,7 +29,9 @@
 //    overflow (rounds to inf: >= 65520); plus the plain threshold count below_min_subnormal
 //    (|x| < 2^-24 in F16, < 2^-133 in BF16), which also counts values in (2^-25, 2^-24) that round up.
 //  * updates (record_update): swamped in F16, exactly (fl16(fl16(w) + u) == fl16(w), the sum in F32 as
-//    halfgrad's update kernels do) and by the rule of thumb |w| >= 2048 |u|, over the nonzero updates.
+//    halfgrad's update kernels do) and by the rule of thumb |w| >= 2048 |u|, over the nonzero updates;
+//    and a second histogram, of |u| / ulp16(w) (f16_spacing): bin e holds ratios in [2^e, 2^(e+1)), so
+//    the bins e <= -2 (below half a spacing) are the updates F16 rounds away.
 // Counts accumulate over records (and over forward/backward passes while watched) until clear().
 //
 // Names: activations and their gradients are keyed by the module's dotted name ("features.0"),
@@ -72,10 +74,12 @@ struct LayerStats {
   int64_t updates = 0;              // nonzero finite updates (Kind::Update)
   int64_t f16_swamped = 0;          // exact
   int64_t f16_swamped_rule = 0;     // |w| >= 2048 |u|
+  std::vector<int64_t> ulp_bins = {};  // Kind::Update: log2(|u| / ulp16(w)) bins, index e - kMinExponent
   double loss_scale = 1.0;          // the factor of the last record (1 for non-gradient kinds)
 
   int64_t nonzero() const { return count - zeros - infs - nans; }  // nonzero finite values
   int64_t bin(int exponent) const;  // 0 outside [kMinExponent, kMaxExponent]
+  int64_t ulp_bin(int exponent) const;  // the same for ulp_bins (0 when no update was recorded)
   double fraction(int64_t n) const { return ratio(n, nonzero()); }  // of the nonzero finite values
   double swamped_fraction(int64_t n) const { return ratio(n, updates); }  // of the nonzero updates
   static double ratio(int64_t n, int64_t d) { return d > 0 ? static_cast<double>(n) / static_cast<double>(d) : 0.0; }
@@ -126,7 +130,8 @@ class GradientHistogram {
   const LayerStats& at(const std::string& name, Kind kind) const;    // throws naming the known keys
 
   // One row per (layer, kind, bin): layer,kind,bin,lower,upper,count with bin an exponent e
-  // (lower = 2^e, upper = 2^(e+1)) or zero/below_range/above_range/inf/nan. Written atomically.
+  // (lower = 2^e, upper = 2^(e+1)) or zero/below_range/above_range/inf/nan; an update's |u| / ulp16(w)
+  // histogram follows as kind "update_ulp16" (exponent bins only). Written atomically.
   void write_csv(const std::string& path) const;
   // The markers (F16/BF16 limits) and, per (layer, kind), the counts and fractions above.
   void write_json(const std::string& path) const;

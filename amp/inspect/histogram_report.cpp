@@ -26,6 +26,11 @@ void csv_entry(std::ostringstream& os, const std::string& name, Kind kind, const
   csv_row(os, prefix, "above_range", json_number(std::ldexp(1.0, kMaxExponent + 1)), "", s.above_range);
   csv_row(os, prefix, "inf", "", "", s.infs);
   csv_row(os, prefix, "nan", "", "", s.nans);
+  if (kind != Kind::Update || s.ulp_bins.empty()) return;
+  const std::string ulp = csv_field(name) + ",update_ulp16,";
+  for (int e = kMinExponent; e <= kMaxExponent; ++e)
+    csv_row(os, ulp, std::to_string(e), json_number(std::ldexp(1.0, e)), json_number(std::ldexp(1.0, e + 1)),
+            s.ulp_bin(e));
 }
 
 // "key": value pairs joined by commas.
@@ -85,6 +90,14 @@ std::pair<std::string, std::string> exponent_span(const LayerStats& s) {
   return {std::to_string(lo), std::to_string(hi)};
 }
 
+// {"e": count} over the occupied bins of |u| / ulp16(w).
+std::string ulp_bins_json(const LayerStats& s) {
+  JsonObject o;
+  for (int e = kMinExponent; e <= kMaxExponent; ++e)
+    if (s.ulp_bin(e) > 0) o.count(std::to_string(e), s.ulp_bin(e));
+  return o.str();
+}
+
 std::string entry_json(const std::string& name, Kind kind, const LayerStats& s) {
   const auto [lo, hi] = exponent_span(s);
   JsonObject o;
@@ -100,6 +113,7 @@ std::string entry_json(const std::string& name, Kind kind, const LayerStats& s) 
                           .num("f16_swamped_fraction", s.swamped_fraction(s.f16_swamped))
                           .count("f16_swamped_rule_of_thumb", s.f16_swamped_rule)
                           .num("f16_swamped_rule_of_thumb_fraction", s.swamped_fraction(s.f16_swamped_rule))
+                          .add("ulp16_ratio_bins", ulp_bins_json(s))
                           .str());
   }
   return o.str();

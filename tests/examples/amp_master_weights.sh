@@ -33,11 +33,20 @@ for s in fp32 fp16-O2 fp16-O3; do
   grep -q "^exact/$s," "$dir/out/swamping.csv" || fail "swamping.csv has no exact/$s series"
 done
 grep -q "^unchanged/fp16-O3," "$dir/out/swamping.csv" || fail "swamping.csv has no unchanged/fp16-O3 series"
+# update_ulp16.csv: per run and parameter the updates by log2(|u| / ulp16(w)); for fp16-O3 the share below
+# -1 (bins <= -2) must be at least the exactly swamped share the table prints (ties and steps down from a
+# power of two add to the exact count, so compare loosely: within 5 points)
+head -1 "$dir/out/update_ulp16.csv" | grep -qx 'layer,kind,bin,count' || fail "update_ulp16.csv header"
+below3="$(awk -F, 'NR > 1 && $2 ~ /^fp16-O3/ { n += $4; if ($3 <= -2) b += $4 } END { if (n) printf "%.2f", 100 * b / n }' \
+  "$dir/out/update_ulp16.csv")"
+[[ -n "$below3" ]] || fail "update_ulp16.csv has no fp16-O3 rows"
 
 # Summary rows: "<run> <acc> <loss> <skipped> <scale> <updates> <swamped>% <rule>% <kept>% or - <time>s".
 col() { awk -v r="$1" -v c="$2" '$1 == r && NF == 10 { gsub("%", "", $c); print $c }' "$dir/log"; }
 acc32="$(col fp32 2)" acc2="$(col fp16-O2 2)" acc3="$(col fp16-O3 2)"
 sw3="$(col fp16-O3 7)" kept3="$(col fp16-O3 9)" sw2="$(col fp16-O2 7)"
+awk -v a="$below3" -v b="$sw3" 'BEGIN { d = a - b; exit !(d < 5 && d > -5) }' ||
+  fail "update_ulp16.csv puts $below3% of fp16-O3's updates below half a spacing, the table says $sw3% swamped"
 [ -n "$acc32" ] && [ -n "$acc2" ] && [ -n "$acc3" ] && [ -n "$sw3" ] && [ -n "$kept3" ] ||
   fail "the summary table lacks a row for fp32, fp16-O2 or fp16-O3"
 awk -v s="$sw3" 'BEGIN { exit !(s > 50) }' || fail "fp16-O3 lost only $sw3% of its updates to swamping (expected > 50%)"

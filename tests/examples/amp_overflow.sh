@@ -62,6 +62,13 @@ for s in 5 6 10; do
 done
 grep -q '^loss/clean,' "$dir/out/curves.csv" && grep -q '^loss/injected,' "$dir/out/curves.csv" ||
   fail "curves.csv lacks a loss series"
+# the skipped steps as events of the scale panel: the injected ones at their steps, the natural ones apart
+for s in 5 6 10; do
+  grep -q "^log2_scale/@injected: skipped (injected overflow),$s," "$dir/out/curves.csv" ||
+    fail "curves.csv does not mark step $s as an injected skip"
+done
+[[ "$(grep -c '^log2_scale/@injected: skipped (natural overflow),' "$dir/out/curves.csv")" == "$natural" ]] ||
+  fail "curves.csv does not mark the $natural natural overflows of the injected run"
 grep -q '"checks_failed": 0' "$dir/out/summary.json" || fail "summary.json: checks_failed is not 0"
 grep -q "python3 scripts/plot.py timeline $dir/out/timeline.csv" "$log" || fail "no timeline plot command"
 grep -q "python3 scripts/plot.py curves $dir/out/curves.csv" "$log" || fail "no curves plot command"

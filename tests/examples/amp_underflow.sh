@@ -18,10 +18,13 @@ for line in "== part 1" "== part 2" "activation_grad" "weight_grad" "reading: wi
             "python3 scripts/plot.py histogram $dir/out/hist.csv" "python3 scripts/plot.py curves $dir/out/curves.csv"; do
   grep -qF -- "$line" "$dir/log" || fail "no line with '$line' in the output"
 done
-for f in hist.csv hist.json curves.csv summary.json; do
+for f in hist.csv hist.json layers.csv curves.csv summary.json; do
   [ -s "$dir/out/$f" ] || fail "$f was not written under --out"
 done
 head -1 "$dir/out/hist.csv" | grep -q '^layer,kind,bin' || fail "hist.csv has no layer,kind,bin header"
+# legend names: the first Linear's output and weight, with their shapes
+grep -qx '1,1 Linear 784->256 (out)' "$dir/out/layers.csv" || fail "layers.csv does not name layer 1"
+grep -qx '1.weight,1.weight 256x784' "$dir/out/layers.csv" || fail "layers.csv does not name 1.weight"
 head -1 "$dir/out/curves.csv" | grep -qx 'series,step,value' || fail "curves.csv has no series,step,value header"
 for s in fp32 fp16-unscaled fp16-dynamic; do
   grep -q "^loss/$s," "$dir/out/curves.csv" || fail "curves.csv has no loss/$s series"

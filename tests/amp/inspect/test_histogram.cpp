@@ -245,6 +245,20 @@ TEST_CASE("swamping: exact F16 rounding vs the rule of thumb |w| >= 2048 |u|", "
   CHECK(s.f16_swamped_rule == rule);
   CHECK(s.swamped_fraction(s.f16_swamped) == Approx(2.0 / 6.0));
   CHECK(s.zeros == 1);
+  // |u| / ulp16(w): 0.25 and 0.375 (bin -2), 0.75, 0.5 and 0.6 (bin -1), 1.024 (bin 0); the zero update
+  // is not counted. Bin -2 is below half a spacing, yet -1.5 * 2^-12 moves 1.0 (the spacing below halves).
+  CHECK(s.ulp_bin(-2) == 2);
+  CHECK(s.ulp_bin(-1) == 3);
+  CHECK(s.ulp_bin(0) == 1);
+  CHECK(s.ulp_bin(-3) + s.ulp_bin(1) == 0);
+  CHECK(f16_spacing(1.0) == 0x1p-10);
+  CHECK(f16_spacing(1.9) == 0x1p-10);
+  CHECK(f16_spacing(-1000.0) == 0x1p-1);
+  CHECK(f16_spacing(65504.0) == 32.0);
+  CHECK(f16_spacing(0x1p-14) == 0x1p-24);  // the smallest normal: its spacing is the subnormals'
+  CHECK(f16_spacing(0x1p-20) == 0x1p-24);
+  CHECK(f16_spacing(0.0) == 0x1p-24);
+  CHECK(std::isinf(f16_spacing(1e6)));     // rounds to inf in F16
 
   // against an exact-arithmetic reference, with updates F32 adds exactly (a few significant bits)
   std::mt19937 rng(11);
@@ -367,7 +381,7 @@ TEST_CASE("write_csv and write_json write reports that read back", "[inspect][cp
   h.write_json(json);
 
   const auto rows = read_csv(csv);
-  REQUIRE(rows.size() == 1 + 3 * (kNumExponentBins + 5));
+  REQUIRE(rows.size() == 1 + 3 * (kNumExponentBins + 5) + kNumExponentBins);  // + the update's ulp16 bins
   CHECK(rows[0] == std::vector<std::string>{"layer", "kind", "bin", "lower", "upper", "count"});
   std::map<std::string, int64_t> totals;
   for (size_t i = 1; i < rows.size(); ++i) {
@@ -382,6 +396,7 @@ TEST_CASE("write_csv and write_json write reports that read back", "[inspect][cp
   CHECK(totals["fc.weight/weight_grad"] == 5);
   CHECK(totals["odd,\"name\"/activation"] == 2);  // the quoted name read back
   CHECK(totals["fc.weight/update"] == 2);
+  CHECK(totals["fc.weight/update_ulp16"] == 2);
 
   const test::Json j = test::JsonReader(read_text(json)).parse();
   CHECK(j["format"].str == "halfgrad.gradient_histogram");
@@ -411,6 +426,8 @@ TEST_CASE("write_csv and write_json write reports that read back", "[inspect][cp
   CHECK(u["updates"].number == 2);
   CHECK(u["f16_swamped"].number == 1);
   CHECK(u["f16_swamped_rule_of_thumb"].number == 1);
+  CHECK(u["ulp16_ratio_bins"]["-2"].number == 1);  // 2^-12 / 2^-10
+  CHECK(u["ulp16_ratio_bins"]["8"].number == 1);   // 0.25 / 2^-10 = 256
   CHECK(std::distance(std::filesystem::directory_iterator(dir.dir), std::filesystem::directory_iterator()) == 2);
 }
 
