@@ -160,23 +160,15 @@ void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const cha
 }  // namespace
 
 DispatchTable<UnscaleKernel>& unscale_kernels() {
-  static DispatchTable<UnscaleKernel> t = [] {
-    DispatchTable<UnscaleKernel> d("GradScaler.unscale_");
-    d.set(DeviceType::CPU, DType::F32, &unscale_cpu<float>);
-    d.set(DeviceType::CPU, DType::F16, &unscale_cpu<f16>);
-    d.set(DeviceType::CPU, DType::BF16, &unscale_cpu<bf16>);
-    d.set(DeviceType::CPU, DType::F64, &unscale_cpu<double>);
-    return d;
-  }();
+  static DispatchTable<UnscaleKernel> t{"GradScaler.unscale_", [](auto& d) {
+    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &unscale_cpu<T>; });
+  }};
   return t;
 }
 
 DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
-  static DispatchTable<ScalerStateKernel> t = [] {
-    DispatchTable<ScalerStateKernel> d("GradScaler (device state)");
-    d.set(DeviceType::CPU, DType::F32, &state_op_cpu);
-    return d;
-  }();
+  static DispatchTable<ScalerStateKernel> t{"GradScaler (device state)",
+                                            [](auto& d) { d.set(DeviceType::CPU, DType::F32, &state_op_cpu); }};
   return t;
 }
 

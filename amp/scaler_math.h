@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
+#include "core/dispatch_table.h"
 #include "core/macros.h"
-#include "ops/dispatch.h"
 
 namespace hg::amp {
 

@@ -138,6 +138,10 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 
 void set_allocator(DeviceType t, Allocator* a) { g_allocators[static_cast<int>(t)] = a; }
 void set_backend_loader(void (*loader)(DeviceType)) { g_backend_loader = loader; }
+void load_backend(DeviceType t) {
+  if (t == DeviceType::CPU) return;
+  if (auto load = g_backend_loader.load()) load(t);
+}
 Allocator* get_allocator(DeviceType t) {
   Allocator* a = g_allocators[static_cast<int>(t)];
   if (a == nullptr && t != DeviceType::CPU) {

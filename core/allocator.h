@@ -29,6 +29,9 @@ Allocator* get_allocator(DeviceType t);
 // ops/ registers the function that loads a backend on first use, so that allocating on a device
 // (empty(..., {.device = Device::cuda()})) works even before any op has touched that device.
 void set_backend_loader(void (*loader)(DeviceType));
+// Loads device type t's backend through that function (once; a failure throws hg::Error naming what is
+// missing and is retried next time); nothing for the CPU. Dispatch tables call it before a lookup.
+void load_backend(DeviceType t);
 
 // Allocates through the device's allocator and records the bytes; nbytes == 0 gives nullptr.
 // `dtype`: what a tensor storage holds, counted in memory::allocated(dev, dtype); nullopt for untyped

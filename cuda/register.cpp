@@ -38,15 +38,13 @@ void register_kernels() {
   HG_CHECK(runtime_device_count() > 0, "cuda: no CUDA device is available (", runtime_unavailable_reason(),
            "); use Device::cpu()");
   set_allocator(DeviceType::CUDA, &allocator());
-  set_floating<EwKernel>(ew_kernels(), &elementwise<float>, &elementwise<f16>, &elementwise<bf16>,
-                         &elementwise<double>);
+  ew_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &elementwise<T>; });
   cast_kernels().set(DeviceType::CUDA, DType::F32, &cast);          // slot F32 = any dtype pair
   copy_kernels().set(DeviceType::CUDA, DType::F32, &strided_copy);  // slot F32 = any element size
   gemm_kernels().set_all_floating(DeviceType::CUDA, &gemm);
-  set_floating<ReduceKernel>(reduce_kernels(), &reduce<float>, &reduce<f16>, &reduce<bf16>, &reduce<double>);
-  set_floating<SoftmaxKernel>(softmax_kernels(), &softmax<float>, &softmax<f16>, &softmax<bf16>, &softmax<double>);
-  set_floating<SoftmaxBackwardKernel>(softmax_backward_kernels(), &softmax_backward<float>, &softmax_backward<f16>,
-                                      &softmax_backward<bf16>, &softmax_backward<double>);
+  reduce_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &reduce<T>; });
+  softmax_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &softmax<T>; });
+  softmax_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &softmax_backward<T>; });
   register_amp();
   register_dnn();
   register_loss();

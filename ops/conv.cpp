@@ -12,16 +12,6 @@
 namespace hg {
 namespace {
 
-struct ConvTables {
-  DispatchTable<ConvKernel> fwd{"conv2d"};
-  DispatchTable<ConvKernel> bwd_data{"conv2d backward (dx)"};
-  DispatchTable<ConvKernel> bwd_weight{"conv2d backward (dw)"};
-  ConvTables() { cpu::register_conv(fwd, bwd_data, bwd_weight); }
-};
-ConvTables& tables() {
-  static ConvTables t;
-  return t;
-}
 
 void check_at_least(const char* what, Size2 v, int64_t min, const char* fix) {
   HG_CHECK(v.h >= min && v.w >= min, "conv2d: ", what, "=(", v.h, ", ", v.w, ") must be >= ", min, "; ", fix);
@@ -76,7 +66,7 @@ Tensor grad_x(ConvArgs a, const Tensor& w, const Tensor& dy) {
   Tensor dx = empty({a.n, a.c, a.h, a.w}, {.dtype = dy.dtype(), .device = dy.device()});
   if (dx.numel() == 0) return dx;
   a.wt = w.data_ptr(), a.dy = dy.data_ptr(), a.dx = dx.data_ptr();
-  tables().bwd_data.get(dy.device(), dy.dtype())(a);
+  conv2d_backward_data_kernels().get(dy.device(), dy.dtype())(a);
   return dx;
 }
 
@@ -87,7 +77,7 @@ std::pair<Tensor, Tensor> grad_w_b(ConvArgs a, const Tensor& x, const Tensor& dy
   Tensor dw = empty({a.k, a.c / a.groups, a.r, a.s}, opts);
   Tensor db = want_b ? empty({a.k}, opts) : Tensor();
   a.x = x.data_ptr(), a.dy = dy.data_ptr(), a.dw = dw.data_ptr(), a.db = want_b ? db.data_ptr() : nullptr;
-  tables().bwd_weight.get(dy.device(), dy.dtype())(a);
+  conv2d_backward_weight_kernels().get(dy.device(), dy.dtype())(a);
   return {dw, db};
 }
 
@@ -109,12 +99,21 @@ Tensor cast_to(const Tensor& t, DType dt) { return !t.defined() || t.dtype() == 
 
 }  // namespace
 
-DispatchTable<ConvKernel>& conv2d_forward_kernels() { return tables().fwd; }
-DispatchTable<ConvKernel>& conv2d_backward_data_kernels() { return tables().bwd_data; }
-DispatchTable<ConvKernel>& conv2d_backward_weight_kernels() { return tables().bwd_weight; }
+DispatchTable<ConvKernel>& conv2d_forward_kernels() {
+  static DispatchTable<ConvKernel> t{"conv2d", cpu::register_conv_forward};
+  return t;
+}
+DispatchTable<ConvKernel>& conv2d_backward_data_kernels() {
+  static DispatchTable<ConvKernel> t{"conv2d backward (dx)", cpu::register_conv_backward_data};
+  return t;
+}
+DispatchTable<ConvKernel>& conv2d_backward_weight_kernels() {
+  static DispatchTable<ConvKernel> t{"conv2d backward (dw)", cpu::register_conv_backward_weight};
+  return t;
+}
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions o) {
-  if (amp::OpCast c{amp::Op::Conv2d, {x_in, w_in, b_in}}) return c.result(conv2d(c[0], c[1], c[2], o));
+  if (amp::OpCast c{amp::OpId::Conv2d, {x_in, w_in, b_in}}) return c.result(conv2d(c[0], c[1], c[2], o));
   if (x_in.ndim() == 3) {  // unbatched (C,H,W), as torch: a batch of one
     const Shape s = x_in.shape();
     const Tensor y = conv2d(x_in.reshape({1, s[0], s[1], s[2]}), w_in, b_in, o);
@@ -127,7 +126,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
   if (y.numel() > 0) {
     ConvArgs f = p;
     f.x = x.data_ptr(), f.wt = w.data_ptr(), f.b = b.defined() ? b.data_ptr() : nullptr, f.y = y.data_ptr();
-    tables().fwd.get(x.device(), dt)(f);
+    conv2d_forward_kernels().get(x.device(), dt)(f);
   }
   autograd::record(y, "conv2d", {x, w, b},
                    [p, xd = x.detach(), wd = w.detach()](const Tensor& dy, const GradMask& needs) {

@@ -33,70 +33,31 @@ const bool g_loader_registered = [] {
 }();
 }  // namespace
 
-// ---- kernel coverage ----
+// ---- kernel coverage: the elementwise table per op ----
 namespace {
-
-struct Registry {
-  std::mutex mu;
-  std::vector<const DispatchTableBase*> tables;
-  std::atomic<uint8_t> ew_calls[kNumDeviceTypes][kNumEwOps][kNumDTypes] = {};
-};
-
-Registry& registry() {
-  static Registry* r = new Registry;  // outlives the tables, which are function-local statics
-  return *r;
-}
-
+std::atomic<uint8_t> g_ew_calls[kNumDeviceTypes][kNumEwOps][kNumDTypes] = {};
 }  // namespace
 
-DispatchTableBase::DispatchTableBase(const char* name) : name_(name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.tables.push_back(this);
-}
-
-DispatchTableBase::DispatchTableBase(const DispatchTableBase& o) : DispatchTableBase(o.name_) {
-  for (int d = 0; d < kNumDeviceTypes; ++d)
-    for (int t = 0; t < kNumDTypes; ++t) state_[d][t] = o.state_[d][t].load();
-}
-
-DispatchTableBase::~DispatchTableBase() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  std::erase(r.tables, this);
-}
-
 void note_ew_call(DeviceType d, EwOp op, DType t) {
-  registry().ew_calls[static_cast<int>(d)][static_cast<int>(op)][static_cast<int>(t)].store(
-      1, std::memory_order_relaxed);
+  g_ew_calls[static_cast<int>(d)][static_cast<int>(op)][static_cast<int>(t)].store(1, std::memory_order_relaxed);
 }
 
 std::vector<KernelCoverage> kernel_coverage(DeviceType d) {
-  const DispatchTableBase* ew = &ew_kernels();
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  const DispatchTableBase& ew = ew_kernels();
   std::vector<KernelCoverage> rows;
-  const int dev = static_cast<int>(d);
-  for (const DispatchTableBase* tb : r.tables) {
-    KernelCoverage row{tb->name_, 0, 0, {}};
-    for (int t = 0; t < kNumDTypes; ++t) {
-      const uint8_t st = tb->state_[dev][t].load();
-      if (!(st & DispatchTableBase::kSet)) continue;
-      ++row.registered;
-      if (st & DispatchTableBase::kCalled) ++row.called;
-      else row.missing.push_back(static_cast<DType>(t));
-    }
-    if (row.registered == 0) continue;
+  for (KernelCoverage& row : table_coverage(d)) {
+    const bool is_ew = row.table == ew.name();
     rows.push_back(std::move(row));
-    if (tb != ew) continue;
+    if (!is_ew) continue;
     // the elementwise table runs one kernel per (op, dtype): each op is a row of its own
     for (int op = 0; op < kNumEwOps; ++op) {
       KernelCoverage e{std::string("elementwise ") + ew_op_name(static_cast<EwOp>(op)), 0, 0, {}};
-      for (int t = 0; t < kNumDTypes; ++t) {
-        if (!(tb->state_[dev][t].load() & DispatchTableBase::kSet)) continue;
+      for (int i = 0; i < kNumDTypes; ++i) {
+        const DType t = static_cast<DType>(i);
+        if (!ew.registered(d, t)) continue;
         ++e.registered;
-        if (r.ew_calls[dev][op][t].load()) ++e.called;
-        else e.missing.push_back(static_cast<DType>(t));
+        if (g_ew_calls[static_cast<int>(d)][op][i].load()) ++e.called;
+        else e.missing.push_back(t);
       }
       rows.push_back(std::move(e));
     }
@@ -105,63 +66,38 @@ std::vector<KernelCoverage> kernel_coverage(DeviceType d) {
 }
 
 DispatchTable<EwKernel>& ew_kernels() {
-  static DispatchTable<EwKernel> t = [] {
-    DispatchTable<EwKernel> d("elementwise");
-    cpu::register_elementwise(d);
-    return d;
-  }();
+  static DispatchTable<EwKernel> t{"elementwise", cpu::register_elementwise};
   return t;
 }
 
 DispatchTable<CastKernel>& cast_kernels() {
-  static DispatchTable<CastKernel> t = [] {
-    DispatchTable<CastKernel> d("to(dtype)");
-    d.set(DeviceType::CPU, DType::F32, &cpu::cast);
-    return d;
-  }();
+  static DispatchTable<CastKernel> t{"to(dtype)", cpu::register_cast};
   return t;
 }
 
 DispatchTable<CopyKernel>& copy_kernels() {
-  static DispatchTable<CopyKernel> t = [] {
-    DispatchTable<CopyKernel> d("copy");
-    d.set(DeviceType::CPU, DType::F32, &cpu::strided_copy);
-    return d;
-  }();
+  static DispatchTable<CopyKernel> t{"copy", cpu::register_copy};
   return t;
 }
 
 DispatchTable<GemmKernel>& gemm_kernels() {
-  static DispatchTable<GemmKernel> t = [] {
-    DispatchTable<GemmKernel> d("matmul");
-    d.set_all_floating(DeviceType::CPU, &cpu::gemm);
-    return d;
-  }();
+  static DispatchTable<GemmKernel> t{"matmul", cpu::register_gemm};
   return t;
 }
 
 DispatchTable<ReduceKernel>& reduce_kernels() {
-  static DispatchTable<ReduceKernel> t = [] {
-    DispatchTable<ReduceKernel> d("reduce");
-    cpu::register_reduce(d);
-    return d;
-  }();
+  static DispatchTable<ReduceKernel> t{"reduce", cpu::register_reduce};
   return t;
 }
 
-namespace {
-struct SoftmaxTables {
-  DispatchTable<SoftmaxKernel> fwd{"softmax"};
-  DispatchTable<SoftmaxBackwardKernel> bwd{"softmax backward"};
-  SoftmaxTables() { cpu::register_softmax(fwd, bwd); }
-};
-SoftmaxTables& softmax_tables() {
-  static SoftmaxTables t;
+DispatchTable<SoftmaxKernel>& softmax_kernels() {
+  static DispatchTable<SoftmaxKernel> t{"softmax", cpu::register_softmax};
   return t;
 }
-}  // namespace
 
-DispatchTable<SoftmaxKernel>& softmax_kernels() { return softmax_tables().fwd; }
-DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels() { return softmax_tables().bwd; }
+DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels() {
+  static DispatchTable<SoftmaxBackwardKernel> t{"softmax backward", cpu::register_softmax_backward};
+  return t;
+}
 
 }  // namespace hg

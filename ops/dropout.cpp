@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/dropout.h"
 
@@ -27,16 +27,12 @@ void run_dropout(DropoutArgs a, const Tensor& in, Tensor& out) {
 }  // namespace
 
 DispatchTable<DropoutKernel>& dropout_kernels() {
-  static DispatchTable<DropoutKernel> t = [] {
-    DispatchTable<DropoutKernel> d("dropout");
-    cpu::register_dropout(d);
-    return d;
-  }();
+  static DispatchTable<DropoutKernel> t{"dropout", cpu::register_dropout};
   return t;
 }
 
 Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
-  if (amp::OpCast c{amp::Op::Dropout, {x}}) return c.result(dropout(c[0], o));
+  if (amp::OpCast c{amp::OpId::Dropout, {x}}) return c.result(dropout(c[0], o));
   check_floating("dropout", x);
   HG_CHECK(o.p >= 0.0 && o.p <= 1.0, "dropout: p=", o.p, " is not a probability; pass p in [0, 1)");
   if (!o.training || o.p == 0.0) return x;

@@ -83,7 +83,7 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
   return sum_to(g, target);
 }
 
-Tensor binary(const char* name, EwOp op, amp::Op aop, const Tensor& a_in, const Tensor& b_in) {
+Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, const Tensor& b_in) {
   if (amp::OpCast c{aop, {a_in, b_in}}) return c.result(binary(name, op, aop, c[0], c[1]));
   // named tensors, not structured bindings: clang before 16 cannot capture those in the lambda below
   const auto promoted = promote(name, a_in, b_in);
@@ -119,12 +119,12 @@ Tensor scalar_like(const Tensor& a, double s) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", EwOp::Add, amp::Op::Add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", EwOp::Sub, amp::Op::Sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, amp::Op::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, amp::Op::Div, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, amp::Op::Maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, amp::Op::Minimum, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary("add", EwOp::Add, amp::OpId::Add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", EwOp::Sub, amp::OpId::Sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, amp::OpId::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, amp::OpId::Div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, amp::OpId::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, amp::OpId::Minimum, a, b); }
 Tensor add(const Tensor& a, double s) { return unary("add", EwOp::AddScalar, a, s); }
 Tensor sub(const Tensor& a, double s) { return unary("sub", EwOp::AddScalar, a, -s); }
 Tensor mul(const Tensor& a, double s) { return unary("mul", EwOp::MulScalar, a, s); }
@@ -134,37 +134,37 @@ Tensor rdiv(double s, const Tensor& a) { return unary("rdiv", EwOp::RdivScalar, 
 
 Tensor neg(const Tensor& x) { return unary("neg", EwOp::Neg, x); }
 Tensor exp(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Exp, {x}}) return c.result(exp(c[0]));
+  if (amp::OpCast c{amp::OpId::Exp, {x}}) return c.result(exp(c[0]));
   return unary("exp", EwOp::Exp, x);
 }
 Tensor log(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Log, {x}}) return c.result(log(c[0]));
+  if (amp::OpCast c{amp::OpId::Log, {x}}) return c.result(log(c[0]));
   return unary("log", EwOp::Log, x);
 }
 Tensor sqrt(const Tensor& x) { return unary("sqrt", EwOp::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Rsqrt, {x}}) return c.result(rsqrt(c[0]));
+  if (amp::OpCast c{amp::OpId::Rsqrt, {x}}) return c.result(rsqrt(c[0]));
   return unary("rsqrt", EwOp::Rsqrt, x);
 }
 Tensor pow(const Tensor& x, double e) {
-  if (amp::OpCast c{amp::Op::Pow, {x}}) return c.result(pow(c[0], e));
+  if (amp::OpCast c{amp::OpId::Pow, {x}}) return c.result(pow(c[0], e));
   return unary("pow", EwOp::PowScalar, x, e);
 }
 Tensor abs(const Tensor& x) { return unary("abs", EwOp::Abs, x); }
 Tensor relu(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Relu, {x}}) return c.result(relu(c[0]));
+  if (amp::OpCast c{amp::OpId::Relu, {x}}) return c.result(relu(c[0]));
   return unary("relu", EwOp::Relu, x);
 }
 Tensor sigmoid(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Sigmoid, {x}}) return c.result(sigmoid(c[0]));
+  if (amp::OpCast c{amp::OpId::Sigmoid, {x}}) return c.result(sigmoid(c[0]));
   return unary("sigmoid", EwOp::Sigmoid, x);
 }
 Tensor tanh(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Tanh, {x}}) return c.result(tanh(c[0]));
+  if (amp::OpCast c{amp::OpId::Tanh, {x}}) return c.result(tanh(c[0]));
   return unary("tanh", EwOp::Tanh, x);
 }
 Tensor gelu(const Tensor& x, GeluApprox approx) {
-  if (amp::OpCast c{amp::Op::Gelu, {x}}) return c.result(gelu(c[0], approx));
+  if (amp::OpCast c{amp::OpId::Gelu, {x}}) return c.result(gelu(c[0], approx));
   return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {
@@ -173,7 +173,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
-  if (amp::OpCast c{amp::Op::Where, {a_in, b_in}}) return c.result(where(cond, c[0], c[1]));
+  if (amp::OpCast c{amp::OpId::Where, {a_in, b_in}}) return c.result(where(cond, c[0], c[1]));
   auto [a, b] = promote("where", a_in, b_in);
   check_floating("where", a);
   check_same_device("where", cond, a);

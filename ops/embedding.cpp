@@ -4,24 +4,15 @@
 #include "ops/embedding.h"
 
 #include "autograd/node.h"
+#include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/kernels/embedding.h"
 
 namespace hg {
 
 namespace {
 
-struct EmbeddingTables {
-  DispatchTable<EmbeddingKernel> fwd{"embedding"};
-  DispatchTable<EmbeddingKernel> bwd{"embedding backward"};
-  EmbeddingTables() { cpu::register_embedding(fwd, bwd); }
-};
-EmbeddingTables& embedding_tables() {
-  static EmbeddingTables t;
-  return t;
-}
 
 void check_embedding(const Tensor& indices, const Tensor& weight, const EmbeddingFuncOptions& o) {
   HG_CHECK(indices.dtype() == DType::I64, "embedding: indices have dtype ", indices.dtype(),
@@ -37,12 +28,18 @@ void check_embedding(const Tensor& indices, const Tensor& weight, const Embeddin
 
 }  // namespace
 
-DispatchTable<EmbeddingKernel>& embedding_kernels() { return embedding_tables().fwd; }
-DispatchTable<EmbeddingKernel>& embedding_backward_kernels() { return embedding_tables().bwd; }
+DispatchTable<EmbeddingKernel>& embedding_kernels() {
+  static DispatchTable<EmbeddingKernel> t{"embedding", cpu::register_embedding};
+  return t;
+}
+DispatchTable<EmbeddingKernel>& embedding_backward_kernels() {
+  static DispatchTable<EmbeddingKernel> t{"embedding backward", cpu::register_embedding_backward};
+  return t;
+}
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptions o) {
   // I64 indices are never eligible: only the weight can be cast
-  if (amp::OpCast c{amp::Op::Embedding, {indices, weight}}) return c.result(embedding(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::Embedding, {indices, weight}}) return c.result(embedding(c[0], c[1], o));
   check_embedding(indices, weight, o);
   std::vector<int64_t> out = indices.shape().dims();
   out.push_back(weight.shape()[1]);
@@ -55,7 +52,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptio
   a.indices = static_cast<const int64_t*>(indices.data_ptr());
   a.weight = weight.data_ptr();
   a.y = y.data_ptr();
-  if (a.n > 0) embedding_tables().fwd.get(weight.device(), weight.dtype())(a);
+  if (a.n > 0) embedding_kernels().get(weight.device(), weight.dtype())(a);
   autograd::record(y, "embedding", {weight}, [indices, a, dt = weight.dtype()](const Tensor& dy, const GradMask&) {
     Tensor grad = empty({a.num, a.dim}, {.dtype = dt == DType::F64 ? DType::F64 : DType::F32, .device = dy.device()});
     EmbeddingArgs b = a;
@@ -64,7 +61,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptio
     b.y = nullptr;
     b.dy = dy.data_ptr();
     b.grad = grad.data_ptr();
-    if (grad.numel() > 0) embedding_tables().bwd.get(dy.device(), dt)(b);
+    if (grad.numel() > 0) embedding_backward_kernels().get(dy.device(), dt)(b);
     return std::vector<Tensor>{grad.to(dt)};
   });
   return y;

@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/loss.h"
 #include "ops/reduce.h"
@@ -20,15 +20,6 @@ namespace hg {
 
 namespace {
 
-struct CrossEntropyTables {
-  DispatchTable<CrossEntropyKernel> fwd{"cross_entropy"};
-  DispatchTable<CrossEntropyKernel> bwd{"cross_entropy backward"};
-  CrossEntropyTables() { cpu::register_cross_entropy(fwd, bwd); }
-};
-CrossEntropyTables& cross_entropy_tables() {
-  static CrossEntropyTables t;
-  return t;
-}
 
 DType compute_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
@@ -63,7 +54,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x, const Ten
   a.target = static_cast<const int64_t*>(target.data_ptr());
   a.stats = stats.data_ptr();
   a.loss = loss.data_ptr();
-  cross_entropy_tables().fwd.get(x.device(), x.dtype())(a);
+  cross_entropy_kernels().get(x.device(), x.dtype())(a);
   autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
     HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
              stats.dtype());
@@ -74,7 +65,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x, const Ten
     b.stats = stats.data_ptr();
     b.dy = dy.data_ptr();
     b.dx = dx.data_ptr();
-    if (x.numel() > 0) cross_entropy_tables().bwd.get(x.device(), x.dtype())(b);
+    if (x.numel() > 0) cross_entropy_backward_kernels().get(x.device(), x.dtype())(b);
     return std::vector<Tensor>{dx};
   });
   return loss;
@@ -111,11 +102,17 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
 
 }  // namespace
 
-DispatchTable<CrossEntropyKernel>& cross_entropy_kernels() { return cross_entropy_tables().fwd; }
-DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels() { return cross_entropy_tables().bwd; }
+DispatchTable<CrossEntropyKernel>& cross_entropy_kernels() {
+  static DispatchTable<CrossEntropyKernel> t{"cross_entropy", cpu::register_cross_entropy};
+  return t;
+}
+DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels() {
+  static DispatchTable<CrossEntropyKernel> t{"cross_entropy backward", cpu::register_cross_entropy_backward};
+  return t;
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
-  if (amp::OpCast c{amp::Op::CrossEntropy, {logits, target}}) return c.result(cross_entropy(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::CrossEntropy, {logits, target}}) return c.result(cross_entropy(c[0], c[1], o));
   HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
            o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
   CrossEntropyArgs a = class_view("cross_entropy", logits, target);
@@ -127,7 +124,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o) {
-  if (amp::OpCast c{amp::Op::NllLoss, {log_probs, target}}) return c.result(nll_loss(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::NllLoss, {log_probs, target}}) return c.result(nll_loss(c[0], c[1], o));
   CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
   a.scores = ClassScores::LogProbs;
   a.reduction = o.reduction;
@@ -136,14 +133,14 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o)
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, LossOptions o) {
-  if (amp::OpCast c{amp::Op::MseLoss, {input, target}}) return c.result(mse_loss(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::MseLoss, {input, target}}) return c.result(mse_loss(c[0], c[1], o));
   auto [x, t] = pointwise_operands("mse_loss", input, target);
   const Tensor d = sub(x, t);
   return reduce_loss(mul(d, d), o.reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o) {
-  if (amp::OpCast c{amp::Op::L1Loss, {input, target}}) return c.result(l1_loss(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::L1Loss, {input, target}}) return c.result(l1_loss(c[0], c[1], o));
   auto [x, t] = pointwise_operands("l1_loss", input, target);
   return reduce_loss(abs(sub(x, t)), o.reduction);
 }
@@ -153,7 +150,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, LossOptions o) {
 // (a zero-initialised output layer gives exactly 0 logits).
 // loss = (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, BceWithLogitsOptions o) {
-  if (amp::OpCast c{amp::Op::BceWithLogits, {logits, target}})
+  if (amp::OpCast c{amp::OpId::BceWithLogits, {logits, target}})
     return c.result(binary_cross_entropy_with_logits(c[0], c[1], o));
   const char* op = "binary_cross_entropy_with_logits";
   auto [x, t] = pointwise_operands(op, logits, target);

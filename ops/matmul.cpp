@@ -4,8 +4,8 @@
 #include "ops/matmul.h"
 
 #include "autograd/node.h"
+#include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
-#include "ops/dispatch.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/gemm.h"
 #include "ops/reduce.h"
@@ -135,7 +135,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t
 }  // namespace
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  if (amp::OpCast c{amp::Op::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2]));
+  if (amp::OpCast c{amp::OpId::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2]));
   check_linear(x_in, w_in, b_in);
   DType dt = promote_types(x_in.dtype(), w_in.dtype());
   if (b_in.defined()) dt = promote_types(dt, b_in.dtype());
@@ -167,7 +167,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
-  if (amp::OpCast c{amp::Op::Matmul, {a_in, b_in}}) return c.result(matmul(c[0], c[1], o));
+  if (amp::OpCast c{amp::OpId::Matmul, {a_in, b_in}}) return c.result(matmul(c[0], c[1], o));
   check_same_device("matmul", a_in, b_in);
   check_floating("matmul", a_in);
   check_floating("matmul", b_in);

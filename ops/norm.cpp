@@ -16,17 +16,6 @@ namespace hg {
 
 namespace {
 
-struct NormTables {
-  DispatchTable<BatchNormKernel> bn_fwd{"batch_norm"};
-  DispatchTable<BatchNormKernel> bn_bwd{"batch_norm backward"};
-  DispatchTable<LayerNormKernel> ln_fwd{"layer_norm"};
-  DispatchTable<LayerNormKernel> ln_bwd{"layer_norm backward"};
-  NormTables() { cpu::register_norm(bn_fwd, bn_bwd, ln_fwd, ln_bwd); }
-};
-NormTables& tables() {
-  static NormTables t;
-  return t;
-}
 
 DType compute_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
@@ -125,16 +114,28 @@ void check_layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, co
 
 }  // namespace
 
-DispatchTable<BatchNormKernel>& batch_norm_forward_kernels() { return tables().bn_fwd; }
-DispatchTable<BatchNormKernel>& batch_norm_backward_kernels() { return tables().bn_bwd; }
-DispatchTable<LayerNormKernel>& layer_norm_forward_kernels() { return tables().ln_fwd; }
-DispatchTable<LayerNormKernel>& layer_norm_backward_kernels() { return tables().ln_bwd; }
+DispatchTable<BatchNormKernel>& batch_norm_forward_kernels() {
+  static DispatchTable<BatchNormKernel> t{"batch_norm", cpu::register_batch_norm_forward};
+  return t;
+}
+DispatchTable<BatchNormKernel>& batch_norm_backward_kernels() {
+  static DispatchTable<BatchNormKernel> t{"batch_norm backward", cpu::register_batch_norm_backward};
+  return t;
+}
+DispatchTable<LayerNormKernel>& layer_norm_forward_kernels() {
+  static DispatchTable<LayerNormKernel> t{"layer_norm", cpu::register_layer_norm_forward};
+  return t;
+}
+DispatchTable<LayerNormKernel>& layer_norm_backward_kernels() {
+  static DispatchTable<LayerNormKernel> t{"layer_norm backward", cpu::register_layer_norm_backward};
+  return t;
+}
 
 // x is (N,C,*) viewed as (N,C,S); running_mean/var, weight, bias are (C) or undefined; y is x's shape.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormFuncOptions o) {
   // The running statistics are updated in place: they are never cast (a cast copy would take the update).
-  if (amp::OpCast c{amp::Op::BatchNorm, {x, weight, bias}})
+  if (amp::OpCast c{amp::OpId::BatchNorm, {x, weight, bias}})
     return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
   const int64_t s = check_batch_norm(x, running_mean, running_var, weight, bias, o);
   const int64_t c = x.shape()[1];
@@ -147,12 +148,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   BatchNormArgs a = shape;
   a.eps = o.eps, a.momentum = o.momentum, a.x = x.data_ptr(), a.weight = ptr(w), a.bias = ptr(b), a.y = y.data_ptr();
   a.mean = mean.data_ptr(), a.invstd = invstd.data_ptr(), a.running_mean = ptr(rm.buf), a.running_var = ptr(rv.buf);
-  tables().bn_fwd.get(x.device(), x.dtype())(a);
+  batch_norm_forward_kernels().get(x.device(), x.dtype())(a);
   if (o.training) {
     rm.commit();
     rv.commit();
   }
-  record_norm(y, "batch_norm", x, weight, bias, shape, tables().bn_bwd,
+  record_norm(y, "batch_norm", x, weight, bias, shape, batch_norm_backward_kernels(),
               {x.detach(), w, mean, invstd, Shape{c}, dtype_or_f32(weight), dtype_or_f32(bias)});
   return y;
 }
@@ -160,7 +161,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // x is (*, normalized_shape) viewed as (rows, k); weight and bias have normalized_shape or are undefined.
 Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, LayerNormFuncOptions o) {
-  if (amp::OpCast c{amp::Op::LayerNorm, {x, weight, bias}})
+  if (amp::OpCast c{amp::OpId::LayerNorm, {x, weight, bias}})
     return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
   const Shape ns(normalized_shape);
   check_layer_norm(x, ns, weight, bias);
@@ -174,8 +175,8 @@ Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape,
   LayerNormArgs a = shape;
   a.eps = o.eps, a.x = x.data_ptr(), a.weight = ptr(w), a.bias = ptr(b), a.y = y.data_ptr();
   a.mean = mean.data_ptr(), a.invstd = invstd.data_ptr();
-  tables().ln_fwd.get(x.device(), x.dtype())(a);
-  record_norm(y, "layer_norm", x, weight, bias, shape, tables().ln_bwd,
+  layer_norm_forward_kernels().get(x.device(), x.dtype())(a);
+  record_norm(y, "layer_norm", x, weight, bias, shape, layer_norm_backward_kernels(),
               {x.detach(), w, mean, invstd, ns, dtype_or_f32(weight), dtype_or_f32(bias)});
   return y;
 }

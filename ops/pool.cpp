@@ -11,15 +11,6 @@
 namespace hg {
 namespace {
 
-struct PoolTables {
-  DispatchTable<PoolKernel> fwd{"pool2d"};
-  DispatchTable<PoolKernel> bwd{"pool2d backward"};
-  PoolTables() { cpu::register_pool(fwd, bwd); }
-};
-PoolTables& tables() {
-  static PoolTables t;
-  return t;
-}
 
 // x as (N,C,H,W): a 3-D (C,H,W) input is a batch of one.
 Tensor as_batched(const char* op, const Tensor& x) {
@@ -70,12 +61,12 @@ Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom&
   const Tensor idx = g.kind == PoolKind::Max ? empty(y.shape(), {.dtype = DType::I64, .device = x.device()}) : Tensor();
   const int64_t planes = s[0] * s[1];
   if (y.numel() > 0)
-    tables().fwd.get(x.device(), x.dtype())(
+    pool2d_forward_kernels().get(x.device(), x.dtype())(
         {.g = g, .planes = planes, .x = x.data_ptr(), .y = y.data_ptr(), .indices = index_ptr(idx)});
   autograd::record(y, op, {x}, [g, planes, xs = s, idx](const Tensor& dy, const GradMask&) {
     Tensor dx = empty(xs, {.dtype = dy.dtype(), .device = dy.device()});
     if (dx.numel() > 0)
-      tables().bwd.get(dy.device(), dy.dtype())(
+      pool2d_backward_kernels().get(dy.device(), dy.dtype())(
           {.g = g, .planes = planes, .indices = index_ptr(idx), .dy = dy.data_ptr(), .dx = dx.data_ptr()});
     return std::vector<Tensor>{dx};
   });
@@ -84,23 +75,29 @@ Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom&
 
 }  // namespace
 
-DispatchTable<PoolKernel>& pool2d_forward_kernels() { return tables().fwd; }
-DispatchTable<PoolKernel>& pool2d_backward_kernels() { return tables().bwd; }
+DispatchTable<PoolKernel>& pool2d_forward_kernels() {
+  static DispatchTable<PoolKernel> t{"pool2d", cpu::register_pool_forward};
+  return t;
+}
+DispatchTable<PoolKernel>& pool2d_backward_kernels() {
+  static DispatchTable<PoolKernel> t{"pool2d backward", cpu::register_pool_backward};
+  return t;
+}
 
 Tensor max_pool2d(const Tensor& x_in, Pool2dOptions o) {
-  if (amp::OpCast c{amp::Op::MaxPool2d, {x_in}}) return c.result(max_pool2d(c[0], o));
+  if (amp::OpCast c{amp::OpId::MaxPool2d, {x_in}}) return c.result(max_pool2d(c[0], o));
   const Tensor x = as_batched("max_pool2d", x_in);
   return pool("max_pool2d", x_in, x, window_geom("max_pool2d", PoolKind::Max, x.shape(), o));
 }
 
 Tensor avg_pool2d(const Tensor& x_in, Pool2dOptions o) {
-  if (amp::OpCast c{amp::Op::AvgPool2d, {x_in}}) return c.result(avg_pool2d(c[0], o));
+  if (amp::OpCast c{amp::OpId::AvgPool2d, {x_in}}) return c.result(avg_pool2d(c[0], o));
   const Tensor x = as_batched("avg_pool2d", x_in);
   return pool("avg_pool2d", x_in, x, window_geom("avg_pool2d", PoolKind::Avg, x.shape(), o));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
-  if (amp::OpCast c{amp::Op::AdaptiveAvgPool2d, {x_in}})
+  if (amp::OpCast c{amp::OpId::AdaptiveAvgPool2d, {x_in}})
     return c.result(adaptive_avg_pool2d(c[0], output_size));
   const char* op = "adaptive_avg_pool2d";
   const Tensor x = as_batched(op, x_in);

@@ -200,20 +200,20 @@ Tensor softmax_impl(const char* op, bool log, const Tensor& x, int64_t dim) {
 }  // namespace
 
 Tensor sum(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Sum, {x}}) return c.result(sum(c[0]));
+  if (amp::OpCast c{amp::OpId::Sum, {x}}) return c.result(sum(c[0]));
   return sum_mean("sum", x, {}, false, false);
 }
 Tensor sum(const Tensor& x, std::vector<int64_t> dims, ReduceOptions o) {
-  if (amp::OpCast c{amp::Op::Sum, {x}}) return c.result(sum(c[0], std::move(dims), o));
+  if (amp::OpCast c{amp::OpId::Sum, {x}}) return c.result(sum(c[0], std::move(dims), o));
   return sum_mean("sum", x, dims, o.keepdim, false);
 }
 // mean of no elements is NaN (0 * 1/0), as in torch.
 Tensor mean(const Tensor& x) {
-  if (amp::OpCast c{amp::Op::Mean, {x}}) return c.result(mean(c[0]));
+  if (amp::OpCast c{amp::OpId::Mean, {x}}) return c.result(mean(c[0]));
   return sum_mean("mean", x, {}, false, true);
 }
 Tensor mean(const Tensor& x, std::vector<int64_t> dims, ReduceOptions o) {
-  if (amp::OpCast c{amp::Op::Mean, {x}}) return c.result(mean(c[0], std::move(dims), o));
+  if (amp::OpCast c{amp::OpId::Mean, {x}}) return c.result(mean(c[0], std::move(dims), o));
   return sum_mean("mean", x, dims, o.keepdim, true);
 }
 
@@ -237,7 +237,7 @@ Tensor argmax(const Tensor& x) {
 // Composed from differentiable ops in F32 (F64 for F64) so F16/BF16 data does not lose the small
 // squared deviations. N - correction <= 0 divides by 0 like torch: inf, or NaN where the sum is 0.
 Tensor var(const Tensor& x, std::vector<int64_t> dims, VarOptions o) {
-  if (amp::OpCast c{amp::Op::Var, {x}}) return c.result(var(c[0], std::move(dims), o));
+  if (amp::OpCast c{amp::OpId::Var, {x}}) return c.result(var(c[0], std::move(dims), o));
   check_floating("var", x);
   const std::vector<char> mask = reduce_mask("var", x.ndim(), dims);
   const int64_t n = reduced_count(x.shape(), mask);
@@ -264,11 +264,11 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  if (amp::OpCast c{amp::Op::Softmax, {x}}) return c.result(softmax(c[0], dim));
+  if (amp::OpCast c{amp::OpId::Softmax, {x}}) return c.result(softmax(c[0], dim));
   return softmax_impl("softmax", false, x, dim);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  if (amp::OpCast c{amp::Op::LogSoftmax, {x}}) return c.result(log_softmax(c[0], dim));
+  if (amp::OpCast c{amp::OpId::LogSoftmax, {x}}) return c.result(log_softmax(c[0], dim));
   return softmax_impl("log_softmax", true, x, dim);
 }
 

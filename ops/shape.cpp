@@ -3,8 +3,8 @@
 #include <numeric>
 
 #include "autograd/node.h"
+#include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
-#include "ops/dispatch.h"
 #include "ops/kernels/elementwise.h"
 
 namespace hg {
@@ -134,7 +134,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (amp::OpCast c{amp::Op::Cat, xs}) return c.result(cat(c.inputs(), dim));
+  if (amp::OpCast c{amp::OpId::Cat, xs}) return c.result(cat(c.inputs(), dim));
   HG_CHECK(!xs.empty(), "cat: needs at least one tensor");
   const Tensor& x0 = xs[0];
   dim = wrap_dim("cat", dim, x0.ndim());

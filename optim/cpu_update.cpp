@@ -230,49 +230,40 @@ void grad_transform_cpu(const GradTransformArgs& a) {
   });
 }
 
-// A table named `name` with the CPU kernel make(T{}) for each floating dtype T.
-template <class Fn, class Make>
-DispatchTable<Fn> cpu_table(const char* name, const Make& make) {
-  DispatchTable<Fn> d(name);
-  d.set(DeviceType::CPU, DType::F32, make(float{}));
-  d.set(DeviceType::CPU, DType::F16, make(f16{}));
-  d.set(DeviceType::CPU, DType::BF16, make(bf16{}));
-  d.set(DeviceType::CPU, DType::F64, make(double{}));
-  return d;
-}
-
 }  // namespace
 
+// Each table as every table is built (core/dispatch_table.h): its name and the CPU's slots.
 DispatchTable<SgdKernel>& sgd_kernels() {
-  static DispatchTable<SgdKernel> t =
-      cpu_table<SgdKernel>("SGD.step", [](auto tag) -> SgdKernel { return &sgd_cpu<decltype(tag)>; });
+  static DispatchTable<SgdKernel> t{"SGD.step", [](auto& d) {
+    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &sgd_cpu<T>; });
+  }};
   return t;
 }
 
 DispatchTable<AdamKernel>& adam_kernels() {
-  static DispatchTable<AdamKernel> t =
-      cpu_table<AdamKernel>("Adam.step", [](auto tag) -> AdamKernel { return &adam_cpu<decltype(tag)>; });
+  static DispatchTable<AdamKernel> t{"Adam.step", [](auto& d) {
+    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &adam_cpu<T>; });
+  }};
   return t;
 }
 
 DispatchTable<GradNormKernel>& grad_norm_kernels() {
-  static DispatchTable<GradNormKernel> t = cpu_table<GradNormKernel>(
-      "clip_grad_norm_", [](auto tag) -> GradNormKernel { return &grad_norm_cpu<decltype(tag)>; });
+  static DispatchTable<GradNormKernel> t{"clip_grad_norm_", [](auto& d) {
+    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &grad_norm_cpu<T>; });
+  }};
   return t;
 }
 
 DispatchTable<ClipCoefKernel>& clip_coef_kernels() {
-  static DispatchTable<ClipCoefKernel> t = [] {
-    DispatchTable<ClipCoefKernel> d("clip_grad_norm_ (factor)");
-    d.set(DeviceType::CPU, DType::F64, &clip_coef);
-    return d;
-  }();
+  static DispatchTable<ClipCoefKernel> t{"clip_grad_norm_ (factor)",
+                                         [](auto& d) { d.set(DeviceType::CPU, DType::F64, &clip_coef); }};
   return t;
 }
 
 DispatchTable<GradTransformKernel>& grad_transform_kernels() {
-  static DispatchTable<GradTransformKernel> t = cpu_table<GradTransformKernel>(
-      "clip_grad", [](auto tag) -> GradTransformKernel { return &grad_transform_cpu<decltype(tag)>; });
+  static DispatchTable<GradTransformKernel> t{"clip_grad", [](auto& d) {
+    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &grad_transform_cpu<T>; });
+  }};
   return t;
 }
 

@@ -23,8 +23,8 @@
 
 #include <cstdint>
 
+#include "core/dispatch_table.h"
 #include "core/macros.h"
-#include "ops/dispatch.h"
 #include "ops/functors.h"
 
 namespace hg::optim {

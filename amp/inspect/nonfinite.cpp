@@ -85,7 +85,7 @@ uint64_t node_seq(const Tensor& t) {
 }
 
 // The ops whose forward turns a zero operand into inf (1/0, log 0, 0^-1, rsqrt 0).
-bool has_pole(Op op) { return op == Op::Div || op == Op::Log || op == Op::Pow || op == Op::Rsqrt; }
+bool has_pole(OpId op) { return op == OpId::Div || op == OpId::Log || op == OpId::Pow || op == OpId::Rsqrt; }
 
 // The nodes one observed op recorded: sequence numbers in (lo, hi], hi being its output's node. Its
 // inputs existed before it ran, so every node it made (autocast casts included) is newer than theirs.

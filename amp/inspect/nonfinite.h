@@ -13,7 +13,7 @@
 //   // module), gradient of input 0 (F16 [64, 10]): F16 overflow (|x| > 65504) ...
 //
 // While alive, on the constructing thread (destroy it there too), it observes:
-//  * every public op that passes through the autocast hook (amp::ObserveOps; ops/autocast/policy.h's amp::Op list),
+//  * every public op that passes through the autocast hook (amp::ObserveOps; ops/autocast/policy.h's amp::OpId list),
 //    outermost calls only. An op whose floating inputs, as run, are all finite and whose output is not is
 //    an origin (site Output). An autocast cast that turned a finite input into inf (an F32 value beyond
 //    65504 cast to F16) is an origin too (site AutocastCast). Ops that do not pass through the hook (a

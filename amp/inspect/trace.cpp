@@ -72,7 +72,7 @@ KernelMath cuda_contraction(DType dt, const std::string& library) {
   return {storage_kind(dt), with_engine(name, library)};
 }
 
-bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::Where; }
+bool is_copy(OpId op) { return op == OpId::Cat || op == OpId::Embedding || op == OpId::Where; }
 
 }  // namespace
 
@@ -93,13 +93,13 @@ bool is_copy(Op op) { return op == Op::Cat || op == Op::Embedding || op == Op::W
 //    the same functors (docs/ARCHITECTURE.md, Principles 2): F16/BF16 are storage, widened to F32 for the math and rounded
 //    on store; F64 computes in double. The norms (ops/cpu/norm.cpp) too, with F32 statistics.
 //  * cat, embedding and where copy or select values: no arithmetic, exact in any dtype.
-KernelMath kernel_math(Op op, DeviceType dev, DType dtype) {
-  HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::Op; pass ",
-           "one of amp::Op's values (ops/autocast/policy.h)");
+KernelMath kernel_math(OpId op, DeviceType dev, DType dtype) {
+  HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::OpId; pass ",
+           "one of amp::OpId's values (ops/autocast/policy.h)");
   if (is_copy(op)) return {MathKind::Copy, std::string("copy, no arithmetic (") + dtype_name(dtype) + ")"};
   if (dtype == DType::I64) return {MathKind::Integer, "I64"};
-  const bool gemm = op == Op::Matmul || op == Op::Linear;
-  if (gemm || op == Op::Conv2d) {
+  const bool gemm = op == OpId::Matmul || op == OpId::Linear;
+  if (gemm || op == OpId::Conv2d) {
     if (dev == DeviceType::CUDA) return cuda_contraction(dtype, gemm ? "cuBLAS" : "cuDNN");
     return gemm ? cpu_contraction(dtype, cpu::gemm_engine(dtype), "GEMM")
                 : cpu_contraction(dtype, cpu::conv_engine(dtype), "convolution");

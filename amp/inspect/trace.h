@@ -8,7 +8,7 @@
 //   trace.print(std::cout);                               // aligned table + summary
 //   trace.write_json("trace.json");
 //
-// What is recorded: every outermost call of a public op that calls the autocast hook (amp::Op, see
+// What is recorded: every outermost call of a public op that calls the autocast hook (amp::OpId, see
 // ops/autocast/policy.h) on the trace's thread while it lives, through amp::ObserveOps. An op made of other
 // ops (linear -> matmul + add, var -> mean, mul, sum...) is one entry. Shape ops and casts that the
 // user calls directly (reshape, Tensor::to) are not amp ops and are not listed; backward never is.
@@ -58,10 +58,10 @@ struct KernelMath {
 // The math halfgrad's kernel for `op` runs on a device type when it computes in `dtype` (the
 // promoted dtype of the inputs it ran on, after autocast). CPU engines are asked at run time
 // (cpu::gemm_engine, cpu::conv_engine), so the answer follows the build (oneDNN or not).
-KernelMath kernel_math(Op op, DeviceType dev, DType dtype);
+KernelMath kernel_math(OpId op, DeviceType dev, DType dtype);
 
 struct TraceEntry {
-  Op op = Op::Count_;
+  OpId op = OpId::Count_;
   std::string module;                              // "" outside named modules
   std::vector<std::optional<DType>> input_dtypes;  // as passed; nullopt: an undefined input ("-")
   std::optional<CastPolicy> policy;                // nullopt: autocast off for this call ("off")

@@ -53,8 +53,7 @@ void scaler_state(const amp::ScalerStateArgs& a) {
 }  // namespace
 
 void register_amp() {
-  set_floating<amp::UnscaleKernel>(amp::unscale_kernels(), &unscale<float>, &unscale<f16>, &unscale<bf16>,
-                                   &unscale<double>);
+  amp::unscale_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &unscale<T>; });
   amp::scaler_state_kernels().set(DeviceType::CUDA, DType::F32, &scaler_state);
 }
 

@@ -41,15 +41,11 @@ void dropout_forward(const DropoutArgs& a) {
 }
 
 #define HG_INSTANTIATE(T) template void dropout_forward<T>(const DropoutArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_dropout() {
-  set_floating<DropoutKernel>(dropout_kernels(), &dropout_forward<float>, &dropout_forward<f16>,
-                              &dropout_forward<bf16>, &dropout_forward<double>);
+  dropout_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &dropout_forward<T>; });
 }
 
 }  // namespace hg::cuda

@@ -61,17 +61,12 @@ void embedding_backward(const EmbeddingArgs& a) {
 #define HG_INSTANTIATE(T)                                         \
   template void embedding_forward<T>(const EmbeddingArgs&);       \
   template void embedding_backward<T>(const EmbeddingArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_embedding() {
-  set_floating<EmbeddingKernel>(embedding_kernels(), &embedding_forward<float>, &embedding_forward<f16>,
-                                &embedding_forward<bf16>, &embedding_forward<double>);
-  set_floating<EmbeddingKernel>(embedding_backward_kernels(), &embedding_backward<float>, &embedding_backward<f16>,
-                                &embedding_backward<bf16>, &embedding_backward<double>);
+  embedding_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &embedding_forward<T>; });
+  embedding_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &embedding_backward<T>; });
 }
 
 }  // namespace hg::cuda

@@ -5,20 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/reduce.h"
 
 namespace hg::cuda {
-
-// Puts the four floating instantiations of a kernel template into a table's CUDA row.
-template <class Fn>
-void set_floating(DispatchTable<Fn>& t, Fn f32, Fn f16, Fn bf16, Fn f64) {
-  t.set(DeviceType::CUDA, DType::F32, f32);
-  t.set(DeviceType::CUDA, DType::F16, f16);
-  t.set(DeviceType::CUDA, DType::BF16, bf16);
-  t.set(DeviceType::CUDA, DType::F64, f64);
-}
 
 // T is float, f16, bf16 or double (explicitly instantiated in elementwise_*.cu).
 template <class T>

@@ -188,18 +188,12 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
 #define HG_INSTANTIATE(T)                                                  \
   template void cross_entropy_forward<T>(const CrossEntropyArgs&);         \
   template void cross_entropy_backward<T>(const CrossEntropyArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_loss() {
-  set_floating<CrossEntropyKernel>(cross_entropy_kernels(), &cross_entropy_forward<float>, &cross_entropy_forward<f16>,
-                                   &cross_entropy_forward<bf16>, &cross_entropy_forward<double>);
-  set_floating<CrossEntropyKernel>(cross_entropy_backward_kernels(), &cross_entropy_backward<float>,
-                                   &cross_entropy_backward<f16>, &cross_entropy_backward<bf16>,
-                                   &cross_entropy_backward<double>);
+  cross_entropy_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &cross_entropy_forward<T>; });
+  cross_entropy_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &cross_entropy_backward<T>; });
 }
 
 }  // namespace hg::cuda

@@ -273,14 +273,10 @@ void layer_norm_backward(const LayerNormArgs& a) {
 }
 
 void register_norm() {
-  set_floating<BatchNormKernel>(batch_norm_forward_kernels(), &batch_norm_forward<float>, &batch_norm_forward<f16>,
-                                &batch_norm_forward<bf16>, &batch_norm_forward<double>);
-  set_floating<BatchNormKernel>(batch_norm_backward_kernels(), &batch_norm_backward<float>,
-                                &batch_norm_backward<f16>, &batch_norm_backward<bf16>, &batch_norm_backward<double>);
-  set_floating<LayerNormKernel>(layer_norm_forward_kernels(), &layer_norm_forward<float>, &layer_norm_forward<f16>,
-                                &layer_norm_forward<bf16>, &layer_norm_forward<double>);
-  set_floating<LayerNormKernel>(layer_norm_backward_kernels(), &layer_norm_backward<float>,
-                                &layer_norm_backward<f16>, &layer_norm_backward<bf16>, &layer_norm_backward<double>);
+  batch_norm_forward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &batch_norm_forward<T>; });
+  batch_norm_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &batch_norm_backward<T>; });
+  layer_norm_forward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &layer_norm_forward<T>; });
+  layer_norm_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &layer_norm_backward<T>; });
 }
 
 }  // namespace hg::cuda

@@ -186,21 +186,14 @@ void grad_transform(const optim::GradTransformArgs& a) {
   template void adam_update<T>(const optim::AdamArgs&);                   \
   template void grad_norm<T>(const optim::GradNormArgs&);                 \
   template void grad_transform<T>(const optim::GradTransformArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_optim() {
-  set_floating<optim::SgdKernel>(optim::sgd_kernels(), &sgd_update<float>, &sgd_update<f16>, &sgd_update<bf16>,
-                                 &sgd_update<double>);
-  set_floating<optim::AdamKernel>(optim::adam_kernels(), &adam_update<float>, &adam_update<f16>, &adam_update<bf16>,
-                                  &adam_update<double>);
-  set_floating<optim::GradNormKernel>(optim::grad_norm_kernels(), &grad_norm<float>, &grad_norm<f16>,
-                                      &grad_norm<bf16>, &grad_norm<double>);
-  set_floating<optim::GradTransformKernel>(optim::grad_transform_kernels(), &grad_transform<float>,
-                                           &grad_transform<f16>, &grad_transform<bf16>, &grad_transform<double>);
+  optim::sgd_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &sgd_update<T>; });
+  optim::adam_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &adam_update<T>; });
+  optim::grad_norm_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &grad_norm<T>; });
+  optim::grad_transform_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &grad_transform<T>; });
   optim::clip_coef_kernels().set(DeviceType::CUDA, DType::F64, &clip_coefficient);
 }
 

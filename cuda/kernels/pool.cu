@@ -74,17 +74,12 @@ void pool2d_backward(const PoolArgs& a) {
 #define HG_INSTANTIATE(T)                               \
   template void pool2d_forward<T>(const PoolArgs&);     \
   template void pool2d_backward<T>(const PoolArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_pool() {
-  set_floating<PoolKernel>(pool2d_forward_kernels(), &pool2d_forward<float>, &pool2d_forward<f16>,
-                           &pool2d_forward<bf16>, &pool2d_forward<double>);
-  set_floating<PoolKernel>(pool2d_backward_kernels(), &pool2d_backward<float>, &pool2d_backward<f16>,
-                           &pool2d_backward<bf16>, &pool2d_backward<double>);
+  pool2d_forward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &pool2d_forward<T>; });
+  pool2d_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &pool2d_backward<T>; });
 }
 
 }  // namespace hg::cuda

@@ -325,10 +325,7 @@ void softmax_backward(const SoftmaxBackwardArgs& a) {
   template void reduce<T>(const ReduceArgs&);             \
   template void softmax<T>(const SoftmaxArgs&);           \
   template void softmax_backward<T>(const SoftmaxBackwardArgs&);
-HG_INSTANTIATE(float)
-HG_INSTANTIATE(f16)
-HG_INSTANTIATE(bf16)
-HG_INSTANTIATE(double)
+HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 }  // namespace hg::cuda

@@ -79,7 +79,7 @@ bool eligible(const Tensor& t, DeviceType dev) {
 }
 
 // torch's prioritize(): start at the low dtype, any F32 wins, F16 mixed with BF16 is an error.
-DType promote_target(Op op, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
+DType promote_target(OpId op, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
   DType cur = lower;
   for (const Tensor& t : xs) {
     if (!eligible(t, dev) || t.dtype() == cur) continue;
@@ -91,7 +91,7 @@ DType promote_target(Op op, const std::vector<Tensor>& xs, DeviceType dev, DType
   return cur;
 }
 
-DType target_dtype(Op op, CastPolicy p, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
+DType target_dtype(OpId op, CastPolicy p, const std::vector<Tensor>& xs, DeviceType dev, DType lower) {
   switch (p) {
     case CastPolicy::Lower: return lower;
     case CastPolicy::Fp32: return DType::F32;
@@ -103,7 +103,7 @@ DType target_dtype(Op op, CastPolicy p, const std::vector<Tensor>& xs, DeviceTyp
 
 // The inputs [begin, end) cast per policy, or nothing when autocast does not apply to this call (decided
 // before anything is copied: Keep ops under an enabled region stay cheap).
-std::optional<std::vector<Tensor>> plan(Op op, const Tensor* begin, const Tensor* end) {
+std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tensor* end) {
   const Tensor* first = begin;
   while (first != end && !first->defined()) ++first;
   if (first == end) return std::nullopt;
@@ -191,10 +191,10 @@ void clear_cast_cache() {
   dead.swap(cache().map);
 }
 
-OpCast::OpCast(Op op, std::initializer_list<Tensor> inputs) { start(op, inputs.begin(), inputs.end()); }
-OpCast::OpCast(Op op, const std::vector<Tensor>& inputs) { start(op, inputs.data(), inputs.data() + inputs.size()); }
+OpCast::OpCast(OpId op, std::initializer_list<Tensor> inputs) { start(op, inputs.begin(), inputs.end()); }
+OpCast::OpCast(OpId op, const std::vector<Tensor>& inputs) { start(op, inputs.data(), inputs.data() + inputs.size()); }
 
-void OpCast::start(Op op, const Tensor* begin, const Tensor* end) {
+void OpCast::start(OpId op, const Tensor* begin, const Tensor* end) {
   const bool observed = observe::wanted();
   if ((tls.excluded || !tls.any_enabled()) && !observed) return;  // common path: two thread-local reads
   if (autograd::in_backward()) return;
@@ -246,7 +246,7 @@ Tensor OpCast::result(Tensor y) const {
 ExcludeGuard::ExcludeGuard() : prev_(tls.excluded) { tls.excluded = true; }
 ExcludeGuard::~ExcludeGuard() { tls.excluded = prev_; }
 
-std::vector<Tensor> autocast_inputs(Op op, std::vector<Tensor> inputs) {
+std::vector<Tensor> autocast_inputs(OpId op, std::vector<Tensor> inputs) {
   if (tls.excluded || !tls.any_enabled()) return inputs;
   auto cast = plan(op, inputs.data(), inputs.data() + inputs.size());
   return cast ? std::move(*cast) : std::move(inputs);

@@ -75,7 +75,7 @@ int64_t cast_cache_bytes(DType dt);  // bytes held by cached casts to dt (the me
 void clear_cast_cache();
 
 // The op-boundary hook. A public op starts with
-//     if (amp::OpCast c{amp::Op::Linear, {x, w, b}}) return c.result(linear(c[0], c[1], c[2]));
+//     if (amp::OpCast c{amp::OpId::Linear, {x, w, b}}) return c.result(linear(c[0], c[1], c[2]));
 // When autocast is enabled for the inputs' device type, this thread is not already inside an autocast-
 // policed op, and the op's policy is not Keep, the guard is true, holds the inputs cast per policy, and
 // disables policing on this thread until it dies, so the re-entered op (and any op it is composed of) runs
@@ -85,8 +85,8 @@ void clear_cast_cache();
 // so that its output passes through result(), which reports the call to the observers.
 class OpCast {
  public:
-  OpCast(Op op, std::initializer_list<Tensor> inputs);
-  OpCast(Op op, const std::vector<Tensor>& inputs);  // cat's list
+  OpCast(OpId op, std::initializer_list<Tensor> inputs);
+  OpCast(OpId op, const std::vector<Tensor>& inputs);  // cat's list
   ~OpCast();
   OpCast(const OpCast&) = delete;
   OpCast& operator=(const OpCast&) = delete;
@@ -97,7 +97,7 @@ class OpCast {
   Tensor result(Tensor y) const;  // y, after telling the observers (if any) about this call
 
  private:
-  void start(Op op, const Tensor* begin, const Tensor* end);
+  void start(OpId op, const Tensor* begin, const Tensor* end);
   void activate(std::optional<std::vector<Tensor>> cast);
   bool active_ = false;
   bool excludes_ = false;  // this guard set the thread's exclusion (inputs were cast per policy)
@@ -122,6 +122,6 @@ class ExcludeGuard {
 
 // The hook as a function: the inputs cast per op's policy (unchanged where OpCast would be inactive).
 // It does not exclude nested ops; use OpCast in op implementations.
-std::vector<Tensor> autocast_inputs(Op op, std::vector<Tensor> inputs);
+std::vector<Tensor> autocast_inputs(OpId op, std::vector<Tensor> inputs);
 
 }  // namespace hg::amp

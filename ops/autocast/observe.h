@@ -23,7 +23,7 @@ struct CastRecord {
   bool cache_hit = false;  // ... and was found there (no copy made)
 };
 struct OpCall {
-  Op op = Op::Count_;
+  OpId op = OpId::Count_;
   std::vector<Tensor> inputs;        // as the caller passed them
   std::optional<CastPolicy> policy;  // the policy applied; nullopt: autocast off for these inputs
   std::vector<CastRecord> casts;

@@ -5,13 +5,13 @@
 
 namespace hg::amp {
 
-const char* op_name(Op op) {
+const char* op_name(OpId op) {
   static constexpr const char* names[] = {
       "matmul", "linear", "conv2d", "add", "sub", "mul", "div", "maximum", "minimum", "where", "cat",
       "exp", "log", "pow", "rsqrt", "softmax", "log_softmax", "sum", "mean", "var", "batch_norm", "layer_norm",
       "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "relu", "sigmoid",
       "tanh", "gelu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding", "dropout"};
-  static_assert(std::size(names) == kNumOps, "op_name: one name per amp::Op, in enum order");
+  static_assert(std::size(names) == kNumOps, "op_name: one name per amp::OpId, in enum order");
   const auto i = static_cast<size_t>(op);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -28,18 +28,18 @@ const char* cast_policy_name(CastPolicy p) {
 
 namespace {
 
-constexpr Op kGemmLike[] = {Op::Matmul, Op::Linear, Op::Conv2d};
-constexpr Op kLosses[] = {Op::CrossEntropy, Op::NllLoss, Op::MseLoss, Op::L1Loss, Op::BceWithLogits};
+constexpr OpId kGemmLike[] = {OpId::Matmul, OpId::Linear, OpId::Conv2d};
+constexpr OpId kLosses[] = {OpId::CrossEntropy, OpId::NllLoss, OpId::MseLoss, OpId::L1Loss, OpId::BceWithLogits};
 
-Policy with(Policy p, std::initializer_list<Op> ops, CastPolicy c) {
-  for (Op op : ops) p.set(op, c);
+Policy with(Policy p, std::initializer_list<OpId> ops, CastPolicy c) {
+  for (OpId op : ops) p.set(op, c);
   return p;
 }
 
 Policy lower_and_losses() {
   Policy p;
-  for (Op op : kGemmLike) p.set(op, CastPolicy::Lower);
-  for (Op op : kLosses) p.set(op, CastPolicy::Fp32);
+  for (OpId op : kGemmLike) p.set(op, CastPolicy::Lower);
+  for (OpId op : kLosses) p.set(op, CastPolicy::Fp32);
   return p;
 }
 
@@ -47,18 +47,18 @@ Policy lower_and_losses() {
 
 Policy Policy::pytorch_cuda() {
   return with(lower_and_losses(),
-              {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Sum, Op::LayerNorm},
+              {OpId::Exp, OpId::Log, OpId::Pow, OpId::Rsqrt, OpId::Softmax, OpId::LogSoftmax, OpId::Sum, OpId::LayerNorm},
               CastPolicy::Fp32);
 }
 
-Policy Policy::pytorch_cpu() { return with(lower_and_losses(), {Op::Cat}, CastPolicy::Promote); }
+Policy Policy::pytorch_cpu() { return with(lower_and_losses(), {OpId::Cat}, CastPolicy::Promote); }
 
 Policy Policy::apex_o1() {
   const Policy p = with(lower_and_losses(),
-                        {Op::Exp, Op::Log, Op::Pow, Op::Rsqrt, Op::Softmax, Op::LogSoftmax, Op::Gelu, Op::Sum,
-                         Op::Var, Op::LayerNorm},
+                        {OpId::Exp, OpId::Log, OpId::Pow, OpId::Rsqrt, OpId::Softmax, OpId::LogSoftmax, OpId::Gelu, OpId::Sum,
+                         OpId::Var, OpId::LayerNorm},
                         CastPolicy::Fp32);
-  return with(p, {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Cat}, CastPolicy::Promote);
+  return with(p, {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Cat}, CastPolicy::Promote);
 }
 
 namespace {
@@ -75,7 +75,7 @@ struct ActiveTables {
   }
   void store(DeviceType dev, const Policy& p) {
     for (int i = 0; i < kNumOps; ++i)
-      cells[static_cast<size_t>(dev)][static_cast<size_t>(i)].store(static_cast<uint8_t>(p.get(static_cast<Op>(i))),
+      cells[static_cast<size_t>(dev)][static_cast<size_t>(i)].store(static_cast<uint8_t>(p.get(static_cast<OpId>(i))),
                                                                     std::memory_order_relaxed);
   }
 };
@@ -87,20 +87,20 @@ ActiveTables& active() {
 
 }  // namespace
 
-CastPolicy op_policy(DeviceType dev, Op op) {
+CastPolicy op_policy(DeviceType dev, OpId op) {
   return static_cast<CastPolicy>(
       active().cells[static_cast<size_t>(dev)][static_cast<size_t>(op)].load(std::memory_order_relaxed));
 }
 
 Policy active_policy(DeviceType dev) {
   Policy p;
-  for (int i = 0; i < kNumOps; ++i) p.set(static_cast<Op>(i), op_policy(dev, static_cast<Op>(i)));
+  for (int i = 0; i < kNumOps; ++i) p.set(static_cast<OpId>(i), op_policy(dev, static_cast<OpId>(i)));
   return p;
 }
 
 void set_policy(DeviceType dev, const Policy& p) { active().store(dev, p); }
 
-void set_op_policy(DeviceType dev, Op op, CastPolicy p) {
+void set_op_policy(DeviceType dev, OpId op, CastPolicy p) {
   active().cells[static_cast<size_t>(dev)][static_cast<size_t>(op)].store(static_cast<uint8_t>(p),
                                                                           std::memory_order_relaxed);
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Autocast cast policies as data: one table Op -> CastPolicy per preset (torch's autocast_mode.h lists,
+// Autocast cast policies as data: one table OpId -> CastPolicy per preset (torch's autocast_mode.h lists,
 // Apex O1's patch lists), with per-op overrides. The ACTIVE policy is process-global, one per device
 // type (torch's lists are static per dispatch key, so every thread sees the same table); reads are
 // lock-free atomics, so changing it while other threads run ops is safe (they see old or new per op).
@@ -11,7 +11,7 @@
 namespace hg::amp {
 
 // halfgrad's autocast-relevant public ops (the ops whose public function calls the autocast hook).
-enum class Op : uint8_t {
+enum class OpId : uint8_t {
   Matmul, Linear, Conv2d,                         // GEMM-like
   Add, Sub, Mul, Div, Maximum, Minimum, Where, Cat,  // multi-input, native type promotion
   Exp, Log, Pow, Rsqrt,                           // transcendental
@@ -23,9 +23,9 @@ enum class Op : uint8_t {
   Embedding, Dropout,                             // embedding: only the weight is eligible (indices are I64)
   Count_
 };
-inline constexpr int kNumOps = static_cast<int>(Op::Count_);
+inline constexpr int kNumOps = static_cast<int>(OpId::Count_);
 
-const char* op_name(Op op);
+const char* op_name(OpId op);
 
 // torch's CastPolicy, reduced to what halfgrad's ops need (fp32_set_opt_dtype and fp32_append_dtype
 // give the same result as Fp32 for ops without a dtype argument):
@@ -43,8 +43,8 @@ class Policy {
  public:
   Policy() { table_.fill(CastPolicy::Keep); }  // every op Keep: autocast does nothing
 
-  CastPolicy get(Op op) const { return table_[static_cast<size_t>(op)]; }
-  Policy& set(Op op, CastPolicy p) {  // per-op user override; chainable
+  CastPolicy get(OpId op) const { return table_[static_cast<size_t>(op)]; }
+  Policy& set(OpId op, CastPolicy p) {  // per-op user override; chainable
     table_[static_cast<size_t>(op)] = p;
     return *this;
   }
@@ -74,9 +74,9 @@ class Policy {
 // The active policy of a device type. Defaults: CPU -> pytorch_cpu(), CUDA -> pytorch_cuda().
 Policy active_policy(DeviceType dev);
 void set_policy(DeviceType dev, const Policy& p);
-void set_op_policy(DeviceType dev, Op op, CastPolicy p);  // override one op of the active policy
+void set_op_policy(DeviceType dev, OpId op, CastPolicy p);  // override one op of the active policy
 void reset_policy(DeviceType dev);                        // back to the device's default preset
-CastPolicy op_policy(DeviceType dev, Op op);              // what the hook reads
+CastPolicy op_policy(DeviceType dev, OpId op);              // what the hook reads
 
 // Installs a policy for its lifetime and restores the previous one (tests, scoped experiments).
 class PolicyGuard {

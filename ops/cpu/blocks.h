@@ -7,8 +7,13 @@
 
 #include "core/convert.h"
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 
 namespace hg::cpu {
+
+// n elements of any dtype to any other, in parallel pieces (ops/cpu/elementwise.cpp): the to(dtype)
+// kernel, and how the convolution and GEMM widen and round whole buffers.
+void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
 
 template <class T, class C = compute_t<T>>
 void widen(const T* src, C* dst, int64_t n) {

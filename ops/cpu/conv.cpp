@@ -18,6 +18,7 @@
 #include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "ops/cpu/blocks.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/onednn.h"
 #include "ops/cpu/register.h"
@@ -558,11 +559,10 @@ void backward_weight(const ConvArgs& a) { run(a, Pass::BackwardWeight); }
 
 }  // namespace
 
-void register_conv(DispatchTable<ConvKernel>& fwd, DispatchTable<ConvKernel>& bwd_data,
-                   DispatchTable<ConvKernel>& bwd_weight) {
-  fwd.set_all_floating(DeviceType::CPU, &forward);
-  bwd_data.set_all_floating(DeviceType::CPU, &backward_data);
-  bwd_weight.set_all_floating(DeviceType::CPU, &backward_weight);
+void register_conv_forward(DispatchTable<ConvKernel>& t) { t.set_all_floating(DeviceType::CPU, &forward); }
+void register_conv_backward_data(DispatchTable<ConvKernel>& t) { t.set_all_floating(DeviceType::CPU, &backward_data); }
+void register_conv_backward_weight(DispatchTable<ConvKernel>& t) {
+  t.set_all_floating(DeviceType::CPU, &backward_weight);
 }
 
 std::string conv_engine(DType dt) {

@@ -32,10 +32,7 @@ void dropout_kernel(const DropoutArgs& a) {
 }  // namespace
 
 void register_dropout(DispatchTable<DropoutKernel>& t) {
-  t.set(DeviceType::CPU, DType::F32, &dropout_kernel<float>);
-  t.set(DeviceType::CPU, DType::F16, &dropout_kernel<f16>);
-  t.set(DeviceType::CPU, DType::BF16, &dropout_kernel<bf16>);
-  t.set(DeviceType::CPU, DType::F64, &dropout_kernel<double>);
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dropout_kernel<T>; });
 }
 
 }  // namespace hg::cpu

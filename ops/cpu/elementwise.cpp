@@ -105,10 +105,7 @@ void elementwise_kernel(const EwCall& call, const BroadcastPlan& plan, const voi
 }  // namespace
 
 void register_elementwise(DispatchTable<EwKernel>& t) {
-  t.set(DeviceType::CPU, DType::F32, &elementwise_kernel<float>);
-  t.set(DeviceType::CPU, DType::F16, &elementwise_kernel<f16>);
-  t.set(DeviceType::CPU, DType::BF16, &elementwise_kernel<bf16>);
-  t.set(DeviceType::CPU, DType::F64, &elementwise_kernel<double>);
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &elementwise_kernel<T>; });
 }
 
 void cast(const void* src, DType sd, void* dst, DType dd, int64_t n) {
@@ -167,5 +164,8 @@ void strided_copy(const StridedCopy& c) {
     }
   });
 }
+
+void register_cast(DispatchTable<CastKernel>& t) { t.set(DeviceType::CPU, DType::F32, &cast); }
+void register_copy(DispatchTable<CopyKernel>& t) { t.set(DeviceType::CPU, DType::F32, &strided_copy); }
 
 }  // namespace hg::cpu

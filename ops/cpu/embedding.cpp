@@ -4,9 +4,9 @@
 
 #include <cstring>
 
+#include "core/dispatch_table.h"
 #include "core/parallel.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/embedding.h"
 #include "ops/kernels/embedding.h"
 
@@ -54,15 +54,12 @@ void embedding_backward(const EmbeddingArgs& a) {
 
 }  // namespace
 
-void register_embedding(DispatchTable<EmbeddingKernel>& fwd, DispatchTable<EmbeddingKernel>& bwd) {
-  fwd.set(DeviceType::CPU, DType::F32, &embedding_forward<float>);
-  fwd.set(DeviceType::CPU, DType::F16, &embedding_forward<f16>);
-  fwd.set(DeviceType::CPU, DType::BF16, &embedding_forward<bf16>);
-  fwd.set(DeviceType::CPU, DType::F64, &embedding_forward<double>);
-  bwd.set(DeviceType::CPU, DType::F32, &embedding_backward<float>);
-  bwd.set(DeviceType::CPU, DType::F16, &embedding_backward<f16>);
-  bwd.set(DeviceType::CPU, DType::BF16, &embedding_backward<bf16>);
-  bwd.set(DeviceType::CPU, DType::F64, &embedding_backward<double>);
+void register_embedding(DispatchTable<EmbeddingKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_forward<T>; });
+}
+
+void register_embedding_backward(DispatchTable<EmbeddingKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_backward<T>; });
 }
 
 }  // namespace hg::cpu

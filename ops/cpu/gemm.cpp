@@ -5,9 +5,9 @@
 //    other CPU widened to F32 and run by the F32 kernel, rounded once (ops/cpu/onednn.h says why);
 //  * F16: always widened (no CPU here has an F16 GEMM in oneDNN 2.6);
 //  * F64, and everything in a build without oneDNN: Eigen.
+#include "core/dispatch_table.h"
 #include "core/parallel.h"
 #include "ops/cpu/onednn.h"
-#include "ops/dispatch.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -20,6 +20,7 @@
 
 #include "core/convert.h"
 #include "core/error.h"
+#include "ops/cpu/blocks.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/register.h"
 #include "ops/kernels/gemm.h"
@@ -485,5 +486,7 @@ void gemm_reference(const GemmArgs& g) {
     if constexpr (!std::is_same_v<T, int64_t>) reference_typed<T>(g);
   });
 }
+
+void register_gemm(DispatchTable<GemmKernel>& t) { t.set_all_floating(DeviceType::CPU, &gemm); }
 
 }  // namespace hg::cpu

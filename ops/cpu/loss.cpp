@@ -7,10 +7,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dispatch_table.h"
 #include "core/parallel.h"
 #include "ops/cpu/blocks.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/kernels/loss.h"
 #include "ops/loss.h"
 #include "ops/loss_math.h"
@@ -199,15 +199,12 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
 
 }  // namespace
 
-void register_cross_entropy(DispatchTable<CrossEntropyKernel>& fwd, DispatchTable<CrossEntropyKernel>& bwd) {
-  fwd.set(DeviceType::CPU, DType::F32, &cross_entropy_forward<float>);
-  fwd.set(DeviceType::CPU, DType::F16, &cross_entropy_forward<f16>);
-  fwd.set(DeviceType::CPU, DType::BF16, &cross_entropy_forward<bf16>);
-  fwd.set(DeviceType::CPU, DType::F64, &cross_entropy_forward<double>);
-  bwd.set(DeviceType::CPU, DType::F32, &cross_entropy_backward<float>);
-  bwd.set(DeviceType::CPU, DType::F16, &cross_entropy_backward<f16>);
-  bwd.set(DeviceType::CPU, DType::BF16, &cross_entropy_backward<bf16>);
-  bwd.set(DeviceType::CPU, DType::F64, &cross_entropy_backward<double>);
+void register_cross_entropy(DispatchTable<CrossEntropyKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_forward<T>; });
+}
+
+void register_cross_entropy_backward(DispatchTable<CrossEntropyKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_backward<T>; });
 }
 
 }  // namespace hg::cpu

@@ -393,24 +393,20 @@ void ln_backward(const LayerNormArgs& a) {
 
 }  // namespace
 
-void register_norm(DispatchTable<BatchNormKernel>& bn_fwd, DispatchTable<BatchNormKernel>& bn_bwd,
-                   DispatchTable<LayerNormKernel>& ln_fwd, DispatchTable<LayerNormKernel>& ln_bwd) {
-  bn_fwd.set(DeviceType::CPU, DType::F32, &bn_forward<float>);
-  bn_fwd.set(DeviceType::CPU, DType::F16, &bn_forward<f16>);
-  bn_fwd.set(DeviceType::CPU, DType::BF16, &bn_forward<bf16>);
-  bn_fwd.set(DeviceType::CPU, DType::F64, &bn_forward<double>);
-  bn_bwd.set(DeviceType::CPU, DType::F32, &bn_backward<float>);
-  bn_bwd.set(DeviceType::CPU, DType::F16, &bn_backward<f16>);
-  bn_bwd.set(DeviceType::CPU, DType::BF16, &bn_backward<bf16>);
-  bn_bwd.set(DeviceType::CPU, DType::F64, &bn_backward<double>);
-  ln_fwd.set(DeviceType::CPU, DType::F32, &ln_forward<float>);
-  ln_fwd.set(DeviceType::CPU, DType::F16, &ln_forward<f16>);
-  ln_fwd.set(DeviceType::CPU, DType::BF16, &ln_forward<bf16>);
-  ln_fwd.set(DeviceType::CPU, DType::F64, &ln_forward<double>);
-  ln_bwd.set(DeviceType::CPU, DType::F32, &ln_backward<float>);
-  ln_bwd.set(DeviceType::CPU, DType::F16, &ln_backward<f16>);
-  ln_bwd.set(DeviceType::CPU, DType::BF16, &ln_backward<bf16>);
-  ln_bwd.set(DeviceType::CPU, DType::F64, &ln_backward<double>);
+void register_batch_norm_forward(DispatchTable<BatchNormKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_forward<T>; });
+}
+
+void register_batch_norm_backward(DispatchTable<BatchNormKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_backward<T>; });
+}
+
+void register_layer_norm_forward(DispatchTable<LayerNormKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_forward<T>; });
+}
+
+void register_layer_norm_backward(DispatchTable<LayerNormKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_backward<T>; });
 }
 
 }  // namespace hg::cpu

@@ -152,15 +152,12 @@ void backward(const PoolArgs& a) {
 
 }  // namespace
 
-void register_pool(DispatchTable<PoolKernel>& fwd, DispatchTable<PoolKernel>& bwd) {
-  fwd.set(DeviceType::CPU, DType::F32, &forward<float>);
-  fwd.set(DeviceType::CPU, DType::F16, &forward<f16>);
-  fwd.set(DeviceType::CPU, DType::BF16, &forward<bf16>);
-  fwd.set(DeviceType::CPU, DType::F64, &forward<double>);
-  bwd.set(DeviceType::CPU, DType::F32, &backward<float>);
-  bwd.set(DeviceType::CPU, DType::F16, &backward<f16>);
-  bwd.set(DeviceType::CPU, DType::BF16, &backward<bf16>);
-  bwd.set(DeviceType::CPU, DType::F64, &backward<double>);
+void register_pool_forward(DispatchTable<PoolKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &forward<T>; });
+}
+
+void register_pool_backward(DispatchTable<PoolKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &backward<T>; });
 }
 
 }  // namespace hg::cpu

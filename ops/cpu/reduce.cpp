@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "core/dispatch_table.h"
 #include "core/parallel.h"
 #include "ops/cpu/blocks.h"
 #include "ops/cpu/register.h"
-#include "ops/dispatch.h"
 #include "ops/kernels/reduce.h"
 #include "ops/vec_math.h"
 
@@ -370,21 +370,15 @@ void softmax_backward_kernel(const SoftmaxBackwardArgs& a) {
 }  // namespace
 
 void register_reduce(DispatchTable<ReduceKernel>& t) {
-  t.set(DeviceType::CPU, DType::F32, &reduce_kernel<float>);
-  t.set(DeviceType::CPU, DType::F16, &reduce_kernel<f16>);
-  t.set(DeviceType::CPU, DType::BF16, &reduce_kernel<bf16>);
-  t.set(DeviceType::CPU, DType::F64, &reduce_kernel<double>);
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &reduce_kernel<T>; });
 }
 
-void register_softmax(DispatchTable<SoftmaxKernel>& fwd, DispatchTable<SoftmaxBackwardKernel>& bwd) {
-  fwd.set(DeviceType::CPU, DType::F32, &softmax_kernel<float>);
-  fwd.set(DeviceType::CPU, DType::F16, &softmax_kernel<f16>);
-  fwd.set(DeviceType::CPU, DType::BF16, &softmax_kernel<bf16>);
-  fwd.set(DeviceType::CPU, DType::F64, &softmax_kernel<double>);
-  bwd.set(DeviceType::CPU, DType::F32, &softmax_backward_kernel<float>);
-  bwd.set(DeviceType::CPU, DType::F16, &softmax_backward_kernel<f16>);
-  bwd.set(DeviceType::CPU, DType::BF16, &softmax_backward_kernel<bf16>);
-  bwd.set(DeviceType::CPU, DType::F64, &softmax_backward_kernel<double>);
+void register_softmax(DispatchTable<SoftmaxKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_kernel<T>; });
+}
+
+void register_softmax_backward(DispatchTable<SoftmaxBackwardKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_backward_kernel<T>; });
 }
 
 }  // namespace hg::cpu

@@ -5,6 +5,7 @@
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/embedding.h"
+#include "ops/kernels/gemm.h"
 #include "ops/kernels/loss.h"
 #include "ops/kernels/norm.h"
 #include "ops/kernels/pool.h"
@@ -12,26 +13,37 @@
 
 namespace hg::cpu {
 
-// ops/cpu/elementwise.cpp (and the casts and strided copies the "any"-dtype tables hold)
+// One function per table: `static DispatchTable<Fn> t{"name", cpu::register_x}` calls it when the table
+// is first used, and it sets the CPU's slots (set_floating: one instantiation per floating dtype).
+// ops/cpu/elementwise.cpp (and the casts and strided copies the "any"-dtype tables hold, slot F32)
 void register_elementwise(DispatchTable<EwKernel>& t);
-void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
-void strided_copy(const StridedCopy& c);
+void register_cast(DispatchTable<CastKernel>& t);
+void register_copy(DispatchTable<CopyKernel>& t);
+// ops/cpu/gemm.cpp
+void register_gemm(DispatchTable<GemmKernel>& t);
 // ops/cpu/reduce.cpp
 void register_reduce(DispatchTable<ReduceKernel>& t);
-void register_softmax(DispatchTable<SoftmaxKernel>& fwd, DispatchTable<SoftmaxBackwardKernel>& bwd);
+void register_softmax(DispatchTable<SoftmaxKernel>& t);
+void register_softmax_backward(DispatchTable<SoftmaxBackwardKernel>& t);
 // ops/cpu/conv.cpp
-void register_conv(DispatchTable<ConvKernel>& fwd, DispatchTable<ConvKernel>& bwd_data,
-                   DispatchTable<ConvKernel>& bwd_weight);
+void register_conv_forward(DispatchTable<ConvKernel>& t);
+void register_conv_backward_data(DispatchTable<ConvKernel>& t);
+void register_conv_backward_weight(DispatchTable<ConvKernel>& t);
 // ops/cpu/pool.cpp
-void register_pool(DispatchTable<PoolKernel>& fwd, DispatchTable<PoolKernel>& bwd);
+void register_pool_forward(DispatchTable<PoolKernel>& t);
+void register_pool_backward(DispatchTable<PoolKernel>& t);
 // ops/cpu/norm.cpp
-void register_norm(DispatchTable<BatchNormKernel>& bn_fwd, DispatchTable<BatchNormKernel>& bn_bwd,
-                   DispatchTable<LayerNormKernel>& ln_fwd, DispatchTable<LayerNormKernel>& ln_bwd);
+void register_batch_norm_forward(DispatchTable<BatchNormKernel>& t);
+void register_batch_norm_backward(DispatchTable<BatchNormKernel>& t);
+void register_layer_norm_forward(DispatchTable<LayerNormKernel>& t);
+void register_layer_norm_backward(DispatchTable<LayerNormKernel>& t);
 // ops/cpu/loss.cpp
-void register_cross_entropy(DispatchTable<CrossEntropyKernel>& fwd, DispatchTable<CrossEntropyKernel>& bwd);
+void register_cross_entropy(DispatchTable<CrossEntropyKernel>& t);
+void register_cross_entropy_backward(DispatchTable<CrossEntropyKernel>& t);
 // ops/cpu/dropout.cpp
 void register_dropout(DispatchTable<DropoutKernel>& t);
 // ops/cpu/embedding.cpp
-void register_embedding(DispatchTable<EmbeddingKernel>& fwd, DispatchTable<EmbeddingKernel>& bwd);
+void register_embedding(DispatchTable<EmbeddingKernel>& t);
+void register_embedding_backward(DispatchTable<EmbeddingKernel>& t);
 
 }  // namespace hg::cpu

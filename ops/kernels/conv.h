@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/conv.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by shared by ops/cpu/conv.cpp and cuda/dnn.cpp.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/conv.h"
 
 namespace hg {

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/dropout.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by ops/cpu/dropout.cpp, cuda/kernels/dropout.cu.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/dropout.h"
 
 namespace hg {

@@ -1,8 +1,8 @@
 #pragma once
 // The kernel contract of the elementwise ops, casts and strided copies (docs/ARCHITECTURE.md, "Dispatch and
 // registration"); implemented by ops/cpu/elementwise.cpp and cuda/kernels/elementwise*.cu, copy.cu.
+#include "core/dispatch_table.h"
 #include "ops/broadcast.h"
-#include "ops/dispatch.h"
 #include "ops/ew.h"
 
 namespace hg {

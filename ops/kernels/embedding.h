@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/embedding.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by ops/cpu/embedding.cpp, cuda/kernels/embedding.cu.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/embedding.h"
 
 namespace hg {

@@ -9,8 +9,8 @@
 // store. A batch stride of 0 broadcasts that operand over the batch.
 #include <cstdint>
 
+#include "core/dispatch_table.h"
 #include "core/dtype.h"
-#include "ops/dispatch.h"
 #include "ops/matmul.h"  // Trans
 
 namespace hg {

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/loss.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by ops/cpu/loss.cpp, cuda/kernels/loss.cu.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/loss.h"
 
 namespace hg {

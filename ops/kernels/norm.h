@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/norm.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by ops/cpu/norm.cpp, cuda/kernels/norm.cu); math in ops/norm_math.h.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/norm.h"
 
 namespace hg {

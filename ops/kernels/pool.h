@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/pool.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
 // "Dispatch and registration"). Implemented by ops/cpu/pool.cpp, cuda/kernels/pool.cu); window math in ops/pool_math.h.
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 #include "ops/pool.h"
 #include "ops/pool_math.h"
 

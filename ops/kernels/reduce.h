@@ -3,7 +3,7 @@
 // implemented by ops/cpu/reduce.cpp and cuda/kernels/reduce.cu.
 #include <cstdint>
 
-#include "ops/dispatch.h"
+#include "core/dispatch_table.h"
 
 namespace hg {
 

@@ -35,7 +35,7 @@
 using namespace hg;
 using hg::test::capture_stderr;
 using amp::CastPolicy;
-using amp::Op;
+using amp::OpId;
 
 namespace {
 
@@ -58,7 +58,7 @@ using Inputs = std::vector<Tensor>;
 // the promotion widened to F32 (halfgrad's losses return F32 for F16/BF16 input, ops/loss.h).
 enum class NativeOut { Promoted, First, Widened };
 struct OpCase {
-  Op op;
+  OpId op;
   std::vector<Shape> shapes;  // of the floating inputs the hook sees
   std::function<Tensor(const Inputs&)> run;
   NativeOut native = NativeOut::Promoted;
@@ -67,50 +67,50 @@ struct OpCase {
 std::vector<OpCase> op_cases() {
   const Tensor cond = from_vector(std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1}, {3, 4}, {.dtype = DType::I64});
   return {
-      {Op::Matmul, {{3, 4}, {4, 5}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
-      {Op::Linear, {{3, 4}, {5, 4}, {5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
-      {Op::Conv2d, {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](const Inputs& x) { return conv2d(x[0], x[1], x[2]); }},
-      {Op::Add, {{3, 4}, {3, 4}}, [](const Inputs& x) { return add(x[0], x[1]); }},
-      {Op::Sub, {{3, 4}, {3, 4}}, [](const Inputs& x) { return sub(x[0], x[1]); }},
-      {Op::Mul, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mul(x[0], x[1]); }},
-      {Op::Div, {{3, 4}, {3, 4}}, [](const Inputs& x) { return div(x[0], x[1]); }},
-      {Op::Maximum, {{3, 4}, {3, 4}}, [](const Inputs& x) { return maximum(x[0], x[1]); }},
-      {Op::Minimum, {{3, 4}, {3, 4}}, [](const Inputs& x) { return minimum(x[0], x[1]); }},
-      {Op::Where, {{3, 4}, {3, 4}}, [cond](const Inputs& x) { return where(cond, x[0], x[1]); }},
-      {Op::Cat, {{2, 3}, {2, 3}}, [](const Inputs& x) { return cat(x, 0); }},
-      {Op::Exp, {{3, 4}}, [](const Inputs& x) { return exp(x[0]); }},
-      {Op::Log, {{3, 4}}, [](const Inputs& x) { return log(x[0]); }},
-      {Op::Pow, {{3, 4}}, [](const Inputs& x) { return pow(x[0], 3.0); }},
-      {Op::Rsqrt, {{3, 4}}, [](const Inputs& x) { return rsqrt(x[0]); }},
-      {Op::Softmax, {{3, 4}}, [](const Inputs& x) { return softmax(x[0], 1); }},
-      {Op::LogSoftmax, {{3, 4}}, [](const Inputs& x) { return log_softmax(x[0], 1); }},
-      {Op::Sum, {{3, 4}}, [](const Inputs& x) { return sum(x[0]); }},
-      {Op::Mean, {{3, 4}}, [](const Inputs& x) { return mean(x[0], {1}); }},
-      {Op::Var, {{3, 4}}, [](const Inputs& x) { return var(x[0], {1}); }},
-      {Op::BatchNorm, {{4, 3}, {3}, {3}}, [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2]); },
+      {OpId::Matmul, {{3, 4}, {4, 5}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {OpId::Linear, {{3, 4}, {5, 4}, {5}}, [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
+      {OpId::Conv2d, {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}}, [](const Inputs& x) { return conv2d(x[0], x[1], x[2]); }},
+      {OpId::Add, {{3, 4}, {3, 4}}, [](const Inputs& x) { return add(x[0], x[1]); }},
+      {OpId::Sub, {{3, 4}, {3, 4}}, [](const Inputs& x) { return sub(x[0], x[1]); }},
+      {OpId::Mul, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mul(x[0], x[1]); }},
+      {OpId::Div, {{3, 4}, {3, 4}}, [](const Inputs& x) { return div(x[0], x[1]); }},
+      {OpId::Maximum, {{3, 4}, {3, 4}}, [](const Inputs& x) { return maximum(x[0], x[1]); }},
+      {OpId::Minimum, {{3, 4}, {3, 4}}, [](const Inputs& x) { return minimum(x[0], x[1]); }},
+      {OpId::Where, {{3, 4}, {3, 4}}, [cond](const Inputs& x) { return where(cond, x[0], x[1]); }},
+      {OpId::Cat, {{2, 3}, {2, 3}}, [](const Inputs& x) { return cat(x, 0); }},
+      {OpId::Exp, {{3, 4}}, [](const Inputs& x) { return exp(x[0]); }},
+      {OpId::Log, {{3, 4}}, [](const Inputs& x) { return log(x[0]); }},
+      {OpId::Pow, {{3, 4}}, [](const Inputs& x) { return pow(x[0], 3.0); }},
+      {OpId::Rsqrt, {{3, 4}}, [](const Inputs& x) { return rsqrt(x[0]); }},
+      {OpId::Softmax, {{3, 4}}, [](const Inputs& x) { return softmax(x[0], 1); }},
+      {OpId::LogSoftmax, {{3, 4}}, [](const Inputs& x) { return log_softmax(x[0], 1); }},
+      {OpId::Sum, {{3, 4}}, [](const Inputs& x) { return sum(x[0]); }},
+      {OpId::Mean, {{3, 4}}, [](const Inputs& x) { return mean(x[0], {1}); }},
+      {OpId::Var, {{3, 4}}, [](const Inputs& x) { return var(x[0], {1}); }},
+      {OpId::BatchNorm, {{4, 3}, {3}, {3}}, [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2]); },
        NativeOut::First},
-      {Op::LayerNorm, {{3, 4}, {4}, {4}}, [](const Inputs& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+      {OpId::LayerNorm, {{3, 4}, {4}, {4}}, [](const Inputs& x) { return layer_norm(x[0], {4}, x[1], x[2]); },
        NativeOut::First},
-      {Op::CrossEntropy, {{3, 5}}, [](const Inputs& x) { return cross_entropy(x[0], class_target(3, 5)); },
+      {OpId::CrossEntropy, {{3, 5}}, [](const Inputs& x) { return cross_entropy(x[0], class_target(3, 5)); },
        NativeOut::Widened},
-      {Op::NllLoss, {{3, 5}}, [](const Inputs& x) { return nll_loss(x[0], class_target(3, 5)); },
+      {OpId::NllLoss, {{3, 5}}, [](const Inputs& x) { return nll_loss(x[0], class_target(3, 5)); },
        NativeOut::Widened},
-      {Op::MseLoss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mse_loss(x[0], x[1]); },
+      {OpId::MseLoss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return mse_loss(x[0], x[1]); },
        NativeOut::Widened},
-      {Op::L1Loss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return l1_loss(x[0], x[1]); },
+      {OpId::L1Loss, {{3, 4}, {3, 4}}, [](const Inputs& x) { return l1_loss(x[0], x[1]); },
        NativeOut::Widened},
-      {Op::BceWithLogits, {{3, 4}, {3, 4}}, [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
+      {OpId::BceWithLogits, {{3, 4}, {3, 4}}, [](const Inputs& x) { return binary_cross_entropy_with_logits(x[0], x[1]); },
        NativeOut::Widened},
-      {Op::Relu, {{3, 4}}, [](const Inputs& x) { return relu(x[0]); }},
-      {Op::Sigmoid, {{3, 4}}, [](const Inputs& x) { return sigmoid(x[0]); }},
-      {Op::Tanh, {{3, 4}}, [](const Inputs& x) { return tanh(x[0]); }},
-      {Op::Gelu, {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
-      {Op::MaxPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return max_pool2d(x[0], {.kernel_size = 2}); }},
-      {Op::AvgPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return avg_pool2d(x[0], {.kernel_size = 3, .stride = 1}); },
+      {OpId::Relu, {{3, 4}}, [](const Inputs& x) { return relu(x[0]); }},
+      {OpId::Sigmoid, {{3, 4}}, [](const Inputs& x) { return sigmoid(x[0]); }},
+      {OpId::Tanh, {{3, 4}}, [](const Inputs& x) { return tanh(x[0]); }},
+      {OpId::Gelu, {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
+      {OpId::MaxPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return max_pool2d(x[0], {.kernel_size = 2}); }},
+      {OpId::AvgPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return avg_pool2d(x[0], {.kernel_size = 3, .stride = 1}); },
        NativeOut::Promoted},
-      {Op::AdaptiveAvgPool2d, {{2, 5, 5}}, [](const Inputs& x) { return adaptive_avg_pool2d(x[0], 2); }},
-      {Op::Embedding, {{5, 3}}, [](const Inputs& x) { return embedding(class_target(4, 5), x[0]); }},
-      {Op::Dropout, {{3, 4}}, [](const Inputs& x) {
+      {OpId::AdaptiveAvgPool2d, {{2, 5, 5}}, [](const Inputs& x) { return adaptive_avg_pool2d(x[0], 2); }},
+      {OpId::Embedding, {{5, 3}}, [](const Inputs& x) { return embedding(class_target(4, 5), x[0]); }},
+      {OpId::Dropout, {{3, 4}}, [](const Inputs& x) {
          Generator g(5);  // a fresh generator per run: the autocast run and the reference draw the same mask
          return dropout(x[0], {.p = 0.5, .generator = &g});
        }},
@@ -195,9 +195,9 @@ void check_table(const amp::Policy& policy, std::optional<DType> mode) {
   }
 }
 
-bool is_gemm_like(Op op) { return op == Op::Matmul || op == Op::Linear || op == Op::Conv2d; }
-bool is_loss(Op op) {
-  return op == Op::CrossEntropy || op == Op::NllLoss || op == Op::MseLoss || op == Op::L1Loss || op == Op::BceWithLogits;
+bool is_gemm_like(OpId op) { return op == OpId::Matmul || op == OpId::Linear || op == OpId::Conv2d; }
+bool is_loss(OpId op) {
+  return op == OpId::CrossEntropy || op == OpId::NllLoss || op == OpId::MseLoss || op == OpId::L1Loss || op == OpId::BceWithLogits;
 }
 
 }  // namespace
@@ -206,8 +206,8 @@ TEST_CASE("autocast policy table: every op under every preset, BF16, F16 and dis
   std::vector<int> cases_per_op(amp::kNumOps, 0);
   for (const OpCase& c : op_cases()) ++cases_per_op[static_cast<size_t>(c.op)];
   for (int i = 0; i < amp::kNumOps; ++i) {
-    CAPTURE(amp::op_name(static_cast<Op>(i)));
-    REQUIRE(cases_per_op[static_cast<size_t>(i)] == 1);  // the table covers every amp::Op exactly once
+    CAPTURE(amp::op_name(static_cast<OpId>(i)));
+    REQUIRE(cases_per_op[static_cast<size_t>(i)] == 1);  // the table covers every amp::OpId exactly once
   }
   for (const auto& [name, policy] : {std::pair{"pytorch_cpu", amp::Policy::pytorch_cpu()},
                                      std::pair{"pytorch_cuda", amp::Policy::pytorch_cuda()},
@@ -225,7 +225,7 @@ TEST_CASE("autocast reaches every op: the table with every op Lower, every op Fp
   // each public op calls the hook (a user override must reach it, and a tracer must see it).
   for (CastPolicy p : {CastPolicy::Lower, CastPolicy::Fp32, CastPolicy::Promote}) {
     amp::Policy uniform;
-    for (int i = 0; i < amp::kNumOps; ++i) uniform.set(static_cast<Op>(i), p);
+    for (int i = 0; i < amp::kNumOps; ++i) uniform.set(static_cast<OpId>(i), p);
     INFO("every op " << amp::cast_policy_name(p));
     check_table(uniform, DType::BF16);
     check_table(uniform, DType::F16);
@@ -235,33 +235,33 @@ TEST_CASE("autocast reaches every op: the table with every op Lower, every op Fp
 TEST_CASE("autocast presets hold torch's CPU and CUDA lists and Apex O1's", "[amp][cpu]") {
   const amp::Policy cpu = amp::Policy::pytorch_cpu(), cuda = amp::Policy::pytorch_cuda(), o1 = amp::Policy::apex_o1();
   for (int i = 0; i < amp::kNumOps; ++i) {
-    const Op op = static_cast<Op>(i);
+    const OpId op = static_cast<OpId>(i);
     CAPTURE(amp::op_name(op));
     const CastPolicy common = is_gemm_like(op) ? CastPolicy::Lower : is_loss(op) ? CastPolicy::Fp32 : CastPolicy::Keep;
-    if (op != Op::Cat) REQUIRE(cpu.get(op) == common);
-    const bool cuda_fp32 = op == Op::Exp || op == Op::Log || op == Op::Pow || op == Op::Rsqrt || op == Op::Softmax ||
-                           op == Op::LogSoftmax || op == Op::Sum || op == Op::LayerNorm;
+    if (op != OpId::Cat) REQUIRE(cpu.get(op) == common);
+    const bool cuda_fp32 = op == OpId::Exp || op == OpId::Log || op == OpId::Pow || op == OpId::Rsqrt || op == OpId::Softmax ||
+                           op == OpId::LogSoftmax || op == OpId::Sum || op == OpId::LayerNorm;
     REQUIRE(cuda.get(op) == (cuda_fp32 ? CastPolicy::Fp32 : common));
-    const bool o1_promote = op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Cat;
-    const bool o1_fp32 = cuda_fp32 || op == Op::Var || op == Op::Gelu;  // F.gelu is in Apex's functional FP32_FUNCS
+    const bool o1_promote = op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Cat;
+    const bool o1_fp32 = cuda_fp32 || op == OpId::Var || op == OpId::Gelu;  // F.gelu is in Apex's functional FP32_FUNCS
     REQUIRE(o1.get(op) == (o1_promote ? CastPolicy::Promote : o1_fp32 ? CastPolicy::Fp32 : common));
   }
   // in no list of torch CUDA, torch CPU (only 3-D pools there) or Apex O1: they run in their input's dtype
-  for (Op op : {Op::Relu, Op::Sigmoid, Op::Tanh, Op::MaxPool2d, Op::AvgPool2d, Op::AdaptiveAvgPool2d, Op::Embedding,
-                Op::Dropout}) {
+  for (OpId op : {OpId::Relu, OpId::Sigmoid, OpId::Tanh, OpId::MaxPool2d, OpId::AvgPool2d, OpId::AdaptiveAvgPool2d, OpId::Embedding,
+                OpId::Dropout}) {
     CAPTURE(amp::op_name(op));
     REQUIRE(cpu.get(op) == CastPolicy::Keep);
     REQUIRE(cuda.get(op) == CastPolicy::Keep);
     REQUIRE(o1.get(op) == CastPolicy::Keep);
   }
-  REQUIRE(cpu.get(Op::Gelu) == CastPolicy::Keep);
-  REQUIRE(cuda.get(Op::Gelu) == CastPolicy::Keep);
-  REQUIRE(o1.get(Op::Gelu) == CastPolicy::Fp32);
-  REQUIRE(std::string(amp::op_name(Op::AdaptiveAvgPool2d)) == "adaptive_avg_pool2d");
-  REQUIRE(std::string(amp::op_name(Op::Dropout)) == "dropout");
-  REQUIRE(cpu.get(Op::Cat) == CastPolicy::Promote);  // torch's CPU promote list: stack, cat, index_copy
-  REQUIRE(cuda.get(Op::Mean) == CastPolicy::Keep);   // mean is in no CUDA list: F16 in, F16 out
-  REQUIRE(cuda.get(Op::BatchNorm) == CastPolicy::Keep);
+  REQUIRE(cpu.get(OpId::Gelu) == CastPolicy::Keep);
+  REQUIRE(cuda.get(OpId::Gelu) == CastPolicy::Keep);
+  REQUIRE(o1.get(OpId::Gelu) == CastPolicy::Fp32);
+  REQUIRE(std::string(amp::op_name(OpId::AdaptiveAvgPool2d)) == "adaptive_avg_pool2d");
+  REQUIRE(std::string(amp::op_name(OpId::Dropout)) == "dropout");
+  REQUIRE(cpu.get(OpId::Cat) == CastPolicy::Promote);  // torch's CPU promote list: stack, cat, index_copy
+  REQUIRE(cuda.get(OpId::Mean) == CastPolicy::Keep);   // mean is in no CUDA list: F16 in, F16 out
+  REQUIRE(cuda.get(OpId::BatchNorm) == CastPolicy::Keep);
   REQUIRE(amp::active_policy(kCpu) == cpu);  // the defaults per device type
   REQUIRE(amp::active_policy(DeviceType::CUDA) == cuda);
 }
@@ -383,7 +383,7 @@ TEST_CASE("autocast never touches F64 or I64 tensors, nor tensors of another dev
   REQUIRE(cat({d, d}, 0).dtype() == DType::F64);
   REQUIRE(matmul(d, input({4, 2}, DType::F32, 3)).dtype() == DType::F64);  // F32 lowered, then F64 wins
   const Tensor idx = class_target(3, 5);
-  const auto cast = amp::autocast_inputs(Op::CrossEntropy, {input({3, 5}, DType::BF16, 4), idx, Tensor()});
+  const auto cast = amp::autocast_inputs(OpId::CrossEntropy, {input({3, 5}, DType::BF16, 4), idx, Tensor()});
   REQUIRE(cast[0].dtype() == DType::F32);
   REQUIRE(cast[1].same(idx));
   REQUIRE_FALSE(cast[2].defined());
@@ -394,7 +394,7 @@ TEST_CASE("autocast never touches F64 or I64 tensors, nor tensors of another dev
 TEST_CASE("autocast: ops inside a policed op are not cast again", "[amp][cpu]") {
   // mse_loss is composed of sub and mul: with those set to Lower, a direct mul lowers, but the mul
   // inside mse_loss (Fp32) must not, as torch's wrappers exclude the autocast key while they run.
-  amp::PolicyGuard pg(kCpu, amp::Policy::pytorch_cpu().set(Op::Mul, CastPolicy::Lower).set(Op::Sub, CastPolicy::Lower));
+  amp::PolicyGuard pg(kCpu, amp::Policy::pytorch_cpu().set(OpId::Mul, CastPolicy::Lower).set(OpId::Sub, CastPolicy::Lower));
   const Tensor a = input({3, 4}, DType::F32, 1), b = input({3, 4}, DType::F32, 2);
   const Tensor want = mse_loss(a, b);
   amp::Autocast ac(kCpu);
@@ -409,15 +409,15 @@ TEST_CASE("autocast per-op overrides change the dtype and are restored", "[amp][
   amp::Autocast ac(kCpu);
   {
     amp::PolicyGuard pg(kCpu, amp::active_policy(kCpu));
-    amp::set_op_policy(kCpu, Op::Exp, CastPolicy::Lower);
-    amp::set_op_policy(kCpu, Op::Linear, CastPolicy::Keep);
-    REQUIRE(amp::op_policy(kCpu, Op::Exp) == CastPolicy::Lower);
+    amp::set_op_policy(kCpu, OpId::Exp, CastPolicy::Lower);
+    amp::set_op_policy(kCpu, OpId::Linear, CastPolicy::Keep);
+    REQUIRE(amp::op_policy(kCpu, OpId::Exp) == CastPolicy::Lower);
     REQUIRE(exp(a).dtype() == DType::BF16);
     REQUIRE(linear(a, w).dtype() == DType::F32);
   }
   REQUIRE(exp(a).dtype() == DType::F32);
   REQUIRE(linear(a, w).dtype() == DType::BF16);
-  amp::set_op_policy(kCpu, Op::Linear, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, OpId::Linear, CastPolicy::Fp32);
   REQUIRE(linear(a, w).dtype() == DType::F32);
   amp::reset_policy(kCpu);
   REQUIRE(amp::active_policy(kCpu) == amp::Policy::pytorch_cpu());
@@ -434,10 +434,10 @@ TEST_CASE("autocast per-op overrides reach the activations, pools, embedding and
   REQUIRE(max_pool2d(h, {.kernel_size = 2}).dtype() == DType::BF16);
   REQUIRE(embedding(idx, w).dtype() == DType::F32);
   amp::PolicyGuard pg(kCpu, amp::active_policy(kCpu));
-  amp::set_op_policy(kCpu, Op::Gelu, CastPolicy::Fp32);
-  amp::set_op_policy(kCpu, Op::MaxPool2d, CastPolicy::Fp32);
-  amp::set_op_policy(kCpu, Op::Embedding, CastPolicy::Lower);
-  amp::set_op_policy(kCpu, Op::Dropout, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, OpId::Gelu, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, OpId::MaxPool2d, CastPolicy::Fp32);
+  amp::set_op_policy(kCpu, OpId::Embedding, CastPolicy::Lower);
+  amp::set_op_policy(kCpu, OpId::Dropout, CastPolicy::Fp32);
   const Tensor g = gelu(h);
   REQUIRE(g.dtype() == DType::F32);
   REQUIRE(values(g) == values(gelu(h.to(DType::F32))));  // computed from the F32 cast, not rounded to BF16
@@ -459,7 +459,7 @@ TEST_CASE("autocast per-op overrides reach the activations, pools, embedding and
   REQUIRE(values(e1) == values(embedding(idx, w.detach().to(DType::BF16))));
   REQUIRE(amp::cast_cache_stats().misses == 1);
   REQUIRE(amp::cast_cache_stats().hits == 1);
-  const auto cast = amp::autocast_inputs(Op::Embedding, {idx, w});
+  const auto cast = amp::autocast_inputs(OpId::Embedding, {idx, w});
   REQUIRE(cast[0].same(idx));
   REQUIRE(cast[1].dtype() == DType::BF16);
   sum(add(e1, e2).to(DType::F32)).backward();

@@ -19,7 +19,7 @@ using namespace hg;
 namespace {
 
 struct Seen {
-  amp::Op op;
+  amp::OpId op;
   std::optional<amp::CastPolicy> policy;
   std::vector<amp::CastRecord> casts;
   DType out;
@@ -55,7 +55,7 @@ TEST_CASE("op observers see each outermost op once, with its policy, casts and o
   }
   Tensor after = linear(x, w, b);  // the guard is gone: not reported
   REQUIRE(rec.seen.size() == 4);
-  CHECK(rec.seen[0].op == amp::Op::Linear);
+  CHECK(rec.seen[0].op == amp::OpId::Linear);
   CHECK_FALSE(rec.seen[0].policy.has_value());
   CHECK(rec.seen[0].casts.empty());
   CHECK(rec.seen[0].out == DType::F32);
@@ -70,7 +70,7 @@ TEST_CASE("op observers see each outermost op once, with its policy, casts and o
   REQUIRE(rec.seen[2].casts.size() == 3);
   CHECK(rec.seen[2].casts[1].cache_hit);
   CHECK(rec.seen[2].casts[2].cache_hit);
-  CHECK(rec.seen[3].op == amp::Op::CrossEntropy);
+  CHECK(rec.seen[3].op == amp::OpId::CrossEntropy);
   CHECK(rec.seen[3].policy == amp::CastPolicy::Fp32);
   CHECK(rec.seen[3].out == DType::F32);
 }

@@ -281,31 +281,31 @@ TEST_CASE("PrecisionTrace changes no numbers", "[inspect][trace]") {
 TEST_CASE("kernel_math follows the CPU engines and the CUDA libraries", "[inspect][trace]") {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
     INFO("dtype " << dtype_name(dt));
-    for (Op op : {Op::Matmul, Op::Linear}) {
+    for (OpId op : {OpId::Matmul, OpId::Linear}) {
       const KernelMath m = kernel_math(op, DeviceType::CPU, dt);
       CHECK_THAT(m.detail, Catch::EndsWith(std::string("(") + cpu::gemm_engine(dt) + ")"));
       if (is_low_precision(dt)) CHECK(m.kind == expected_gemm_kind(dt));
     }
-    const KernelMath conv = kernel_math(Op::Conv2d, DeviceType::CPU, dt);
+    const KernelMath conv = kernel_math(OpId::Conv2d, DeviceType::CPU, dt);
     CHECK_THAT(conv.detail, Catch::EndsWith(std::string("(") + cpu::conv_engine(dt) + ")"));
   }
-  CHECK(kernel_math(Op::Linear, DeviceType::CPU, DType::F32).kind == MathKind::F32);
-  CHECK(kernel_math(Op::Linear, DeviceType::CPU, DType::F64).kind == MathKind::F64);
-  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F16).kind == MathKind::F16AccumulateF32);
-  CHECK(kernel_math(Op::Conv2d, DeviceType::CUDA, DType::BF16).kind == MathKind::BF16AccumulateF32);
-  CHECK(kernel_math(Op::Matmul, DeviceType::CUDA, DType::F32).detail == "F32, no TF32 (cuBLAS)");
-  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F16).detail == "F16 Tensor Cores, F32 accumulate (cuBLAS)");
-  CHECK(kernel_math(Op::Conv2d, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
+  CHECK(kernel_math(OpId::Linear, DeviceType::CPU, DType::F32).kind == MathKind::F32);
+  CHECK(kernel_math(OpId::Linear, DeviceType::CPU, DType::F64).kind == MathKind::F64);
+  CHECK(kernel_math(OpId::Linear, DeviceType::CUDA, DType::F16).kind == MathKind::F16AccumulateF32);
+  CHECK(kernel_math(OpId::Conv2d, DeviceType::CUDA, DType::BF16).kind == MathKind::BF16AccumulateF32);
+  CHECK(kernel_math(OpId::Matmul, DeviceType::CUDA, DType::F32).detail == "F32, no TF32 (cuBLAS)");
+  CHECK(kernel_math(OpId::Linear, DeviceType::CUDA, DType::F16).detail == "F16 Tensor Cores, F32 accumulate (cuBLAS)");
+  CHECK(kernel_math(OpId::Conv2d, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
   cuda::set_allow_tf32(true);  // (a flag only: loads nothing)
-  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::TF32AccumulateF32);
-  CHECK(kernel_math(Op::Linear, DeviceType::CPU, DType::F32).kind == MathKind::F32);  // the CPU has no TF32
+  CHECK(kernel_math(OpId::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::TF32AccumulateF32);
+  CHECK(kernel_math(OpId::Linear, DeviceType::CPU, DType::F32).kind == MathKind::F32);  // the CPU has no TF32
   cuda::set_allow_tf32(false);
-  CHECK(kernel_math(Op::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
-  CHECK(kernel_math(Op::Softmax, DeviceType::CUDA, DType::F16).kind == MathKind::F32OnF16Storage);
-  CHECK(kernel_math(Op::Add, DeviceType::CPU, DType::BF16).detail == "F32 math on BF16 storage");
-  CHECK(kernel_math(Op::Cat, DeviceType::CPU, DType::F16).kind == MathKind::Copy);
-  CHECK(kernel_math(Op::Sum, DeviceType::CPU, DType::I64).kind == MathKind::Integer);
-  CHECK_THROWS_WITH(kernel_math(Op::Count_, DeviceType::CPU, DType::F32), Catch::Contains("is not an amp::Op"));
+  CHECK(kernel_math(OpId::Linear, DeviceType::CUDA, DType::F32).kind == MathKind::F32);
+  CHECK(kernel_math(OpId::Softmax, DeviceType::CUDA, DType::F16).kind == MathKind::F32OnF16Storage);
+  CHECK(kernel_math(OpId::Add, DeviceType::CPU, DType::BF16).detail == "F32 math on BF16 storage");
+  CHECK(kernel_math(OpId::Cat, DeviceType::CPU, DType::F16).kind == MathKind::Copy);
+  CHECK(kernel_math(OpId::Sum, DeviceType::CPU, DType::I64).kind == MathKind::Integer);
+  CHECK_THROWS_WITH(kernel_math(OpId::Count_, DeviceType::CPU, DType::F32), Catch::Contains("is not an amp::OpId"));
 }
 
 TEST_CASE("PrecisionTrace prints an aligned table and a summary", "[inspect][trace]") {

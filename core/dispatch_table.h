@@ -1,0 +1,100 @@
+#pragma once
+// Kernel tables indexed by [device][dtype]: what an op looks its kernel up in. A table is built in one
+// way, `static DispatchTable<Fn> t{"name", fill}`, where `fill` sets the CPU's entries when the table is
+// first used; the CUDA backend (cuda/register.cpp) fills its own entries the first time a CUDA tensor
+// reaches a table, so a CPU-only program never touches the CUDA driver. Public ops look kernels up in
+// tables and never include backend headers (docs/ARCHITECTURE.md, "Dispatch and registration").
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace hg {
+
+// Which kernels a process has looked up, per table and device: a backend's test suite prints it
+// (tests/gpu) to show that every kernel it registered ran. Counts distinct dtype slots.
+struct KernelCoverage {
+  std::string table;
+  int registered = 0, called = 0;
+  std::vector<DType> missing;  // registered, never looked up
+};
+// One row per table with a slot registered on device d (ops/dispatch.h's kernel_coverage adds the
+// elementwise table's rows per op).
+std::vector<KernelCoverage> table_coverage(DeviceType d);
+
+// The floating dtypes' storage types, in one list: HG_FOR_FLOATING(X) expands to X(float) X(f16) X(bf16)
+// X(double), for a kernel family's explicit instantiations; for_each_floating(f) calls
+// f(type_tag<T>{}, DType) for each, for its table entries (DispatchTable::set_floating).
+#define HG_FOR_FLOATING(X) X(float) X(f16) X(bf16) X(double)
+template <class T> struct type_tag { using type = T; };
+template <class F> void for_each_floating(F&& f) {
+#define HG_VISIT_FLOATING(T) f(type_tag<T>{}, dtype_v<T>);
+  HG_FOR_FLOATING(HG_VISIT_FLOATING)
+#undef HG_VISIT_FLOATING
+}
+
+// Every table registers itself for table_coverage; a lookup marks its slot.
+class DispatchTableBase {
+ public:
+  DispatchTableBase(const DispatchTableBase&) = delete;
+  DispatchTableBase& operator=(const DispatchTableBase&) = delete;
+  const char* name() const { return name_; }
+  bool registered(DeviceType d, DType t) const { return state(d, t) & kSet; }
+  bool called(DeviceType d, DType t) const { return state(d, t) & kCalled; }
+
+ protected:
+  explicit DispatchTableBase(const char* name);
+  ~DispatchTableBase();
+  void mark_set(DeviceType d, DType t) { state_[static_cast<int>(d)][static_cast<int>(t)] |= kSet; }
+  void mark_called(DeviceType d, DType t) const {
+    state_[static_cast<int>(d)][static_cast<int>(t)].fetch_or(kCalled, std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr uint8_t kSet = 1, kCalled = 2;
+  uint8_t state(DeviceType d, DType t) const { return state_[static_cast<int>(d)][static_cast<int>(t)].load(); }
+  const char* name_;
+  mutable std::atomic<uint8_t> state_[kNumDeviceTypes][kNumDTypes] = {};
+};
+
+template <class Fn>
+class DispatchTable : public DispatchTableBase {
+ public:
+  // `fill(table)` sets the CPU's entries (ops/cpu/register.h), once, when the table is built.
+  template <class Fill>
+  DispatchTable(const char* name, Fill&& fill) : DispatchTableBase(name) {
+    fill(*this);
+  }
+  void set(DeviceType d, DType t, Fn f) {
+    fns_[static_cast<int>(d)][static_cast<int>(t)] = f;
+    mark_set(d, t);
+  }
+  // One kernel for every floating dtype (it reads the dtype from its arguments).
+  void set_all_floating(DeviceType d, Fn f) {
+    for_each_floating([&](auto, DType t) { set(d, t, f); });
+  }
+  // A kernel template's instantiation per floating dtype: `[]<class T>(type_tag<T>) { return &kernel<T>; }`.
+  template <class Make>
+  void set_floating(DeviceType d, Make&& make) {
+    for_each_floating([&](auto tag, DType t) { set(d, t, make(tag)); });
+  }
+  Fn get(Device dev, DType t) const {
+    if (!dev.is_cpu()) load_backend(dev.type);
+    Fn f = fns_[static_cast<int>(dev.type)][static_cast<int>(t)];
+    HG_CHECK(f != nullptr, name(), ": no kernel for dtype ", t, " on device ", dev,
+             "; supported dtypes are the floating ones (F32, F16, BF16, F64) unless the op says otherwise");
+    mark_called(dev.type, t);
+    return f;
+  }
+
+ private:
+  Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
+};
+
+}  // namespace hg
