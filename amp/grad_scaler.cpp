@@ -1,4 +1,4 @@
-// GradScaler (amp/grad_scaler.h) and the CPU unscale-and-check kernel over amp/scaler_math.h.
+// GradScaler (amp/grad_scaler.h) and the CPU unscale-and-check kernel over ops/kernels/scaler.h.
 #include "amp/grad_scaler.h"
 
 #include <algorithm>
@@ -13,48 +13,11 @@
 
 #include "autograd/node.h"
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
 #include "ops/elementwise.h"
 
 namespace hg::amp {
 namespace {
-
-constexpr int64_t kBlock = 512;
-constexpr int64_t kParallel = 65536;  // below this a parallel region costs more than the pass
-
-// One block [i, i + k): unscale (when a.write) and check; true when an element was inf/NaN.
-template <class T>
-bool unscale_block(const UnscaleArgs& a, const UnscaleCheck<compute_t<T>>& f, int64_t i, int64_t k) {
-  using C = compute_t<T>;
-  T* g = static_cast<T*>(a.grad) + i;
-  alignas(64) C tmp[kBlock];
-  C* x = tmp;
-  if constexpr (std::is_same_v<T, C>) x = g;
-  else cpu::widen(g, tmp, k);
-  bool bad = false;
-  if (a.write) {
-    for (int64_t j = 0; j < k; ++j) x[j] = f(x[j], bad);
-    if constexpr (!std::is_same_v<T, C>) cpu::narrow(tmp, g, k);
-  } else {
-    for (int64_t j = 0; j < k; ++j) (void)f(x[j], bad);
-  }
-  return bad;
-}
-
-// grad is (n) of dtype T, contiguous; *found_inf is host memory.
-template <class T>
-void unscale_cpu(const UnscaleArgs& a) {
-  using C = compute_t<T>;
-  const UnscaleCheck<C> f = unscale_check<C>(a.write, a.inv_scale, a.inv_scale_at);
-  std::atomic<bool> bad{false};
-  auto ranges = [&](int64_t b0, int64_t b1) {
-    bool mine = false;
-    for (int64_t b = b0; b < b1; ++b) mine = unscale_block<T>(a, f, b * kBlock, std::min(kBlock, a.n - b * kBlock)) || mine;
-    if (mine) bad.store(true, std::memory_order_relaxed);
-  };
-  parallel_ranges(num_pieces(a.n, kBlock), a.n > kParallel, ranges);
-  if (bad.load(std::memory_order_relaxed)) *a.found_inf = 1.0f;
-}
 
 // The largest count a state dict entry (an F64) holds exactly.
 constexpr double kMaxCount = 9007199254740992.0;  // 2^53
@@ -118,8 +81,6 @@ void unscale_grad(const Tensor& g, double inv_scale, bool write, FoundInf& found
 
 Tensor scalar(double v) { return full(Shape{}, v, {.dtype = DType::F64}); }
 
-void state_op_cpu(const ScalerStateArgs& a) { scaler_state_op(a); }
-
 template <class T>
 T download(const Tensor& t, int64_t i = 0) {
   T v{};
@@ -159,16 +120,14 @@ void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const cha
 
 }  // namespace
 
+// The scaler's tables (ops/kernels/scaler.h), built as every table is; their CPU kernels are ops/cpu/scaler.cpp's.
 DispatchTable<UnscaleKernel>& unscale_kernels() {
-  static DispatchTable<UnscaleKernel> t{"GradScaler.unscale_", [](auto& d) {
-    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &unscale_cpu<T>; });
-  }};
+  static DispatchTable<UnscaleKernel> t{"GradScaler.unscale_", cpu::register_unscale};
   return t;
 }
 
 DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
-  static DispatchTable<ScalerStateKernel> t{"GradScaler (device state)",
-                                            [](auto& d) { d.set(DeviceType::CPU, DType::F32, &state_op_cpu); }};
+  static DispatchTable<ScalerStateKernel> t{"GradScaler (device state)", cpu::register_scaler_state};
   return t;
 }
 

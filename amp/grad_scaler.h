@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "amp/scaler_math.h"
+#include "ops/kernels/scaler.h"
 #include "core/tensor.h"
 #include "optim/amp_step.h"
 #include "optim/optimizer.h"
@@ -126,7 +126,7 @@ class GradScaler {
     bool found_inf = false;
   };
 
-  // The device path's state (amp/scaler_math.h's ScalerStateArgs), on `device`.
+  // The device path's state (ops/kernels/scaler.h's ScalerStateArgs), on `device`.
   struct DeviceState {
     Device device;
     Tensor scale, trackers, inv_scale, found_inf;  // found_inf: one flag per slot

@@ -19,12 +19,12 @@
 
 namespace hg::cuda {
 
-void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-check (amp/scaler_math.h)
+void register_amp();  // cuda/kernels/amp.cu: the grad scaler's unscale-and-check (ops/kernels/scaler.h)
 void register_dnn();  // cuda/dnn.cpp: the conv2d tables
 void register_loss();  // cuda/kernels/loss.cu: cross-entropy / NLL (ops/loss_math.h)
 void register_dropout();  // cuda/kernels/dropout.cu: dropout (ops/dropout_math.h)
 void register_embedding();  // cuda/kernels/embedding.cu: embedding forward and backward
-void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (optim/update.h)
+void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (ops/kernels/optim.h)
 void register_norm();  // cuda/kernels/norm.cu: batch_norm and layer_norm (ops/norm_math.h)
 void register_pool();  // cuda/kernels/pool.cu: the pooling tables
 void stream_synchronize(int device);  // cuda/graph.cpp: cuda/graph.h's work

@@ -10,7 +10,7 @@
 // Every --measure-every steps it measures, with amp::inspect::GradientHistogram::record_update, the fraction of
 // the nonzero weight updates u that F16 swamps: exactly, fl16(fl16(w) + u) == fl16(w), and by the rule of thumb
 // |w| >= 2048 |u|.
-//   fp16-O3: u is the update the optimizer computed (-lr * g / scale in F32, as optim/update.h does) and w the F16
+//   fp16-O3: u is the update the optimizer computed (-lr * g / scale in F32, as ops/kernels/optim.h does) and w the F16
 //            weight it was added to; it also counts what really happened: the F16 weights that did not change.
 //   fp16-O2, fp32: u = master after - master before (F32), w = master before: what WOULD be lost if u were added
 //            to F16 weights; the F32 master keeps it, so the sum of many small updates still moves the weight.
@@ -148,7 +148,7 @@ insp::WeightSnapshot masters_after(const nn::Module& m, const hg::optim::Optimiz
 }
 
 // fp16-O3: the update plain SGD computed for each F16 weight, -lr * (g * (1/scale)) in F32 as
-// optim/update.h's SgdUpdate does, recorded against the weight it was added to; and, counted directly, how
+// ops/kernels/optim.h's SgdUpdate does, recorded against the weight it was added to; and, counted directly, how
 // many F16 weights with a nonzero update kept their value.
 Swamp record_o3(insp::GradientHistogram& h, const insp::WeightSnapshot& before, const nn::Module& m, double lr,
                 double scale) {

@@ -1,6 +1,6 @@
 #include "optim/adam.h"
 
-#include "optim/update.h"
+#include "ops/kernels/optim.h"
 
 namespace hg::optim::detail {
 

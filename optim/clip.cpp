@@ -1,4 +1,4 @@
-// Clipping runs through optim/update.h's tables (a norm kernel, a kernel for the factor, an in-place
+// Clipping runs through ops/kernels/optim.h's tables (a norm kernel, a kernel for the factor, an in-place
 // transform), so it writes into the gradients' own buffers on any device. The norm and the factor stay
 // on the gradients' device: nothing is read back until a caller asks for the norm as a double, so the
 // *_tensor_ forms can be captured in a CUDA graph.
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
-#include "optim/update.h"
+#include "ops/kernels/optim.h"
 
 namespace hg::optim {
 namespace {

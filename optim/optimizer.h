@@ -3,7 +3,7 @@
 // a flat state_dict of named tensors (safetensors-ready). OptimizerOf<Derived, Options> holds the typed
 // groups of one optimizer (SGD, Adam, AdamW); Optimizer is the view schedulers, clipping and the grad
 // scaler use, whatever the optimizer. step() makes no tensor and calls no op after a parameter's first
-// step: one kernel call per parameter (optim/update.h).
+// step: one kernel call per parameter (ops/kernels/optim.h).
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -28,7 +28,7 @@ namespace hg::optim {
 // A parameter that never took a step has no state.<i> entries.
 using hg::StateDict;  // core/state_dict.h
 
-struct DeviceStep;  // optim/update.h
+struct DeviceStep;  // ops/kernels/optim.h
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
@@ -120,11 +120,11 @@ class Optimizer {
   // The master copy the update of parameter i reads and writes (made from p at its first step), or
   // null when p is its own master or masters are Off.
   float* master_for(size_t i, const Tensor& p);
-  // What parameter i's update reads from device memory (optim/update.h's DeviceStep): amp's found_inf and
+  // What parameter i's update reads from device memory (ops/kernels/optim.h's DeviceStep): amp's found_inf and
   // the device parts of `unscale` (its GradUnscale), and the step counter, made on p's device from
   // steps_so_far at the first step with a found_inf flag when `counts` (updates with state).
   // On a CUDA device the counter is always made, and `hyper` (group g's hyper-parameters in the order
-  // of optim/update.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
+  // of ops/kernels/optim.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
   // captured in a CUDA graph counts and follows set_lr (and any option changed by an eager step) when
   // it is replayed.
   DeviceStep device_step(size_t i, size_t g, const Tensor& p, const float* found_inf, const GradUnscale& unscale,
@@ -175,7 +175,7 @@ class Optimizer {
 //   static constexpr const char* kName;  static constexpr bool kCountsSteps;
 //   static void check_options(const Options&);   // throws hg::Error naming the bad option
 //   static Optimizer::StateNames state_names(const Options&);
-//   static std::array<double, N> device_hyper(const Options&);  // in optim/update.h's *HyperIndex order
+//   static std::array<double, N> device_hyper(const Options&);  // in ops/kernels/optim.h's *HyperIndex order
 // and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
 template <class Derived, class Options>
 class OptimizerOf : public Optimizer {

@@ -1,6 +1,6 @@
 #include "optim/sgd.h"
 
-#include "optim/update.h"
+#include "ops/kernels/optim.h"
 
 namespace hg::optim {
 

@@ -1,9 +1,9 @@
-// The grad scaler's unscale-and-check on the GPU: a grid-stride loop over amp/scaler_math.h's
+// The grad scaler's unscale-and-check on the GPU: a grid-stride loop over ops/kernels/scaler.h's
 // UnscaleCheck, the math the CPU loop (amp/grad_scaler.cpp) runs. torch's
 // _amp_foreach_non_finite_check_and_unscale_: a thread that meets an inf/NaN writes 1 to *found_inf
 // (racy but idempotent: every writer writes the same value). Also the device path's one-thread state
-// ops (amp/scaler_math.h's scaler_state_op).
-#include "amp/scaler_math.h"
+// ops (ops/kernels/scaler.h's scaler_state_op).
+#include "ops/kernels/scaler.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/launch.h"

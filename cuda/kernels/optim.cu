@@ -1,9 +1,9 @@
 // Optimizer updates and gradient clipping on the GPU: grid-stride loops that index memory and call
-// optim/update.h's functors, the same math the CPU loops (optim/cpu_update.cpp) run. One thread per
+// ops/kernels/optim.h's functors, the same math the CPU loops (ops/cpu/optim.cpp) run. One thread per
 // element: widen the parameter (or read its F32 master), update in the compute type, round once.
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
 // last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
-// the step counter (optim/update.h's DeviceStep) and derive their scalars with the host's functions.
+// the step counter (ops/kernels/optim.h's DeviceStep) and derive their scalars with the host's functions.
 #include <type_traits>
 
 #include "cuda/check.h"
@@ -38,7 +38,7 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v)
 }
 
 // p, g: n elements of T; buf: n of compute_t<T> or null (no momentum); master: n floats or null.
-// With the grad scaler's device path (optim/update.h's DeviceStep) the kernel reads found_inf and
+// With the grad scaler's device path (ops/kernels/optim.h's DeviceStep) the kernel reads found_inf and
 // returns at once when it is set, and derives its scalars from s and the device values; else it
 // takes f as the host built it.
 template <class T>
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads)
                 optim::AdamScalars s, optim::AdamHyper h, optim::DeviceStep amp) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  // with a device step counter: the bias corrections of the step this one is (optim/update.h)
+  // with a device step counter: the bias corrections of the step this one is (ops/kernels/optim.h)
   const AdamUpdate<C> f = optim::amp_on_device(amp) ? AdamUpdate<C>(optim::adam_scalars_for(s, h, amp)) : host_f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {

@@ -1,8 +1,8 @@
 #pragma once
 // Host launchers of the optimizer and clipping kernels (cuda/kernels/optim.cu), with the signatures of
-// optim/update.h's tables; register_optim() puts them there (called from cuda/register.cpp). Every
+// ops/kernels/optim.h's tables; register_optim() puts them there (called from cuda/register.cpp). Every
 // launcher enqueues on the device's stream and checks the launch; none synchronises.
-#include "optim/update.h"
+#include "ops/kernels/optim.h"
 
 namespace hg::cuda {
 

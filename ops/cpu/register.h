@@ -8,8 +8,10 @@
 #include "ops/kernels/gemm.h"
 #include "ops/kernels/loss.h"
 #include "ops/kernels/norm.h"
+#include "ops/kernels/optim.h"
 #include "ops/kernels/pool.h"
 #include "ops/kernels/reduce.h"
+#include "ops/kernels/scaler.h"
 
 namespace hg::cpu {
 
@@ -45,5 +47,14 @@ void register_dropout(DispatchTable<DropoutKernel>& t);
 // ops/cpu/embedding.cpp
 void register_embedding(DispatchTable<EmbeddingKernel>& t);
 void register_embedding_backward(DispatchTable<EmbeddingKernel>& t);
+// ops/cpu/optim.cpp (the tables' accessors are optim/optimizer.cpp's)
+void register_sgd(DispatchTable<optim::SgdKernel>& t);
+void register_adam(DispatchTable<optim::AdamKernel>& t);
+void register_grad_norm(DispatchTable<optim::GradNormKernel>& t);
+void register_clip_coef(DispatchTable<optim::ClipCoefKernel>& t);
+void register_grad_transform(DispatchTable<optim::GradTransformKernel>& t);
+// ops/cpu/scaler.cpp (the tables' accessors are amp/grad_scaler.cpp's)
+void register_unscale(DispatchTable<amp::UnscaleKernel>& t);
+void register_scaler_state(DispatchTable<amp::ScalerStateKernel>& t);
 
 }  // namespace hg::cpu

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "amp/grad_scaler.h"
-#include "amp/scaler_math.h"
+#include "ops/kernels/scaler.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"

@@ -1,5 +1,5 @@
 // SGD, Adam and AdamW step by step against references written here in double from torch 1.13's
-// formulas (independently of optim/update.h); F16/BF16 parameters; state dicts; clipping.
+// formulas (independently of ops/kernels/optim.h); F16/BF16 parameters; state dicts; clipping.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/sgd.h"
-#include "optim/update.h"
+#include "ops/kernels/optim.h"
 #include "test_util.h"
 
 using namespace hg;

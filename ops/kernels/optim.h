@@ -1,6 +1,6 @@
 #pragma once
 // The per-element math of the optimizer updates and of gradient clipping, written once as HG_HD
-// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (optim/cpu_update.cpp) and the CUDA kernels
+// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (ops/cpu/optim.cpp) and the CUDA kernels
 // (cuda/kernels/optim.cu); then the kernels' argument structs and their dispatch tables.
 //
 // The formulas are torch 1.13's non-fused single-tensor ones (torch/optim/sgd.py, adam.py, adamw.py)
@@ -52,7 +52,7 @@ struct SgdUpdate {
         use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
 
   // p and buf are updated in place; buf is unused without momentum. The flags as template arguments
-  // let a CPU loop pick its variant once (optim/cpu_update.cpp): with them read per element GCC kept
+  // let a CPU loop pick its variant once (ops/cpu/optim.cpp): with them read per element GCC kept
   // the loop scalar.
   template <bool kMomentum, bool kFirst, bool kNesterov>
   HG_HD void apply(C& p, C g, C& buf) const {
@@ -341,7 +341,7 @@ using GradTransformKernel = void (*)(const GradTransformArgs& a);
 using ClipCoefKernel = void (*)(const ClipCoefArgs& a);
 
 // Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
-// (optim/cpu_update.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
+// (ops/cpu/optim.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
 DispatchTable<SgdKernel>& sgd_kernels();
 DispatchTable<AdamKernel>& adam_kernels();
 DispatchTable<GradNormKernel>& grad_norm_kernels();

@@ -1,4 +1,5 @@
-// CPU kernels of the optimizer updates and of gradient clipping, and the tables of optim/update.h.
+// CPU kernels of the optimizer updates and of gradient clipping (ops/kernels/optim.h), registered in its
+// tables by the cpu::register_* functions at the end (ops/cpu/register.h).
 // One fused pass per parameter, in blocks of kBlock elements: F16/BF16 blocks are widened to F32 with
 // the bulk converters and rounded back once (or read from and written to the F32 master copy); F32
 // and F64 buffers are updated in place. OpenMP only above kParallel elements: below that a parallel
@@ -14,7 +15,8 @@
 
 #include "core/parallel.h"
 #include "ops/cpu/blocks.h"
-#include "optim/update.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/optim.h"
 
 namespace hg::optim {
 namespace {
@@ -232,39 +234,24 @@ void grad_transform_cpu(const GradTransformArgs& a) {
 
 }  // namespace
 
-// Each table as every table is built (core/dispatch_table.h): its name and the CPU's slots.
-DispatchTable<SgdKernel>& sgd_kernels() {
-  static DispatchTable<SgdKernel> t{"SGD.step", [](auto& d) {
-    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &sgd_cpu<T>; });
-  }};
-  return t;
-}
-
-DispatchTable<AdamKernel>& adam_kernels() {
-  static DispatchTable<AdamKernel> t{"Adam.step", [](auto& d) {
-    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &adam_cpu<T>; });
-  }};
-  return t;
-}
-
-DispatchTable<GradNormKernel>& grad_norm_kernels() {
-  static DispatchTable<GradNormKernel> t{"clip_grad_norm_", [](auto& d) {
-    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &grad_norm_cpu<T>; });
-  }};
-  return t;
-}
-
-DispatchTable<ClipCoefKernel>& clip_coef_kernels() {
-  static DispatchTable<ClipCoefKernel> t{"clip_grad_norm_ (factor)",
-                                         [](auto& d) { d.set(DeviceType::CPU, DType::F64, &clip_coef); }};
-  return t;
-}
-
-DispatchTable<GradTransformKernel>& grad_transform_kernels() {
-  static DispatchTable<GradTransformKernel> t{"clip_grad", [](auto& d) {
-    d.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &grad_transform_cpu<T>; });
-  }};
-  return t;
-}
-
 }  // namespace hg::optim
+
+namespace hg::cpu {
+
+void register_sgd(DispatchTable<optim::SgdKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::sgd_cpu<T>; });
+}
+void register_adam(DispatchTable<optim::AdamKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::adam_cpu<T>; });
+}
+void register_grad_norm(DispatchTable<optim::GradNormKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_norm_cpu<T>; });
+}
+void register_clip_coef(DispatchTable<optim::ClipCoefKernel>& t) {
+  t.set(DeviceType::CPU, DType::F64, &optim::clip_coef);
+}
+void register_grad_transform(DispatchTable<optim::GradTransformKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_transform_cpu<T>; });
+}
+
+}  // namespace hg::cpu
