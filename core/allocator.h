@@ -17,7 +17,7 @@ class Allocator {
   virtual void raw_free(void* p, size_t nbytes, Device dev) = 0;
   // Copies bytes where at least one side is this allocator's device (the other may be the CPU).
   virtual void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
-  // Writes the low elem_size bytes of `pattern` (2, 4 or 8) to n elements at dst on dev, without waiting
+  // Writes the low elem_size bytes of `pattern` (1, 2, 4 or 8) to n elements at dst on dev, without waiting
   // for the device: zeros/ones/full on a GPU then make no host copy and no sync (a CUDA graph can
   // capture them).
   virtual void fill(void* dst, Device dev, int64_t n, size_t elem_size, uint64_t pattern);

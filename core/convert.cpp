@@ -243,6 +243,31 @@ void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n) {
   f32_to_bf16_scalar(src, dst, n);
 }
 
+void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
+  HG_CHECK(is_fp8(dt), "convert_f8_to_f32: dtype ", dt, " is not an FP8 dtype");
+  struct Tables {  // the 256 values of each format, built once
+    float e4m3[256], e5m2[256];
+    Tables() {
+      for (int b = 0; b < 256; ++b) {
+        e4m3[b] = f8e4m3_bits_to_float(static_cast<uint8_t>(b));
+        e5m2[b] = f8e5m2_bits_to_float(static_cast<uint8_t>(b));
+      }
+    }
+  };
+  static const Tables tables;
+  const float* lut = dt == DType::F8E4M3 ? tables.e4m3 : tables.e5m2;
+  for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
+}
+
+void convert_f32_to_f8(const float* src, uint8_t* dst, DType dt, int64_t n, bool saturate) {
+  HG_CHECK(is_fp8(dt), "convert_f32_to_f8: dtype ", dt, " is not an FP8 dtype");
+  if (dt == DType::F8E4M3) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_f8e4m3_bits(src[i], saturate);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_f8e5m2_bits(src[i], saturate);
+  }
+}
+
 void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
   if (n <= 0) return;
   const DType st = src_dtype, dt = dst_dtype;
@@ -254,10 +279,12 @@ void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   if (st == DType::F32 && dt == DType::BF16) return convert_f32_to_bf16(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
   if (st == DType::F16 && dt == DType::F32) return convert_f16_to_f32(static_cast<const f16*>(src), static_cast<float*>(dst), n);
   if (st == DType::BF16 && dt == DType::F32) return convert_bf16_to_f32(static_cast<const bf16*>(src), static_cast<float*>(dst), n);
-  if (is_low_precision(st) || is_low_precision(dt)) {
-    // The other side is F16/BF16, F64 or I64: go through f32 in cache-sized blocks. Widening to f32
-    // is exact; narrowing F64/I64 to a 2-byte type rounds twice (to float, then to 16 bits), as
-    // PyTorch's CPU cast does (c10::Half/BFloat16 are constructed from float).
+  if (is_fp8(st) && dt == DType::F32) return convert_f8_to_f32(static_cast<const uint8_t*>(src), st, static_cast<float*>(dst), n);
+  if (st == DType::F32 && is_fp8(dt)) return convert_f32_to_f8(static_cast<const float*>(src), static_cast<uint8_t*>(dst), dt, n);
+  if (is_low_precision(st) || is_low_precision(dt) || is_fp8(st) || is_fp8(dt)) {
+    // The other side is F16/BF16/FP8, F64 or I64: go through f32 in cache-sized blocks. Widening to f32
+    // is exact; narrowing F64/I64 to a 1- or 2-byte type rounds twice (to float, then to 16 or 8 bits), as
+    // PyTorch's CPU cast does (c10::Half/BFloat16/Float8_* are constructed from float).
     constexpr int64_t kBlock = 1024;
     float buf[kBlock];
     const auto* s = static_cast<const char*>(src);

@@ -87,6 +87,7 @@ class DispatchTable : public DispatchTableBase {
   Fn get(Device dev, DType t) const {
     if (!dev.is_cpu()) load_backend(dev.type);
     Fn f = fns_[static_cast<int>(dev.type)][static_cast<int>(t)];
+    if (f == nullptr && is_fp8(t)) fail_storage_only(t, name());
     HG_CHECK(f != nullptr, name(), ": no kernel for dtype ", t, " on device ", dev,
              "; supported dtypes are the floating ones (F32, F16, BF16, F64) unless the op says otherwise");
     mark_called(dev.type, t);

@@ -25,12 +25,12 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
   check_shape(op, s);
   Tensor t = empty(s, {.dtype = o.dtype});
   const int64_t n = t.numel();
-  visit_dtype(o.dtype, [&](auto tag) {
+  visit_storage_dtype(o.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(t.data_ptr());
     auto fill = [&](int64_t i) {
       const double v = gen(i);
-      if constexpr (sizeof(T) == 2) p[i] = from_float<T>(static_cast<float>(v));
+      if constexpr (sizeof(T) <= 2) p[i] = from_float<T>(static_cast<float>(v));
       else p[i] = static_cast<T>(v);
     };
     parallel_for(n, n > 65536, fill);  // small fills stay off the OpenMP team
@@ -46,10 +46,10 @@ Tensor device_constant(const char* op, Shape s, double value, TensorOptions o) {
   check_shape(op, s);
   Tensor t = empty(std::move(s), {.dtype = o.dtype, .device = o.device});
   uint64_t bits = 0;
-  visit_dtype(o.dtype, [&](auto tag) {
+  visit_storage_dtype(o.dtype, [&](auto tag) {
     using T = decltype(tag);
     T v;
-    if constexpr (sizeof(T) == 2) v = from_float<T>(static_cast<float>(value));
+    if constexpr (sizeof(T) <= 2) v = from_float<T>(static_cast<float>(value));
     else v = static_cast<T>(value);
     std::memcpy(&bits, &v, sizeof(T));  // little-endian: the low bytes
   });

@@ -131,7 +131,7 @@ template <class T> using compute_t = typename compute_type<T>::type;
 // Widen any storage type to its compute type, and round back.
 template <class T> HG_HD compute_t<T> load(T v) { return static_cast<compute_t<T>>(to_float(v)); }
 template <class T> HG_HD T store(compute_t<T> v) {
-  if constexpr (sizeof(T) == 2) return from_float<T>(v);
+  if constexpr (sizeof(T) <= 2) return from_float<T>(v);  // the 16- and 8-bit formats
   else return static_cast<T>(v);
 }
 

@@ -285,9 +285,18 @@ struct Entry {
   size_t pos = 0;  // of its header entry
 };
 
+// The format's dtype strings: halfgrad's names, except FP8's (safetensors writes F8_E4M3 and F8_E5M2).
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::F8E4M3: return "F8_E4M3";
+    case DType::F8E5M2: return "F8_E5M2";
+    default: return dtype_name(t);
+  }
+}
+
 bool dtype_from_name(const std::string& s, DType& out) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64})
-    if (s == dtype_name(t)) return out = t, true;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2})
+    if (s == safetensors_dtype(t)) return out = t, true;
   return false;
 }
 
@@ -337,7 +346,7 @@ class HeaderReader {
     e.pos = v.pos;
     if (dtype->kind != Json::Kind::String) fail(tn, "'s dtype is not a string");
     if (!dtype_from_name(dtype->text, e.dtype))
-      fail(tn, " has dtype '", dtype->text, "', which halfgrad does not support (it reads F32, F16, BF16, F64, I64)");
+      fail(tn, " has dtype '", dtype->text, "', which halfgrad does not support (it reads F32, F16, BF16, F64, I64, F8_E4M3, F8_E5M2)");
     const std::vector<uint64_t> dims = counts(*shape, tn + "'s shape");
     const std::vector<uint64_t> off = counts(*offsets, tn + "'s data_offsets");
     if (off.size() != 2) fail(tn, "'s data_offsets has ", off.size(), " numbers; it must be [begin, end]");
@@ -526,7 +535,7 @@ std::string header_json(const std::vector<Planned>& ps, const std::map<std::stri
   for (const Planned* p : by_name) {
     if (h.size() > 1) h += ',';
     json_string(h, *p->name);
-    h += ":{\"dtype\":\"" + std::string(dtype_name(p->host.dtype())) + "\",\"shape\":[";
+    h += ":{\"dtype\":\"" + std::string(safetensors_dtype(p->host.dtype())) + "\",\"shape\":[";
     for (int64_t d = 0; d < p->host.ndim(); ++d) {
       if (d > 0) h += ',';
       h += std::to_string(p->host.size(d));

@@ -5,7 +5,7 @@
 //             "__metadata__": {"<key>": "<value>", ...} (optional, strings only)}, padded with spaces
 //   the rest  the data buffer: each tensor's bytes, contiguous, row-major, little-endian, at
 //             [begin, end) counted from the buffer's start
-// halfgrad reads and writes the dtypes it has: F32, F16, BF16, F64, I64.
+// halfgrad reads and writes the dtypes it has: F32, F16, BF16, F64, I64, and FP8 as F8_E4M3 and F8_E5M2.
 //
 // Writes are atomic (core/atomic_file.h): the file goes to "<path>.hg-tmp.<pid>.<n>" beside path, is
 // flushed to the disk, and is renamed over path, so a crash or an error leaves either the old file or

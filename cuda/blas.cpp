@@ -78,6 +78,8 @@ cudaDataType_t cuda_type(DType t) {
     case DType::F16: return CUDA_R_16F;
     case DType::BF16: return CUDA_R_16BF;
     case DType::F64: return CUDA_R_64F;
+    case DType::F8E4M3: return CUDA_R_8F_E4M3;
+    case DType::F8E5M2: return CUDA_R_8F_E5M2;
     case DType::I64: break;
   }
   HG_FAIL("gemm: dtype ", t, " has no cuBLAS type; use F32, F16, BF16 or F64");

@@ -73,6 +73,8 @@ cudnnDataType_t data_type(DType t) {
     case DType::F16: return CUDNN_DATA_HALF;
     case DType::BF16: return CUDNN_DATA_BFLOAT16;
     case DType::F64: return CUDNN_DATA_DOUBLE;
+    case DType::F8E4M3: return CUDNN_DATA_FP8_E4M3;
+    case DType::F8E5M2: return CUDNN_DATA_FP8_E5M2;
     case DType::I64: break;
   }
   HG_FAIL("conv2d (cuDNN): dtype ", t, " is not supported; use F32, F16, BF16 or F64");

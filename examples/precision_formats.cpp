@@ -1,6 +1,7 @@
-// precision_formats: the bit layout, range and precision of F32, F16 and BF16, and how any value
-// rounds in each (round to nearest even, through halfgrad's own conversions: what a tensor of that
-// dtype would hold).
+// precision_formats: the bit layout, range and precision of F32, F16 and BF16, of the FP8 formats E4M3
+// and E5M2 and of the MX formats' E2M1 elements and E8M0 scales, and how any value rounds in each (round to
+// nearest even, through halfgrad's own conversions: what a tensor of that dtype would hold; FP8 as .to()
+// stores it, without saturation).
 //   precision_formats [VALUE...] [--csv FILE] [--sum N X] [--dot K]
 // VALUE is a decimal or hex float, inf, nan, or a power of two written 2^-24. Without values it decodes
 // a few instructive ones. --csv FILE writes the decoded values (one row per value and format).
@@ -23,6 +24,7 @@
 
 #include "amp/inspect/formats.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 
 using namespace hg;
@@ -144,13 +146,15 @@ Args parse_args(int argc, char** argv) {
 void print_formats() {
   std::printf("Formats: value = (-1)^sign x 1.mantissa x 2^(exponent - bias); "
               "subnormals (exponent bits 0) 0.mantissa x 2^(1 - bias)\n\n");
-  std::printf("%-5s %4s  %-13s %4s  %-10s %-10s  %-22s %-22s  %-22s %s\n", "", "bits", "sign|exp|mant", "bias",
+  std::printf("%-6s %4s  %-13s %4s  %-10s %-10s  %-22s %-22s  %-22s %s\n", "", "bits", "sign|exp|mant", "bias",
               "exponents", "max finite", "smallest normal", "smallest subnormal", "epsilon (1 + eps)", "digits");
-  for (DType dt : ins::kInspectedFormats) {
+  std::vector<DType> formats(ins::kInspectedFormats.begin(), ins::kInspectedFormats.end());
+  formats.insert(formats.end(), ins::kFp8Formats.begin(), ins::kFp8Formats.end());
+  for (DType dt : formats) {
     const ins::FormatInfo& f = ins::format_info(dt);
     const std::string layout = "1|" + std::to_string(f.exponent_bits) + "|" + std::to_string(f.mantissa_bits);
     const std::string range = std::to_string(f.min_exponent) + ".." + std::to_string(f.max_exponent);
-    std::printf("%-5s %4d  %-13s %4d  %-10s %-10s  %-22s %-22s  %-22s %.2f (%d..%d)\n", f.name, f.total_bits,
+    std::printf("%-6s %4d  %-13s %4d  %-10s %-10s  %-22s %-22s  %-22s %.2f (%d..%d)\n", f.name, f.total_bits,
                 layout.c_str(), f.exponent_bias, range.c_str(), sci(f.max_finite, 4).c_str(),
                 with_pow2(f.min_normal).c_str(), with_pow2(f.min_subnormal).c_str(), with_pow2(f.epsilon).c_str(),
                 f.decimal_digits, f.digits10, f.max_digits10);
@@ -158,7 +162,13 @@ void print_formats() {
   std::printf("\ndigits: significand bits x log10(2); in parentheses the decimal digits that always survive\n"
               "        decimal -> format -> decimal, and those needed to print every value of the format uniquely.\n"
               "F16 trades range for precision: max 65504, nothing below 2^-24 (loss scaling exists for this).\n"
-              "BF16 keeps F32's range but only 8 significand bits: about 2.4 decimal digits instead of 7.2.\n");
+              "BF16 keeps F32's range but only 8 significand bits: about 2.4 decimal digits instead of 7.2.\n"
+              "F8E4M3 (\"fn\": finite only) uses its top exponent for numbers up to %g, keeping only s.1111.111 for NaN;\n"
+              "  it has no inf, so a non-saturating cast past %g gives NaN. F8E5M2 is F16's upper byte (max %g, inf, NaN).\n"
+              "  FP8 training keeps a scale per tensor (or per block) so values land in these 5 to 6 binades of range.\n"
+              "MX block formats (OCP Microscaling): E2M1 elements (MXFP4: 0, 0.5, 1, 1.5, 2, 3, 4, %g, no inf or NaN) and\n"
+              "  E8M0 scales (2^-127 .. 2^127, powers of two only, 0xff = NaN), one scale per 32 elements.\n",
+              kF8E4M3Max, kF8E4M3Max + 16.0 /* halfway to the next step, 480 */, kF8E5M2Max, e2m1_bits_to_float(0x7));
 }
 
 // What happened to the value, in words.
@@ -166,6 +176,8 @@ std::string note(const ins::Decoded& d) {
   const bool finite_in = std::isfinite(d.input);
   if (std::isnan(d.input)) return "NaN stays NaN";
   if (d.value_class == ins::ValueClass::Inf && finite_in) return "overflow: above max finite";
+  if (d.value_class == ins::ValueClass::NaN && finite_in) return "overflow: NaN (no inf in this format)";
+  if (d.value_class == ins::ValueClass::NaN && !std::isnan(d.input)) return "inf becomes NaN (no inf in this format)";
   if (d.value_class == ins::ValueClass::Zero && d.input != 0) return "underflow: flushed to zero";
   std::string s = d.abs_error == 0 ? "exact" : "rounded";
   if (d.value_class == ins::ValueClass::Subnormal) {
@@ -176,12 +188,20 @@ std::string note(const ins::Decoded& d) {
   return s;
 }
 
-void print_decoded(const std::string& label, const std::array<ins::Decoded, 3>& ds) {
+// `value` in every format shown: the AMP formats, then FP8.
+std::vector<ins::Decoded> decode_all(double value) {
+  std::vector<ins::Decoded> ds;
+  for (const ins::Decoded& d : ins::decode(value)) ds.push_back(d);
+  for (DType dt : ins::kFp8Formats) ds.push_back(ins::decode(value, dt));
+  return ds;
+}
+
+void print_decoded(const std::string& label, const std::vector<ins::Decoded>& ds) {
   std::printf("\n%s  (as a double: %s)\n", label.c_str(), shortest(ds[0].input).c_str());
-  std::printf("  %-5s %-35s %-11s %-10s %5s  %-24s %-11s %-11s %s\n", "", "sign|exponent|mantissa", "hex", "class",
+  std::printf("  %-6s %-35s %-11s %-10s %5s  %-24s %-11s %-11s %s\n", "", "sign|exponent|mantissa", "hex", "class",
               "exp", "stored value", "abs error", "rel error", "spacing");
   for (const ins::Decoded& d : ds) {
-    std::printf("  %-5s %-35s %-11s %-10s %5d  %-24s %-11s %-11s %-11s %s\n", dtype_name(d.dtype), d.bit_string.c_str(),
+    std::printf("  %-6s %-35s %-11s %-10s %5d  %-24s %-11s %-11s %-11s %s\n", dtype_name(d.dtype), d.bit_string.c_str(),
                 ins::bits_hex(d.dtype, d.bits).c_str(), ins::value_class_name(d.value_class), d.exponent,
                 shortest(d.value).c_str(), sci(d.abs_error, 3).c_str(), sci(d.rel_error, 3).c_str(),
                 sci(d.spacing, 3).c_str(), note(d).c_str());
@@ -194,7 +214,7 @@ void write_csv(const std::string& path, const Args& a) {
            "; choose a writable path for --csv");
   std::fprintf(f, "input,format,value,bits,hex,class,exponent,abs_error,rel_error,spacing\n");
   for (size_t i = 0; i < a.values.size(); ++i) {
-    for (const ins::Decoded& d : ins::decode(a.values[i])) {
+    for (const ins::Decoded& d : decode_all(a.values[i])) {
       std::fprintf(f, "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s\n", shortest(d.input).c_str(), dtype_name(d.dtype),
                    shortest(d.value).c_str(), d.bit_string.c_str(), ins::bits_hex(d.dtype, d.bits).c_str(),
                    ins::value_class_name(d.value_class), d.exponent, shortest(d.abs_error).c_str(),
@@ -203,7 +223,7 @@ void write_csv(const std::string& path, const Args& a) {
   }
   const bool ok = std::fclose(f) == 0;
   HG_CHECK(ok, "precision_formats: writing '", path, "' failed; check the disk and the path");
-  std::printf("\nwrote %zu rows to %s\n", a.values.size() * ins::kInspectedFormats.size(), path.c_str());
+  std::printf("\nwrote %zu rows to %s\n", a.values.size() * decode_all(0.0).size(), path.c_str());
 }
 
 
@@ -313,7 +333,7 @@ int main(int argc, char** argv) {
     const Args a = parse_args(argc, argv);
     if (!a.values.empty()) {
       print_formats();
-      for (size_t i = 0; i < a.values.size(); ++i) print_decoded(a.labels[i], ins::decode(a.values[i]));
+      for (size_t i = 0; i < a.values.size(); ++i) print_decoded(a.labels[i], decode_all(a.values[i]));
       if (!a.csv.empty()) write_csv(a.csv, a);
     }
     if (a.sum_n > 0) run_sum(a);

@@ -130,8 +130,9 @@ void Optimizer::add_params(const char* opt, const std::vector<Tensor>& params) {
   for (size_t j = 0; j < params.size(); ++j) {
     const Tensor& p = params[j];
     HG_CHECK(p.defined(), opt, ": parameter ", j, " of the group is undefined; pass initialised tensors");
-    HG_CHECK(is_floating(p.dtype()), opt, ": parameter ", j, " has dtype ", p.dtype(),
-             "; only floating tensors (F32, F16, BF16, F64) can be optimized");
+    HG_CHECK(is_floating(p.dtype()) && !is_fp8(p.dtype()), opt, ": parameter ", j, " has dtype ", p.dtype(),
+             "; only F32, F16, BF16 and F64 tensors can be optimized (FP8 is a storage format: keep the parameter "
+             "in BF16 or F32 and quantize it for the GEMM)");
     HG_CHECK(p.is_leaf(), opt, ": parameter ", j, " is not a leaf (it was made by '", p.grad_fn()->name,
              "'); optimize leaf tensors, e.g. the model's parameters or x.detach().requires_grad_()");
     HG_CHECK(seen.insert(p.unsafe_impl()).second, opt, ": parameter ", j,

@@ -39,6 +39,8 @@ MathKind storage_kind(DType dt) {
     case DType::F16: return MathKind::F32OnF16Storage;
     case DType::BF16: return MathKind::F32OnBF16Storage;
     case DType::I64: return MathKind::Integer;
+    case DType::F8E4M3:
+    case DType::F8E5M2: break;  // no kernel computes on FP8 storage (its GEMM decodes it first)
   }
   return MathKind::F32;
 }

@@ -12,7 +12,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <class T> inline constexpr bool is_half_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+// The storage formats that convert through float: F16, BF16 and the FP8 formats (non-saturating, as the
+// CPU's .to(dtype)).
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_same_v<T, f8e4m3> ||
+                                  std::is_same_v<T, f8e5m2>;
 
 template <class T> __device__ __forceinline__ float widen(T v) {
   if constexpr (is_half_v<T>) return to_float(v);
@@ -23,7 +27,7 @@ template <class T> __device__ __forceinline__ T narrow(float f) {
   else return static_cast<T>(f);
 }
 
-// The CPU's convert_any, element by element: a cast touching F16/BF16 goes through f32 (so F64 and
+// The CPU's convert_any, element by element: a cast touching F16/BF16/FP8 goes through f32 (so F64 and
 // I64 round twice, as PyTorch's CPU cast); F32/F64/I64 among themselves are C casts (float -> I64
 // truncates toward zero; NaN or out-of-range to I64 is excluded by the caller).
 template <class S, class D> __device__ __forceinline__ D convert_one(S v) {
@@ -81,8 +85,8 @@ void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t 
                                   cudaMemcpyDeviceToDevice, ctx.stream));
     return;
   }
-  visit_dtype(src_dtype, [&](auto s) {
-    visit_dtype(dst_dtype, [&](auto d) { launch_cast<decltype(s), decltype(d)>(ctx, src, dst, n); });
+  visit_storage_dtype(src_dtype, [&](auto s) {
+    visit_storage_dtype(dst_dtype, [&](auto d) { launch_cast<decltype(s), decltype(d)>(ctx, src, dst, n); });
   });
 }
 
@@ -91,12 +95,14 @@ void fill_pattern(void* dst, int64_t n, size_t elem_size, uint64_t pattern) {
   DeviceContext& ctx = context_for(dst);
   const unsigned grid = grid_for(ctx, n, kThreads);
   switch (elem_size) {
+    case 1: launch(fill_kernel<uint8_t>, grid, kThreads, 0, ctx.stream, static_cast<uint8_t*>(dst), n,
+                   static_cast<uint8_t>(pattern)); break;
     case 2: launch(fill_kernel<uint16_t>, grid, kThreads, 0, ctx.stream, static_cast<uint16_t*>(dst), n,
                    static_cast<uint16_t>(pattern)); break;
     case 4: launch(fill_kernel<uint32_t>, grid, kThreads, 0, ctx.stream, static_cast<uint32_t*>(dst), n,
                    static_cast<uint32_t>(pattern)); break;
     case 8: launch(fill_kernel<uint64_t>, grid, kThreads, 0, ctx.stream, static_cast<uint64_t*>(dst), n, pattern); break;
-    default: HG_FAIL("fill: element size ", elem_size, " is not supported (2, 4 or 8 bytes)");
+    default: HG_FAIL("fill: element size ", elem_size, " is not supported (1, 2, 4 or 8 bytes)");
   }
 }
 
@@ -108,10 +114,11 @@ void strided_copy(const StridedCopy& c) {
   DeviceContext& ctx = context_for(c.dst);
   const unsigned grid = grid_for(ctx, numel, kThreads);
   switch (c.elem_size) {
+    case 1: launch(strided_copy_kernel<uint8_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
     case 2: launch(strided_copy_kernel<uint16_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
     case 4: launch(strided_copy_kernel<uint32_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
     case 8: launch(strided_copy_kernel<uint64_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
-    default: HG_FAIL("copy: element size ", c.elem_size, " is not supported (2, 4 or 8 bytes)");
+    default: HG_FAIL("copy: element size ", c.elem_size, " is not supported (1, 2, 4 or 8 bytes)");
   }
 }
 

@@ -541,9 +541,11 @@ void run(const ConvArgs& a, Pass pass) {
 #endif
       return run_widened(a, pass, &f32_run);
     case DType::F16: return run_widened(a, pass, &f32_run);
-    case DType::I64: break;
+    case DType::I64:
+    case DType::F8E4M3:
+    case DType::F8E5M2: break;
   }
-  HG_FAIL("conv2d: dtype I64 is not supported; use F32, F16, BF16 or F64");
+  HG_FAIL("conv2d: dtype ", a.dtype, " is not supported; use F32, F16, BF16 or F64");
 }
 
 void run_im2col(const ConvArgs& a, Pass pass) {

@@ -128,6 +128,7 @@ void strided_row_as(const char* src, int64_t ss, char* dst, int64_t ds, int64_t 
 // One strided row, typed by element size (a memcpy per element is ~10x slower for transposes).
 void strided_row(const char* src, int64_t ss, char* dst, int64_t ds, int64_t n, int64_t es) {
   switch (es) {
+    case 1: return strided_row_as<uint8_t>(src, ss, dst, ds, n);
     case 2: return strided_row_as<uint16_t>(src, ss, dst, ds, n);
     case 4: return strided_row_as<uint32_t>(src, ss, dst, ds, n);
     case 8: return strided_row_as<uint64_t>(src, ss, dst, ds, n);

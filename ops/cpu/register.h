@@ -5,6 +5,7 @@
 #include "ops/kernels/dropout.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/embedding.h"
+#include "ops/kernels/fp8.h"
 #include "ops/kernels/gemm.h"
 #include "ops/kernels/loss.h"
 #include "ops/kernels/norm.h"
@@ -47,6 +48,10 @@ void register_dropout(DispatchTable<DropoutKernel>& t);
 // ops/cpu/embedding.cpp
 void register_embedding(DispatchTable<EmbeddingKernel>& t);
 void register_embedding_backward(DispatchTable<EmbeddingKernel>& t);
+// ops/cpu/fp8.cpp
+void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t);
+void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t);
+void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t);
 // ops/cpu/optim.cpp (the tables' accessors are optim/optimizer.cpp's)
 void register_sgd(DispatchTable<optim::SgdKernel>& t);
 void register_adam(DispatchTable<optim::AdamKernel>& t);

@@ -609,6 +609,24 @@ std::vector<OpCase> op_cases() {
                    Generator g(1234);
                    return one(dropout(in[0], {.p = double(c.dims[0]) / 10.0, .generator = &g}));
                  }});
+  // per-tensor FP8 scaling: amax, the scale from it, the scaled casts (E4M3 saturated, E5M2 not) and the decode
+  ops.push_back({"fp8_quantize", "fp8_quantize, fp8_scale_update, fp8_dequantize", Check::Exact,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("fp8", dt)), dt};
+                   return std::vector<Case>{{"(33,17)", {m.normal({33, 17}, 30.0)}, {false}},
+                                            {"(1)", {m.normal({1})}, {false}},
+                                            {"large", {m.normal({kLarge}, 1e-3)}, {false}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case&) {
+                   const Tensor a = amax(in[0]);
+                   const Tensor s4 = fp8_scale_from_amax(a, DType::F8E4M3, {.margin = 0.5f});
+                   const Tensor s5 = fp8_scale_from_amax(a, DType::F8E5M2, {.pow2 = true});
+                   const Tensor big = mul(s5, 4.0);  // past E5M2's range: inf without saturation
+                   const Tensor q4 = fp8_quantize(in[0], DType::F8E4M3, s4);
+                   const Tensor q5 = fp8_quantize(in[0], DType::F8E5M2, big, {.saturate = false});
+                   return std::vector<Tensor>{a, s4, s5, fp8_dequantize(q4, rdiv(1.0, s4), in[0].dtype()),
+                                              fp8_dequantize(q5, rdiv(1.0, big), in[0].dtype())};
+                 }});
   // embedding: repeated indices (scatter-add), padding_idx, no indices, many rows
   ops.push_back({"embedding", "embedding, embedding backward", Check::Reduction,
                  [](DType dt) {

@@ -279,7 +279,7 @@ TEST_CASE("gpu: mixed-dtype binary ops promote like on the CPU", "[gpu]") {
 }
 
 TEST_CASE("gpu: casts among every dtype pair are bit-exact", "[gpu]") {
-  const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64};
+  const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2};
   for (DType from : all)
     for (DType to : all) {
       // values inside every type's range; I64 sources hold integers, float -> I64 truncates
@@ -334,6 +334,70 @@ TEST_CASE("gpu: F16 <-> F32 casts give the host's bits: every F16 pattern, every
   }
   CHECK(narrow_diff == 0);
   CHECK(bits.size() > 250000);
+}
+
+// FP8 on the device is the host's integer code (core/fp8.h, HG_HD): every pattern widened, every F16 and
+// BF16 pattern narrowed (non-saturating, as .to(dtype)), and 1-byte copies and fills.
+TEST_CASE("gpu: FP8 casts give the host's bits: every FP8 pattern, every F16 and BF16 pattern", "[gpu]") {
+  for (const DType f8 : {DType::F8E4M3, DType::F8E5M2}) {
+    Tensor q = empty({256}, {.dtype = f8});
+    for (uint32_t i = 0; i < 256; ++i) static_cast<uint8_t*>(q.data_ptr())[i] = static_cast<uint8_t>(i);
+    for (const DType wide : {DType::F32, DType::F16, DType::BF16}) {
+      const Tensor host = q.to(wide), dev = gpu(q).to(wide).to(Device::cpu());
+      CHECK(std::memcmp(host.data_ptr(), dev.data_ptr(), host.nbytes()) == 0);
+    }
+    for (const DType src : {DType::F16, DType::BF16}) {
+      Tensor h = empty({65536}, {.dtype = src});
+      for (uint32_t i = 0; i < 65536; ++i) static_cast<uint16_t*>(h.data_ptr())[i] = static_cast<uint16_t>(i);
+      const Tensor host = h.to(f8), dev = gpu(h).to(f8).to(Device::cpu());
+      int64_t diff = 0;
+      for (int64_t i = 0; i < 65536; ++i) {
+        const uint8_t a = static_cast<const uint8_t*>(host.data_ptr())[i], b = static_cast<const uint8_t*>(dev.data_ptr())[i];
+        if (a != b && diff++ < 5) UNSCOPED_INFO(dtype_name(src) << " 0x" << std::hex << i << ": host 0x" << int(a) << ", gpu 0x" << int(b));
+      }
+      CHECK(diff == 0);
+    }
+    // 1-byte fills and strided copies
+    CHECK(full({3, 5}, 0.3, {.dtype = f8, .device = kGpu}).to(Device::cpu()).to_vector<float>() ==
+          full({3, 5}, 0.3, {.dtype = f8}).to_vector<float>());
+    const Tensor x = rnd({7, 9}, DType::F32).to(f8);
+    check_close(x.transpose(0, 1), gpu(x).transpose(0, 1), exact(), describe("transpose", f8, x.shape()));
+  }
+}
+
+// Per-tensor FP8 scaling (ops/fp8.h) on the device: the same amax, scales and bits as the CPU, for every
+// source dtype, both formats and both overflow modes, and a delayed-scaling history over several steps.
+TEST_CASE("gpu: FP8 amax, scaled casts and delayed scaling match the CPU bit for bit", "[gpu]") {
+  for (DType dt : kTypes) {
+    const Tensor x = cat({rnd({3000}, dt, 40.0), from_vector(std::vector<double>{0.0, -1e-9, 900.0, -70000.0}, {4}, {.dtype = dt})}, 0);
+    const Tensor xg = gpu(x);
+    check_close(amax(x), amax(xg).to(Device::cpu()), exact(), describe("amax", dt, x.shape()));
+    for (const DType f8 : {DType::F8E4M3, DType::F8E5M2}) {
+      const Tensor s = fp8_scale_from_amax(amax(x), f8, {.margin = 1.0f}), sg = fp8_scale_from_amax(amax(xg), f8, {.margin = 1.0f});
+      check_close(s, sg.to(Device::cpu()), exact(), describe("fp8_scale_from_amax", f8, x.shape()));
+      for (const bool sat : {true, false}) {
+        const Tensor big = full({}, 3.0);  // pushes the extremes past the format's range
+        Tensor acc = zeros({}), accg = zeros({}, {.device = kGpu});
+        const Tensor q = fp8_quantize(x, f8, big, {.saturate = sat, .amax = acc});
+        const Tensor qg = fp8_quantize(xg, f8, gpu(big), {.saturate = sat, .amax = accg});
+        CHECK(std::memcmp(q.data_ptr(), qg.to(Device::cpu()).data_ptr(), q.nbytes()) == 0);
+        check_close(acc, accg.to(Device::cpu()), exact(), "amax accumulated by fp8_quantize");
+        const Tensor inv = full({}, 1.0 / 3.0);
+        check_close(fp8_dequantize(q, inv, dt), fp8_dequantize(qg.to(Device::cpu()), inv, dt), exact(), "host decode");
+        check_close(fp8_dequantize(q, inv, dt), fp8_dequantize(qg, gpu(inv), dt), exact(), describe("fp8_dequantize", dt, x.shape()));
+      }
+    }
+  }
+  Fp8DelayedScaling host(DType::F8E4M3, {.history_len = 4}), dev(DType::F8E4M3, {.history_len = 4}, kGpu);
+  for (int step = 0; step < 7; ++step) {
+    const Tensor x = rnd({500}, DType::F32, std::ldexp(1.0, step - 3));
+    const Tensor q = host.quantize(x), qg = dev.quantize(gpu(x));
+    CHECK(std::memcmp(q.data_ptr(), qg.to(Device::cpu()).data_ptr(), q.nbytes()) == 0);
+    host.update();
+    dev.update();
+    check_close(host.amax_history(), dev.amax_history().to(Device::cpu()), exact(), "amax history");
+    check_close(host.scale(), dev.scale().to(Device::cpu()), exact(), "delayed scale");
+  }
 }
 
 TEST_CASE("gpu: transpose, permute, slice, cat and clone are exact", "[gpu]") {

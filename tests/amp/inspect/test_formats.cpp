@@ -97,7 +97,7 @@ TEST_CASE("inspect formats: constants match the encodings hg converts", "[inspec
     uint32_t max_bits, one_bits;
   };
   for (const Row& r : {Row{DType::F32, 0x7f7fffffu, 0x3f800000u}, Row{DType::F16, 0x7bffu, 0x3c00u},
-                       Row{DType::BF16, 0x7f7fu, 0x3f80u}}) {
+                       Row{DType::BF16, 0x7f7fu, 0x3f80u}, Row{DType::F8E4M3, 0x7eu, 0x38u}, Row{DType::F8E5M2, 0x7bu, 0x3cu}}) {
     INFO(dtype_name(r.dt));
     const FormatInfo& f = format_info(r.dt);
     CHECK(bits_value(r.dt, r.max_bits) == f.max_finite);
@@ -270,9 +270,38 @@ TEST_CASE("inspect formats: decode agrees with a brute-force nearest-even search
   }
 }
 
+TEST_CASE("inspect formats: the FP8 formats' layouts, limits and special values", "[inspect][cpu]") {
+  const FormatInfo& e4 = format_info(DType::F8E4M3);
+  CHECK(e4.total_bits == 8);
+  CHECK(e4.exponent_bias == 7);
+  CHECK(e4.max_exponent == 8);  // the top exponent holds numbers: 1.110 x 2^8 = 448
+  CHECK(!e4.has_inf);
+  CHECK(e4.max_finite == 448.0);
+  CHECK(e4.min_normal == std::ldexp(1.0, -6));
+  CHECK(e4.min_subnormal == std::ldexp(1.0, -9));
+  CHECK(e4.epsilon == 0.125);
+  const FormatInfo& e5 = format_info(DType::F8E5M2);
+  CHECK(e5.has_inf);
+  CHECK(e5.max_finite == 57344.0);
+  CHECK(e5.min_subnormal == std::ldexp(1.0, -16));
+  CHECK(e5.epsilon == 0.25);
+  // 448 is normal in E4M3's top binade; 465 is past it (NaN: no inf); inf becomes NaN too
+  CHECK(decode(448.0, DType::F8E4M3).value_class == ValueClass::Normal);
+  CHECK(decode(448.0, DType::F8E4M3).bit_string == "0|1111|110");
+  CHECK(decode(465.0, DType::F8E4M3).value_class == ValueClass::NaN);
+  CHECK(decode(465.0, DType::F8E4M3).exponent == e4.max_exponent + 1);
+  CHECK(decode(INFINITY, DType::F8E4M3).value_class == ValueClass::NaN);
+  CHECK(decode(70000.0, DType::F8E5M2).value_class == ValueClass::Inf);
+  CHECK(decode(0.1, DType::F8E4M3).value == 0.1015625);
+  CHECK(decode(0.1, DType::F8E4M3).bits == 0x1du);  // 0|0011|101: 1.625 x 2^-4
+  CHECK(bits_hex(DType::F8E5M2, 0x3c) == "0x3c");
+  CHECK(decode(std::ldexp(1.0, -8), DType::F8E4M3).value_class == ValueClass::Subnormal);
+  CHECK(decode(std::ldexp(1.0, -10), DType::F8E4M3).value_class == ValueClass::Zero);  // the tie goes to even 0
+}
+
 TEST_CASE("inspect formats: F64 and I64 are refused with the formats to use", "[inspect][cpu]") {
   REQUIRE_THROWS_AS(format_info(DType::F64), hg::Error);
-  REQUIRE_THROWS_WITH(format_info(DType::F64), Catch::Contains("dtype=F64") && Catch::Contains("use F32, F16 or BF16"));
+  REQUIRE_THROWS_WITH(format_info(DType::F64), Catch::Contains("dtype=F64") && Catch::Contains("use F32, F16, BF16, F8E4M3 or F8E5M2"));
   REQUIRE_THROWS_WITH(decode(1.0, DType::I64), Catch::Contains("inspect::format_info: dtype=I64"));
   REQUIRE_THROWS_WITH(bit_string(DType::F64, 0), Catch::Contains("not an inspected format"));
 }

@@ -1,0 +1,148 @@
+#pragma once
+// The 8-bit and smaller floating formats: the two FP8 formats of NVIDIA's Hopper/Ada Tensor Cores and
+// the OCP 8-bit floating point specification (OFP8), and the two formats of the OCP Microscaling (MX)
+// specification that halfgrad's block scaling uses. Integer code, usable on host and device (HG_HD).
+//
+//   format   bits       bias  largest finite         smallest normal  smallest subnormal  specials
+//   E4M3     s eeee mmm   7   448    (0 1111 110)    2^-6             2^-9                NaN = s 1111 111, no inf ("fn")
+//   E5M2     s eeeee mm  15   57344  (0 11110 11)    2^-14            2^-16               inf = s 11111 00, NaN = s 11111 {01,10,11}
+//   E2M1     s ee m       1   6      (0 11 1)        1                0.5                 none (MXFP4's elements)
+//   E8M0     eeeeeeee   127   2^127                  2^-127 (no sign, no zero, no subnormals)   NaN = 1111 1111 (MX's block scale)
+//
+// Rounding from F32 is to nearest, ties to even, with subnormals kept. What happens past the largest
+// finite value is the caller's choice:
+//   - saturate = false (the default, PyTorch's `.to(torch.float8_*)` and the OCP "non-saturating" mode,
+//     CUDA's __NV_NOSAT): E5M2 overflows to inf; E4M3, which has no inf, overflows to NaN; inf becomes
+//     inf (E5M2) or NaN (E4M3).
+//   - saturate = true (CUDA's __NV_SATFINITE, what the __nv_fp8_e4m3 constructor and Transformer Engine's
+//     casts do): anything past the largest finite value, inf included, becomes +-largest finite.
+// "Past the largest" means what rounds past it: E4M3 keeps 464 (the midpoint between 448 and the NaN
+// pattern's 480) as 448, ties to even, and only >= 480 overflows; E5M2's 61440 ties to 65536 and overflows.
+// NaN stays NaN in either mode, with its sign (the format's all-ones pattern: 0x7f or 0xff); NaN
+// payloads do not fit in 8 bits. A value at or below half the smallest subnormal rounds to a signed zero.
+// F64 sources are rounded to F32 first, as PyTorch's c10::Float8_* types are built from a float (a
+// double rounding, the same one PyTorch does).
+//
+// Widening is exact: every FP8 value is an F16, BF16 and F32 value (E5M2 is F16's upper byte).
+#include <cstdint>
+
+#include "core/half.h"
+#include "core/macros.h"
+
+namespace hg {
+
+struct alignas(1) f8e4m3 {
+  uint8_t bits;
+};
+struct alignas(1) f8e5m2 {
+  uint8_t bits;
+};
+static_assert(sizeof(f8e4m3) == 1 && sizeof(f8e5m2) == 1);
+
+namespace detail {
+
+// One minifloat format, for the rounding and decoding code below: M mantissa bits, exponent bias B,
+// the largest finite magnitude's bit pattern, and the patterns of inf (0 when there is none) and NaN.
+template <int M, int B, uint8_t MaxBits, uint8_t InfBits, uint8_t NanBits>
+struct Minifloat {
+  static constexpr int kMant = M, kBias = B;
+  static constexpr uint8_t kMax = MaxBits, kInf = InfBits, kNan = NanBits;
+};
+using E4M3 = Minifloat<3, 7, 0x7e, 0, 0x7f>;
+using E5M2 = Minifloat<2, 15, 0x7b, 0x7c, 0x7f>;
+
+// F32 -> minifloat magnitude bits of format F, rounded to nearest even; `ax` is |x|'s F32 bits (finite).
+// Returns a value above F::kMax when the rounded magnitude is past the largest finite value.
+template <class F>
+HG_HD uint32_t round_f32_magnitude(uint32_t ax) {
+  constexpr int kDrop = 23 - F::kMant;                  // mantissa bits F32 has that F lacks
+  constexpr uint32_t kMinNormalExp = 127 + 1 - F::kBias;  // F32 biased exponent of F's smallest normal
+  const uint32_t e = ax >> 23;
+  if (e >= kMinNormalExp) {
+    // a normal of F (or past its range): drop kDrop bits with ties to even; a mantissa carry bumps the
+    // exponent; then rebias 127 -> B
+    const uint32_t r = (ax + ((1u << (kDrop - 1)) - 1u) + ((ax >> kDrop) & 1u)) >> kDrop;
+    return r - ((127u - F::kBias) << F::kMant);
+  }
+  if (e == 0) return 0;  // F32 zero or subnormal: far below F's smallest subnormal
+  // F's subnormal range: value = mant * 2^(e-150), counted in units of 2^(1-B-M)
+  const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 151u - F::kBias - F::kMant - e;  // >= 24 - M
+  if (shift > 24) return 0;                               // below half the smallest subnormal
+  uint32_t m = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (m & 1u))) ++m;  // m may reach 2^M: the smallest normal, bits 0 0001 000
+  return m;
+}
+
+template <class F>
+HG_HD uint8_t float_to_minifloat(float f, bool saturate) {
+  const uint32_t x = float_bits(f);
+  const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | F::kNan;
+  if (ax == 0x7f800000u) return sign | (saturate ? F::kMax : (F::kInf ? F::kInf : F::kNan));
+  const uint32_t r = round_f32_magnitude<F>(ax);
+  if (r > F::kMax) return sign | (saturate ? F::kMax : (F::kInf ? F::kInf : F::kNan));
+  return static_cast<uint8_t>(sign | r);
+}
+
+template <class F>
+HG_HD float minifloat_to_float(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t mag = b & 0x7fu;
+  const uint32_t exp = mag >> F::kMant, mant = mag & ((1u << F::kMant) - 1u);
+  if (F::kInf != 0 && mag == F::kInf) return bits_float(sign | 0x7f800000u);
+  if (mag > F::kMax && mag != F::kInf) return bits_float(sign | 0x7fc00000u);  // a NaN pattern: quiet NaN
+  if (exp != 0) return bits_float(sign | ((exp + 127u - F::kBias) << 23) | (mant << (23 - F::kMant)));
+  // subnormal or zero: mant * 2^(1-B-M), exact in F32
+  const float v = static_cast<float>(mant) * bits_float((128u - F::kBias - F::kMant) << 23);
+  return bits_float(sign | float_bits(v));
+}
+
+}  // namespace detail
+
+HG_HD uint8_t float_to_f8e4m3_bits(float f, bool saturate = false) {
+  return detail::float_to_minifloat<detail::E4M3>(f, saturate);
+}
+HG_HD uint8_t float_to_f8e5m2_bits(float f, bool saturate = false) {
+  return detail::float_to_minifloat<detail::E5M2>(f, saturate);
+}
+HG_HD float f8e4m3_bits_to_float(uint8_t b) { return detail::minifloat_to_float<detail::E4M3>(b); }
+HG_HD float f8e5m2_bits_to_float(uint8_t b) { return detail::minifloat_to_float<detail::E5M2>(b); }
+
+HG_HD float to_float(f8e4m3 v) { return f8e4m3_bits_to_float(v.bits); }
+HG_HD float to_float(f8e5m2 v) { return f8e5m2_bits_to_float(v.bits); }
+template <> HG_HD f8e4m3 from_float<f8e4m3>(float f) { return f8e4m3{float_to_f8e4m3_bits(f)}; }
+template <> HG_HD f8e5m2 from_float<f8e5m2>(float f) { return f8e5m2{float_to_f8e5m2_bits(f)}; }
+
+// The largest finite values, as the scaling recipes need them.
+inline constexpr float kF8E4M3Max = 448.0f;
+inline constexpr float kF8E5M2Max = 57344.0f;
+
+// ---- the MX formats (OCP Microscaling v1.0): E2M1 elements and the E8M0 block scale ------------------
+// E2M1 (4 bits, kept in the low nibble of a byte): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. It has
+// no inf and no NaN, so conversion always saturates to +-6; a NaN becomes +-6 too, which is why an MX
+// block holding a NaN carries it in its scale instead (E8M0's 0xff). Ties to even.
+HG_HD uint8_t float_to_e2m1_bits(float f) {
+  const uint32_t x = detail::float_bits(f);
+  const uint8_t sign = static_cast<uint8_t>((x >> 28) & 0x8u);
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return sign | 0x7u;
+  const uint32_t r = detail::round_f32_magnitude<detail::Minifloat<1, 1, 0x7, 0, 0>>(ax);
+  return static_cast<uint8_t>(sign | (r > 0x7u ? 0x7u : r));
+}
+HG_HD float e2m1_bits_to_float(uint8_t b) {
+  const uint32_t mag = b & 0x7u;
+  const float v = mag < 2 ? 0.5f * static_cast<float>(mag)  // 0 and the subnormal 0.5
+                          : static_cast<float>(2u | (mag & 1u)) * detail::bits_float((125u + (mag >> 1)) << 23);
+  return (b & 0x8u) ? -v : v;
+}
+// E8M0: 2^(b - 127); 0xff is NaN. How a block's scale is chosen is the block-scaling recipe's business.
+HG_HD float e8m0_to_float(uint8_t b) {
+  if (b == 0xffu) return detail::bits_float(0x7fc00000u);
+  if (b == 0) return detail::bits_float(0x00400000u);  // 2^-127, an F32 subnormal
+  return detail::bits_float(static_cast<uint32_t>(b) << 23);
+}
+
+}  // namespace hg

@@ -1,0 +1,81 @@
+// Per-tensor FP8 scaling on the GPU (ops/kernels/fp8.h, the math ops/cpu/fp8.cpp runs): the scaled cast
+// with its amax in the same pass (a warp folds its threads' amaxes, lane 0 takes atomicMax on the bits, which
+// order as the values do for |x| and put NaN above inf), the scaled decode, and the one-thread scale update.
+#include "cuda/check.h"
+#include "cuda/context.h"
+#include "cuda/kernels/kernels.h"
+#include "cuda/launch.h"
+#include "ops/kernels/fp8.h"
+
+namespace hg::cuda {
+
+void register_fp8();
+
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class T, class Q>
+__global__ void __launch_bounds__(kThreads)
+    quantize_kernel(const T* __restrict__ x, Q* __restrict__ q, int64_t n, const float* __restrict__ scale_at,
+                    float* amax, bool saturate) {
+  const float scale = scale_at != nullptr ? *scale_at : 1.0f;
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = static_cast<float>(load(x[i]));
+    m = amax_fold(m, v);
+    if (q != nullptr) q[i] = fp8_encode<Q>(v * scale, saturate);
+  }
+  if (amax == nullptr) return;  // uniform across the grid: every lane of a warp leaves here or none
+  for (int o = 16; o > 0; o /= 2) m = amax_fold(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0 && m != 0.0f) atomicMax(reinterpret_cast<unsigned int*>(amax), hg::detail::float_bits(m));
+}
+
+template <class T>
+void quantize(const Fp8QuantizeArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.x);
+  const unsigned grid = grid_for(ctx, a.n, kThreads);
+  if (a.q_dtype == DType::F8E4M3)
+    launch(quantize_kernel<T, f8e4m3>, grid, kThreads, 0, ctx.stream, static_cast<const T*>(a.x),
+           static_cast<f8e4m3*>(a.q), a.n, a.scale, a.amax, a.saturate);
+  else
+    launch(quantize_kernel<T, f8e5m2>, grid, kThreads, 0, ctx.stream, static_cast<const T*>(a.x),
+           static_cast<f8e5m2*>(a.q), a.n, a.scale, a.amax, a.saturate);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    dequantize_kernel(const uint8_t* __restrict__ q, T* __restrict__ y, int64_t n, const float* __restrict__ scale_inv,
+                      bool e4m3) {
+  const float s = *scale_inv;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = store<T>((e4m3 ? f8e4m3_bits_to_float(q[i]) : f8e5m2_bits_to_float(q[i])) * s);
+}
+
+template <class T>
+void dequantize(const Fp8DequantizeArgs& a) {
+  if (a.n == 0) return;
+  DeviceContext& ctx = context_for(a.y);
+  launch(dequantize_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<const uint8_t*>(a.q),
+         static_cast<T*>(a.y), a.n, a.scale_inv, a.q_dtype == DType::F8E4M3);
+}
+
+__global__ void scale_kernel(Fp8ScaleArgs a) { fp8_scale_update(a); }
+
+void scale_update(const Fp8ScaleArgs& a) {
+  DeviceContext& ctx = context_for(a.scale);
+  launch(scale_kernel, 1, 1, 0, ctx.stream, a);
+}
+
+}  // namespace
+
+void register_fp8() {
+  fp8_quantize_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &quantize<T>; });
+  fp8_dequantize_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &dequantize<T>; });
+  fp8_scale_kernels().set(DeviceType::CUDA, DType::F32, &scale_update);
+}
+
+}  // namespace hg::cuda

@@ -1,0 +1,70 @@
+// CPU kernels of per-tensor FP8 scaling (ops/kernels/fp8.h): the scaled cast with its amax in one pass,
+// the scaled decode, and the recipes' one-thread scale update.
+#include <vector>
+
+#include "core/parallel.h"
+#include "ops/cpu/blocks.h"
+#include "ops/cpu/register.h"
+#include "ops/kernels/fp8.h"
+
+namespace hg::cpu {
+namespace {
+
+constexpr int64_t kPiece = 16384;     // elements per piece: one partial amax each
+constexpr int64_t kParallel = 65536;  // elements below which one thread is faster
+
+template <class T, class Q>
+void quantize_as(const Fp8QuantizeArgs& a) {
+  const T* x = static_cast<const T*>(a.x);
+  Q* q = static_cast<Q*>(a.q);
+  const float scale = a.scale != nullptr ? *a.scale : 1.0f;
+  const int64_t pieces = num_pieces(a.n, kPiece);
+  std::vector<float> partial(static_cast<size_t>(pieces), 0.0f);
+  parallel_for(pieces, a.n > kParallel, [&](int64_t p) {
+    const int64_t begin = p * kPiece, end = std::min(a.n, begin + kPiece);
+    float m = 0.0f;
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = static_cast<float>(load(x[i]));
+      if (a.amax != nullptr) m = amax_fold(m, v);
+      if (q != nullptr) q[i] = fp8_encode<Q>(v * scale, a.saturate);
+    }
+    partial[static_cast<size_t>(p)] = m;
+  });
+  if (a.amax == nullptr) return;
+  float m = *a.amax;
+  for (const float v : partial) m = amax_fold(m, v);
+  *a.amax = m;
+}
+
+template <class T>
+void quantize_kernel(const Fp8QuantizeArgs& a) {
+  if (a.q_dtype == DType::F8E4M3) quantize_as<T, f8e4m3>(a);
+  else quantize_as<T, f8e5m2>(a);
+}
+
+template <class T>
+void dequantize_kernel(const Fp8DequantizeArgs& a) {
+  const auto* q = static_cast<const uint8_t*>(a.q);
+  T* y = static_cast<T*>(a.y);
+  const float s = *a.scale_inv;
+  const bool e4m3 = a.q_dtype == DType::F8E4M3;
+  parallel_for(num_pieces(a.n, kPiece), a.n > kParallel, [&](int64_t p) {
+    const int64_t begin = p * kPiece, end = std::min(a.n, begin + kPiece);
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = store<T>((e4m3 ? f8e4m3_bits_to_float(q[i]) : f8e5m2_bits_to_float(q[i])) * s);
+  });
+}
+
+void scale_kernel(const Fp8ScaleArgs& a) { fp8_scale_update(a); }
+
+}  // namespace
+
+void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &quantize_kernel<T>; });
+}
+void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dequantize_kernel<T>; });
+}
+void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t) { t.set(DeviceType::CPU, DType::F32, &scale_kernel); }
+
+}  // namespace hg::cpu

@@ -1,0 +1,186 @@
+// Per-tensor FP8 scaling (ops/fp8.h): argument checks, then one kernel of ops/kernels/fp8.h's tables.
+#include "ops/fp8.h"
+
+#include <cmath>
+
+#include "ops/dispatch.h"
+#include "ops/cpu/register.h"
+
+namespace hg {
+
+DispatchTable<Fp8QuantizeKernel>& fp8_quantize_kernels() {
+  static DispatchTable<Fp8QuantizeKernel> t{"fp8_quantize", cpu::register_fp8_quantize};
+  return t;
+}
+DispatchTable<Fp8DequantizeKernel>& fp8_dequantize_kernels() {
+  static DispatchTable<Fp8DequantizeKernel> t{"fp8_dequantize", cpu::register_fp8_dequantize};
+  return t;
+}
+DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels() {
+  static DispatchTable<Fp8ScaleKernel> t{"fp8_scale_update", cpu::register_fp8_scale};
+  return t;
+}
+
+namespace {
+
+void check_fp8(const char* op, DType fp8) {
+  HG_CHECK(is_fp8(fp8), op, ": dtype ", fp8, " is not an FP8 format; use DType::F8E4M3 (forward) or DType::F8E5M2 (gradients)");
+}
+
+// A 1-element F32 tensor on `dev` (a scale, scale_inv or amax).
+void check_scalar(const char* op, const char* what, const Tensor& t, Device dev) {
+  HG_CHECK(t.defined(), op, ": ", what, " is undefined; pass a 1-element F32 tensor");
+  HG_CHECK(t.numel() == 1 && t.dtype() == DType::F32, op, ": ", what, " has shape ", t.shape(), " and dtype ", t.dtype(),
+           "; it must be one F32 value (e.g. hg::full({}, 1.0))");
+  HG_CHECK(t.device() == dev, op, ": ", what, " is on ", t.device(), " but the tensor is on ", dev,
+           "; keep the scaling state on the tensor's device");
+}
+
+Tensor scalar_f32(double v, Device dev) { return full(Shape{}, v, {.dtype = DType::F32, .device = dev}); }
+
+// scale and amax: F32 values in memory of x's device (checked by the callers), either may be null.
+void run_quantize(const char* op, const Tensor& x, Tensor* q, DType fp8, const float* scale, float* amax, bool saturate) {
+  check_floating(op, x);
+  HG_CHECK(x.dtype() != DType::I64, op, ": dtype I64 is not supported; quantize a floating tensor");
+  Fp8QuantizeArgs a;
+  a.n = x.numel();
+  a.x = x.data_ptr();
+  a.q = q != nullptr ? q->data_ptr() : nullptr;
+  a.q_dtype = fp8;
+  a.scale = scale;
+  a.amax = amax;
+  a.saturate = saturate;
+  fp8_quantize_kernels().get(x.device(), x.dtype())(a);
+}
+
+const float* f32_ptr(const Tensor& t) { return static_cast<const float*>(t.data_ptr()); }
+float* f32_ptr(Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+
+}  // namespace
+
+Tensor amax(const Tensor& x) {
+  HG_CHECK(x.defined(), "amax: the tensor is undefined");
+  Tensor out = scalar_f32(0.0, x.device());
+  if (x.numel() > 0) run_quantize("amax", x, nullptr, DType::F8E4M3, nullptr, f32_ptr(out), true);
+  return out;
+}
+
+Tensor fp8_scale_from_amax(const Tensor& amax, DType fp8, const Fp8ScaleOptions& o) {
+  check_fp8("fp8_scale_from_amax", fp8);
+  check_scalar("fp8_scale_from_amax", "amax", amax, amax.device());
+  Tensor a = amax.reshape(Shape{1}).clone();  // the kernel reads history[0]; the caller's amax stays as it is
+  Tensor scale = scalar_f32(1.0, amax.device()), scale_inv = scalar_f32(1.0, amax.device());
+  Fp8ScaleArgs s;
+  s.delayed = false;
+  s.history = f32_ptr(a);
+  s.scale = f32_ptr(scale);
+  s.scale_inv = f32_ptr(scale_inv);
+  s.scaled_max = fp8_scaled_max(fp8, o.margin);
+  s.pow2 = o.pow2;
+  fp8_scale_kernels().get(amax.device(), DType::F32)(s);
+  return scale;
+}
+
+Tensor fp8_quantize(const Tensor& x, DType fp8, const Tensor& scale, const Fp8CastOptions& o) {
+  check_fp8("fp8_quantize", fp8);
+  HG_CHECK(x.defined(), "fp8_quantize: the tensor is undefined");
+  check_scalar("fp8_quantize", "scale", scale, x.device());
+  Tensor amax_acc = o.amax;
+  if (amax_acc.defined()) check_scalar("fp8_quantize", "amax", amax_acc, x.device());
+  Tensor q = empty(x.shape(), {.dtype = fp8, .device = x.device()});
+  if (x.numel() > 0)
+    run_quantize("fp8_quantize", x, &q, fp8, f32_ptr(scale), amax_acc.defined() ? f32_ptr(amax_acc) : nullptr, o.saturate);
+  return q;
+}
+
+Tensor fp8_dequantize(const Tensor& q, const Tensor& scale_inv, DType out) {
+  HG_CHECK(q.defined() && is_fp8(q.dtype()), "fp8_dequantize: the tensor has dtype ",
+           q.defined() ? dtype_name(q.dtype()) : "undefined", "; pass an F8E4M3 or F8E5M2 tensor");
+  HG_CHECK(is_floating(out) && !is_fp8(out), "fp8_dequantize: output dtype ", out,
+           " is not one to compute in; use F32, F16, BF16 or F64");
+  check_scalar("fp8_dequantize", "scale_inv", scale_inv, q.device());
+  Tensor y = empty(q.shape(), {.dtype = out, .device = q.device()});
+  if (q.numel() == 0) return y;
+  Fp8DequantizeArgs a;
+  a.n = q.numel();
+  a.q = q.data_ptr();
+  a.q_dtype = q.dtype();
+  a.scale_inv = static_cast<const float*>(scale_inv.data_ptr());
+  a.y = y.data_ptr();
+  fp8_dequantize_kernels().get(q.device(), out)(a);
+  return y;
+}
+
+// ---- delayed scaling --------------------------------------------------------------------------------
+
+Fp8DelayedScaling::Fp8DelayedScaling(DType fp8, const Fp8DelayedOptions& o, Device dev) : fp8_(fp8), o_(o) {
+  check_fp8("Fp8DelayedScaling", fp8);
+  HG_CHECK(o.history_len >= 1, "Fp8DelayedScaling: history_len=", o.history_len, " must be at least 1 (TE's default is 1024)");
+  HG_CHECK(std::isfinite(o.scale.margin), "Fp8DelayedScaling: margin=", o.scale.margin, " must be finite");
+  if (!dev.is_cpu()) ensure_backend(dev.type);
+  history_ = zeros(Shape{o.history_len}, {.dtype = DType::F32, .device = dev});
+  scale_ = scalar_f32(1.0, dev);
+  scale_inv_ = scalar_f32(1.0, dev);
+}
+
+Tensor Fp8DelayedScaling::quantize(const Tensor& x) {
+  HG_CHECK(x.defined(), "Fp8DelayedScaling.quantize: the tensor is undefined");
+  check_same_device("Fp8DelayedScaling.quantize", x, history_);
+  Tensor q = empty(x.shape(), {.dtype = fp8_, .device = x.device()});
+  if (x.numel() == 0) return q;
+  run_quantize("Fp8DelayedScaling.quantize", x, &q, fp8_, f32_ptr(scale_), f32_ptr(history_), o_.saturate);  // history[0]
+  return q;
+}
+
+void Fp8DelayedScaling::record(const Tensor& x) {
+  HG_CHECK(x.defined(), "Fp8DelayedScaling.record: the tensor is undefined");
+  check_same_device("Fp8DelayedScaling.record", x, history_);
+  if (x.numel() == 0) return;
+  run_quantize("Fp8DelayedScaling.record", x, nullptr, fp8_, nullptr, f32_ptr(history_), true);
+}
+
+void Fp8DelayedScaling::update() {
+  Fp8ScaleArgs s;
+  s.delayed = true;
+  s.history = f32_ptr(history_);
+  s.len = o_.history_len;
+  s.scale = f32_ptr(scale_);
+  s.scale_inv = f32_ptr(scale_inv_);
+  s.scaled_max = fp8_scaled_max(fp8_, o_.scale.margin);
+  s.pow2 = o_.scale.pow2;
+  s.algo = o_.algo;
+  fp8_scale_kernels().get(history_.device(), DType::F32)(s);
+}
+
+void Fp8DelayedScaling::to(Device dev) {
+  history_ = history_.to(dev);
+  scale_ = scale_.to(dev);
+  scale_inv_ = scale_inv_.to(dev);
+}
+
+void Fp8DelayedScaling::save_into(std::map<std::string, Tensor>& out, const std::string& prefix) const {
+  out[prefix + "amax_history"] = history_;
+  out[prefix + "scale"] = scale_;
+  out[prefix + "scale_inv"] = scale_inv_;
+}
+
+void Fp8DelayedScaling::load_from(const std::map<std::string, Tensor>& in, const std::string& prefix) {
+  const Device dev = history_.device();
+  Tensor loaded[3];
+  const char* names[3] = {"amax_history", "scale", "scale_inv"};
+  const Tensor* mine[3] = {&history_, &scale_, &scale_inv_};
+  for (int i = 0; i < 3; ++i) {  // check all three before changing any
+    const auto it = in.find(prefix + names[i]);
+    HG_CHECK(it != in.end(), "Fp8DelayedScaling.load: '", prefix, names[i], "' is missing from the state");
+    const Tensor& t = it->second;
+    HG_CHECK(t.dtype() == DType::F32 && t.shape() == mine[i]->shape(), "Fp8DelayedScaling.load: '", prefix, names[i],
+             "' has shape ", t.shape(), " and dtype ", t.dtype(), " but this state has ", mine[i]->shape(),
+             " F32 (history_len=", o_.history_len, "); build the scaling with the options it was saved with");
+    loaded[i] = t.to(dev).clone();
+  }
+  history_ = loaded[0];
+  scale_ = loaded[1];
+  scale_inv_ = loaded[2];
+}
+
+}  // namespace hg

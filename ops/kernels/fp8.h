@@ -1,0 +1,117 @@
+#pragma once
+// The kernel contract of ops/fp8.h (per-tensor FP8 scaling): the math written once for the CPU
+// (ops/cpu/fp8.cpp) and the GPU (cuda/kernels/fp8.cu), the argument structs and the dispatch tables
+// (docs/ARCHITECTURE.md, "Dispatch and registration" and "FP8").
+#include <float.h>
+#include <math.h>
+
+#include <cstdint>
+
+#include "core/dispatch_table.h"
+#include "core/fp8.h"
+#include "core/macros.h"
+#include "ops/fp8.h"
+
+namespace hg {
+
+// The scale that maps a tensor whose largest magnitude is `amax` onto `scaled_max` (the format's largest
+// finite value times 2^-margin): scaled_max / amax, rounded to F32. An amax of 0, inf or NaN says nothing
+// about the range, so the scale stays `keep` (1 for current scaling, the previous scale for delayed
+// scaling: Transformer Engine's rule); a scale past F32's range (an amax below ~1e-36) becomes FLT_MAX, as
+// TE's current scaling does (its delayed scaling would store inf and then 1/scale = 0). `pow2` rounds the
+// scale down to a power of two by keeping only its exponent bits (TE's force_pow_2_scales): a power-of-two
+// scale changes no mantissa, so x * scale and q / scale are exact (unless they leave the format's range).
+HG_HD float fp8_scale_from_amax(float amax, float scaled_max, float keep, bool pow2) {
+  if (!(amax > 0.0f) || isinf(amax)) return keep;
+  float s = scaled_max / amax;
+  if (isinf(s)) s = FLT_MAX;
+  if (pow2) s = detail::bits_float(detail::float_bits(s) & 0xff800000u);
+  return s;
+}
+
+// The format's largest finite value times 2^-margin (TE: fp8_max * pow(2, -margin), margin a float).
+HG_HD float fp8_scaled_max(DType fp8, float margin) {
+  return (fp8 == DType::F8E4M3 ? kF8E4M3Max : kF8E5M2Max) * exp2f(-margin);
+}
+
+// One element: x (widened to F32) times the scale, rounded to FP8; saturating as TE's casts (and CUDA's
+// __nv_fp8 constructors) are, or not, as .to(dtype) is.
+template <class Q>
+HG_HD Q fp8_encode(float v, bool saturate);
+template <>
+HG_HD f8e4m3 fp8_encode<f8e4m3>(float v, bool saturate) { return {float_to_f8e4m3_bits(v, saturate)}; }
+template <>
+HG_HD f8e5m2 fp8_encode<f8e5m2>(float v, bool saturate) { return {float_to_f8e5m2_bits(v, saturate)}; }
+
+// max over |x| as the kernels fold it: NaN wins (its bits, as an unsigned integer, are above inf's), so a
+// NaN anywhere in the tensor makes its amax NaN and the next scale stays where it was.
+HG_HD float amax_fold(float acc, float x) {
+  const float a = fabsf(x);
+  return detail::float_bits(a) > detail::float_bits(acc) ? a : acc;
+}
+
+// q[i] = fp8(x[i] * scale[0]) for i < n; the table is keyed by x's dtype (F32, F16, BF16, F64), q's FP8 dtype
+// is an argument. When `amax` is given, amax[0] = max(amax[0], max |x[i]|) (before scaling): the quantize
+// records the tensor's range for the recipe in the same pass. With q == nullptr only the amax is taken.
+// scale and amax live in memory of x's device (1 F32 each), so nothing waits for the host.
+struct Fp8QuantizeArgs {
+  int64_t n = 0;
+  const void* x = nullptr;
+  void* q = nullptr;
+  DType q_dtype = DType::F8E4M3;
+  const float* scale = nullptr;
+  float* amax = nullptr;
+  bool saturate = true;
+};
+using Fp8QuantizeKernel = void (*)(const Fp8QuantizeArgs& a);
+DispatchTable<Fp8QuantizeKernel>& fp8_quantize_kernels();
+
+// y[i] = decode(q[i]) * scale_inv[0], rounded to y's dtype (the table's key: F32, F16, BF16, F64).
+struct Fp8DequantizeArgs {
+  int64_t n = 0;
+  const void* q = nullptr;
+  DType q_dtype = DType::F8E4M3;
+  const float* scale_inv = nullptr;
+  void* y = nullptr;
+};
+using Fp8DequantizeKernel = void (*)(const Fp8DequantizeArgs& a);
+DispatchTable<Fp8DequantizeKernel>& fp8_dequantize_kernels();
+
+// ---- the recipes' scale updates: one thread (a <<<1,1>>> kernel on a GPU), state in device memory ------
+// Current scaling: scale = fp8_scale_from_amax(amax[0], scaled_max, 1, pow2), scale_inv = 1 / scale.
+// Delayed scaling (TE's amax_and_scale_update): history[0] holds this step's amax, history[1..len) the
+// past steps', oldest first at [1]. The amax used is max over all len entries (NaN entries ignored, as
+// fmaxf does) or history[0] alone (MostRecent); scale = fp8_scale_from_amax(amax, scaled_max, old
+// scale, pow2); then the history rolls one place: [i] = [i+1], [len-1] = the old [0], and [0] = 0 for the
+// next step's amax (so the oldest, the old [1], leaves).
+struct Fp8ScaleArgs {
+  bool delayed = false;
+  float* history = nullptr;  // delayed: len entries; current: the amax, 1 entry (left as it is)
+  int64_t len = 1;
+  float* scale = nullptr;
+  float* scale_inv = nullptr;
+  float scaled_max = kF8E4M3Max;
+  bool pow2 = false;
+  AmaxCompute algo = AmaxCompute::Max;
+};
+HG_HD void fp8_scale_update(const Fp8ScaleArgs& a) {
+  float amax;
+  if (!a.delayed || a.algo == AmaxCompute::MostRecent) {
+    amax = a.history[0];
+  } else {
+    amax = 0.0f;
+    for (int64_t i = 0; i < a.len; ++i) amax = fmaxf(amax, a.history[i]);
+  }
+  const float s = fp8_scale_from_amax(amax, a.scaled_max, a.delayed ? *a.scale : 1.0f, a.pow2);
+  *a.scale = s;
+  *a.scale_inv = 1.0f / s;
+  if (!a.delayed) return;
+  const float newest = a.history[0];
+  for (int64_t i = 0; i + 1 < a.len; ++i) a.history[i] = a.history[i + 1];
+  a.history[a.len - 1] = newest;
+  a.history[0] = 0.0f;
+}
+using Fp8ScaleKernel = void (*)(const Fp8ScaleArgs& a);
+DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels();
+
+}  // namespace hg
