@@ -39,6 +39,7 @@
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
+#include "ops/rounding.h"
 #include "ops/shape.h"
 #include "optim/adam.h"
 #include "optim/clip.h"

@@ -184,13 +184,7 @@ template <class S, class D> void cast_loop(const void* src, void* dst, int64_t n
   const S* s = static_cast<const S*>(src);
   D* d = static_cast<D*>(dst);
   if constexpr (std::is_floating_point_v<S> && std::is_same_v<D, int64_t>) {
-    // A C cast of NaN or an out-of-range float to an integer is undefined behaviour: saturate instead
-    // (NaN -> 0, +-inf and huge values -> the int64 limits), so to(I64) is defined for every input.
-    constexpr S kMax = static_cast<S>(9.2233720368547758e18);  // 2^63, the first value past INT64_MAX
-    for (int64_t i = 0; i < n; ++i) {
-      const S v = s[i];
-      d[i] = v != v ? 0 : v >= kMax ? INT64_MAX : v < -kMax ? INT64_MIN : static_cast<int64_t>(v);
-    }
+    for (int64_t i = 0; i < n; ++i) d[i] = to_i64_saturating(s[i]);  // defined for NaN and huge values
   } else {
     for (int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(s[i]);
   }

@@ -123,6 +123,17 @@ HG_HD float round_to_tf32(float f) {
   return detail::bits_float((x + 0x1000u) & ~0x1fffu);
 }
 
+// A float to I64 as a C cast, but defined for every input (the cast of NaN or of a value out of range is
+// undefined behaviour): NaN -> 0, +-inf and magnitudes >= 2^63 -> the int64 limits. Every backend's cast.
+template <class F>
+HG_HD int64_t to_i64_saturating(F v) {
+  constexpr F kMax = static_cast<F>(9.2233720368547758e18);  // 2^63, the first value past INT64_MAX
+  if (v != v) return 0;
+  if (v >= kMax) return static_cast<int64_t>(0x7fffffffffffffffull);
+  if (v < -kMax) return -static_cast<int64_t>(0x7fffffffffffffffull) - 1;
+  return static_cast<int64_t>(v);
+}
+
 // The type a kernel computes in for storage type T: double for double, float otherwise.
 template <class T> struct compute_type { using type = float; };
 template <> struct compute_type<double> { using type = double; };

@@ -38,6 +38,15 @@ struct Philox4x32 {
     out[3] = 0;
     block(out, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   }
+  // f(i, word) for the elements of block b of a stream that draws one word per element (elements 4b .. 4b+3,
+  // those below n): dropout's and stochastic rounding's draw, the same on the CPU and the GPU.
+  template <class F>
+  HG_HD static void for_block(uint64_t seed, uint64_t offset, int64_t b, int64_t n, F&& f) {
+    uint32_t w[4];
+    words(seed, offset, static_cast<uint64_t>(b), w);
+    for (int l = 0; l < 4; ++l)
+      if (4 * b + l < n) f(4 * b + l, w[l]);
+  }
   // 24 random bits to a float in [0, 1).
   HG_HD static float uniform(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
   // 53 random bits (two words) to a double in [0, 1).

@@ -24,14 +24,16 @@ template <class T> __device__ __forceinline__ float widen(T v) {
 }
 template <class T> __device__ __forceinline__ T narrow(float f) {
   if constexpr (is_half_v<T>) return from_float<T>(f);
+  else if constexpr (std::is_same_v<T, int64_t>) return to_i64_saturating(f);
   else return static_cast<T>(f);
 }
 
 // The CPU's convert_any, element by element: a cast touching F16/BF16/FP8 goes through f32 (so F64 and
-// I64 round twice, as PyTorch's CPU cast); F32/F64/I64 among themselves are C casts (float -> I64
-// truncates toward zero; NaN or out-of-range to I64 is excluded by the caller).
+// I64 round twice, as PyTorch's CPU cast); F32/F64/I64 among themselves are C casts, except that a float
+// to I64 saturates (NaN -> 0, out of range -> the limits), as on the CPU.
 template <class S, class D> __device__ __forceinline__ D convert_one(S v) {
   if constexpr (is_half_v<S> || is_half_v<D>) return narrow<D>(widen(v));
+  else if constexpr (std::is_same_v<D, int64_t> && !std::is_same_v<S, int64_t>) return to_i64_saturating(v);
   else return static_cast<D>(v);
 }
 

@@ -18,15 +18,10 @@ __global__ void __launch_bounds__(kThreads)
     dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset,
                    uint32_t threshold, compute_t<T> scale) {
   const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step) {
-    uint32_t w[4];
-    Philox4x32::words(seed, offset, static_cast<uint64_t>(b), w);
-#pragma unroll
-    for (int l = 0; l < 4; ++l) {
-      const int64_t i = 4 * b + l;
-      if (i < n) y[i] = store<T>(dropoutfn::dropout_apply(load(x[i]), w[l], threshold, scale));
-    }
-  }
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step)
+    Philox4x32::for_block(seed, offset, b, n, [&](int64_t i, uint32_t w) {
+      y[i] = store<T>(dropoutfn::dropout_apply(load(x[i]), w, threshold, scale));
+    });
 }
 
 }  // namespace

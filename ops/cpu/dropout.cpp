@@ -21,11 +21,9 @@ void dropout_kernel(const DropoutArgs& a) {
   T* y = static_cast<T*>(a.y);
   const C scale = static_cast<C>(a.scale);
   parallel_for(num_pieces(a.n, 4), a.n > kParallel, [&](int64_t b) {
-    uint32_t w[4];
-    Philox4x32::words(a.seed, a.offset, static_cast<uint64_t>(b), w);
-    const int64_t i0 = 4 * b, len = std::min<int64_t>(4, a.n - i0);
-    for (int64_t l = 0; l < len; ++l)
-      y[i0 + l] = store<T>(dropoutfn::dropout_apply(load(x[i0 + l]), w[l], a.threshold, scale));
+    Philox4x32::for_block(a.seed, a.offset, b, a.n, [&](int64_t i, uint32_t w) {
+      y[i] = store<T>(dropoutfn::dropout_apply(load(x[i]), w, a.threshold, scale));
+    });
   });
 }
 

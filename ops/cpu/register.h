@@ -12,6 +12,7 @@
 #include "ops/kernels/optim.h"
 #include "ops/kernels/pool.h"
 #include "ops/kernels/reduce.h"
+#include "ops/kernels/rounding.h"
 #include "ops/kernels/scaler.h"
 
 namespace hg::cpu {
@@ -52,6 +53,8 @@ void register_embedding_backward(DispatchTable<EmbeddingKernel>& t);
 void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t);
 void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t);
 void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t);
+// ops/cpu/rounding.cpp
+void register_stochastic_round(DispatchTable<StochasticRoundKernel>& t);
 // ops/cpu/optim.cpp (the tables' accessors are optim/optimizer.cpp's)
 void register_sgd(DispatchTable<optim::SgdKernel>& t);
 void register_adam(DispatchTable<optim::AdamKernel>& t);

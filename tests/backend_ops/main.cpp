@@ -627,6 +627,22 @@ std::vector<OpCase> op_cases() {
                    return std::vector<Tensor>{a, s4, s5, fp8_dequantize(q4, rdiv(1.0, s4), in[0].dtype()),
                                               fp8_dequantize(q5, rdiv(1.0, big), in[0].dtype())};
                  }});
+  // stochastic rounding: the same Philox stream on both devices gives the same bits, to every narrow format
+  ops.push_back({"stochastic_round", "stochastic_round", Check::Exact,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("stochastic_round", dt)), dt};
+                   return std::vector<Case>{{"(5,77)", {m.normal({5, 77}, 3.0)}, {false}},
+                                            {"large", {m.normal({kLarge}, 1e-2)}, {false}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case&) {
+                   std::vector<Tensor> out;
+                   for (const DType to : {DType::F16, DType::BF16, DType::F8E4M3, DType::F8E5M2}) {
+                     Generator g(99);
+                     out.push_back(stochastic_round(in[0], to, &g).to(DType::F32));
+                   }
+                   return out;
+                 },
+                 {DType::F32}});
   // embedding: repeated indices (scatter-add), padding_idx, no indices, many rows
   ops.push_back({"embedding", "embedding, embedding backward", Check::Reduction,
                  [](DType dt) {
