@@ -20,6 +20,12 @@
 
 namespace hg {
 
+// How an optimizer's update goes back into an F16/BF16 parameter that has no F32 master copy
+// (optim/optimizer.h, set_param_rounding): to nearest (Apex O3, pure F16); stochastically (stochastic_round
+// below); or Kahan-compensated (a compensation buffer of the parameter's dtype carries what each rounding
+// lost into the next update: ops/kernels/optim.h, kahan_store).
+enum class ParamRounding : uint8_t { Nearest, Stochastic, Kahan };
+
 namespace detail {
 template <class T> HG_HD uint32_t storage_bits(T v) { return v.bits; }
 template <class T> HG_HD T with_bits(uint32_t b) {

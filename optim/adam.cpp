@@ -58,6 +58,7 @@ void AdamBase<Options>::step(const AmpStep& amp) {
                     .exp_avg_sq = s.buffers[1].data_ptr(),
                     .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
                     .master = this->master_for(index, p),
+                    .store = this->param_store(index, p),
                     // with a device counter the kernel derives them itself; then only amsgrad and unscale are read
                     .s = adam_scalars(h, dev.steps == nullptr ? s.step : 1),
                     .h = h,

@@ -35,9 +35,49 @@ void Optimizer::step() {
 }
 
 void Optimizer::set_master_weights(MasterWeights mode) {
+  HG_CHECK(mode == MasterWeights::Off || rounding_ == ParamRounding::Nearest, "Optimizer.set_master_weights: the "
+           "parameters' rounding is ", rounding_ == ParamRounding::Kahan ? "Kahan" : "Stochastic",
+           ", which replaces master copies; call set_param_rounding(ParamRounding::Nearest) first");
   master_weights_ = mode;
   if (mode == MasterWeights::Off)
     for (ParamState& s : state_) s.master = Tensor();
+}
+
+void Optimizer::set_param_rounding(ParamRounding rounding, uint64_t seed) {
+  HG_CHECK(rounding == ParamRounding::Nearest || master_weights_ == MasterWeights::Off,
+           "Optimizer.set_param_rounding: stochastic and Kahan rounding are for F16/BF16 parameters without master "
+           "copies (with masters the update is exact in F32 and rounded to nearest once); call "
+           "set_master_weights(MasterWeights::Off) first");
+  rounding_ = rounding;
+  rounding_gen_.manual_seed(seed);
+  if (rounding != ParamRounding::Kahan)
+    for (ParamState& s : state_) s.compensation = Tensor();
+}
+
+ParamStore Optimizer::param_store(size_t i, const Tensor& p) {
+  ParamStore st;
+  if (!is_low_precision(p.dtype()) || master_weights_ != MasterWeights::Off || rounding_ == ParamRounding::Nearest)
+    return st;
+  st.rounding = rounding_;
+  if (rounding_ == ParamRounding::Stochastic) {
+    const auto [seed, offset] = reserve_blocks(rounding_gen_, static_cast<uint64_t>((p.numel() + 3) / 4));
+    st.seed = seed;
+    st.offset = offset;
+    return st;
+  }
+  Tensor& c = state_[i].compensation;
+  if (!c.defined()) c = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+  HG_CHECK(c.numel() == p.numel() && c.device() == p.device(), "Optimizer.step: parameter ", i, " has shape ",
+           p.shape(), " on ", p.device(), " but its Kahan compensation has shape ", c.shape(), " on ", c.device(),
+           "; parameters must not be replaced after the optimizer is made");
+  st.compensation = c.data_ptr();
+  return st;
+}
+
+Tensor Optimizer::compensation(size_t i) const {
+  HG_CHECK(i < state_.size(), "Optimizer.compensation: parameter ", i, " does not exist; the optimizer has ",
+           state_.size(), " parameter(s)");
+  return state_[i].compensation;
 }
 
 Tensor Optimizer::master(size_t i) const {
@@ -168,6 +208,11 @@ std::string Optimizer::group_key(size_t g, const char* option) { return "group."
 Tensor Optimizer::scalar(double v) { return full(Shape{}, v, {.dtype = DType::F64}); }
 
 void Optimizer::save_state(StateDict& sd, const std::vector<StateNames>& names, bool with_step) const {
+  if (rounding_ == ParamRounding::Stochastic) {
+    const GeneratorState g = rounding_gen_.state();
+    sd["rounding.generator"] = from_vector(std::vector<int64_t>{static_cast<int64_t>(g.seed), static_cast<int64_t>(g.offset)},
+                                           Shape{2});
+  }
   for (size_t g = 0; g < num_param_groups(); ++g) {
     const std::vector<Tensor>& params = group_params(g);
     std::vector<int64_t> idx(params.size());
@@ -177,6 +222,7 @@ void Optimizer::save_state(StateDict& sd, const std::vector<StateNames>& names, 
       const size_t i = group_begin_[g] + j;
       const ParamState& s = state_[i];
       if (s.master.defined()) sd[state_key(i, "master")] = copy_to(s.master, s.master.device());
+      if (s.compensation.defined()) sd[state_key(i, "compensation")] = copy_to(s.compensation, s.compensation.device());
       if (s.buffers.empty() || names[g].empty()) continue;  // no state (yet), or a now stateless update
       HG_CHECK(s.buffers.size() == names[g].size(), "state_dict: parameter ", i, " has ", s.buffers.size(),
                " state buffers but its group's options name ", names[g].size());
@@ -244,6 +290,21 @@ void Optimizer::read_master(const char* opt, const StateDict& sd, size_t i, cons
   used.insert(key);
 }
 
+bool Optimizer::read_rounding(const char* opt, const StateDict& sd, GeneratorState& out, std::set<std::string>& used) const {
+  auto it = sd.find("rounding.generator");
+  if (it == sd.end()) return false;
+  HG_CHECK(rounding_ == ParamRounding::Stochastic, opt, ".load_state_dict: entry 'rounding.generator' is a stochastic "
+           "rounding stream but this optimizer does not round stochastically; call "
+           "set_param_rounding(ParamRounding::Stochastic) before loading");
+  const Tensor& t = it->second;
+  HG_CHECK(t.defined() && t.dtype() == DType::I64 && t.numel() == 2, opt, ".load_state_dict: entry 'rounding.generator' "
+           "has shape ", t.shape(), "; it must be a 1-d I64 tensor {seed, offset}");
+  const std::vector<int64_t> v = t.to_vector<int64_t>();
+  out = {static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])};
+  used.insert("rounding.generator");
+  return true;
+}
+
 std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const StateDict& sd,
                                                          const std::vector<StateNames>& names, bool with_step,
                                                          std::set<std::string>& used) const {
@@ -254,6 +315,17 @@ std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const 
     for (size_t j = 0; j < params.size(); ++j) {
       const size_t i = group_begin_[g] + j;
       read_master(opt, sd, i, params[j], out[i], used);
+      if (const auto it = sd.find(state_key(i, "compensation")); it != sd.end()) {
+        HG_CHECK(rounding_ == ParamRounding::Kahan && is_low_precision(params[j].dtype()), opt, ".load_state_dict: entry '",
+                 it->first, "' is a Kahan compensation but this optimizer's parameter ", i, " (", params[j].dtype(),
+                 ") takes none; call set_param_rounding(ParamRounding::Kahan) (masters Off) before loading");
+        const Tensor& c = it->second;
+        HG_CHECK(c.shape() == params[j].shape() && c.dtype() == params[j].dtype(), opt, ".load_state_dict: entry '",
+                 it->first, "' has shape ", c.shape(), " and dtype ", c.dtype(), " but its parameter has ",
+                 params[j].shape(), " ", params[j].dtype(), "; the state dict belongs to other parameters");
+        out[i].compensation = copy_to(c, params[j].device());
+        used.insert(it->first);
+      }
       StateNames all = names[g];
       if (with_step && !all.empty()) all.insert(all.begin(), "step");
       size_t present = 0;

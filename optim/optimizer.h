@@ -13,7 +13,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/state_dict.h"
+#include "core/stochastic_round.h"
 #include "core/tensor.h"
 #include "optim/amp_step.h"
 
@@ -25,10 +27,13 @@ namespace hg::optim {
 //   state.<i>.<buffer>  the parameter's shape; F32 (F64 for an F64 parameter), on the parameter's device
 //   state.<i>.step      0-d F64 (optimizers that count steps: Adam, AdamW)
 //   state.<i>.master    the F32 master copy of an F16/BF16 parameter (master weights on)
+//   state.<i>.compensation  the Kahan compensation of an F16/BF16 parameter (its dtype; ParamRounding::Kahan)
+//   rounding.generator  1-d I64 {seed, offset}: the stochastic rounding's Philox stream (ParamRounding::Stochastic)
 // A parameter that never took a step has no state.<i> entries.
 using hg::StateDict;  // core/state_dict.h
 
 struct DeviceStep;  // ops/kernels/optim.h
+struct ParamStore;  // ops/kernels/optim.h
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
@@ -79,6 +84,17 @@ class Optimizer {
   // switching back makes new ones from the parameters at their next step.
   void set_master_weights(MasterWeights mode);
   MasterWeights master_weights() const { return master_weights_; }
+  // How an F16/BF16 parameter without a master copy takes its update (core/stochastic_round.h): Nearest (the
+  // default, Apex O3: an update below half an ulp of the weight is lost), Stochastic (rounded up with
+  // probability equal to the distance, so updates survive in expectation; Philox bits from a generator
+  // seeded with `seed`, saved in the state dict) or Kahan (a compensation buffer in the parameter's dtype
+  // carries what each rounding lost into the next step: 2 more bytes per parameter). Stochastic and Kahan
+  // need set_master_weights(MasterWeights::Off) first; F32/F64 parameters are not affected. Switching away
+  // from Kahan drops the compensation buffers.
+  void set_param_rounding(ParamRounding rounding, uint64_t seed = 0);
+  ParamRounding param_rounding() const { return rounding_; }
+  // Parameter i's Kahan compensation (the live tensor); undefined unless it took a Kahan store.
+  Tensor compensation(size_t i) const;
   // Parameter i's F32 master copy (shares storage: a view, not a snapshot); undefined for F32/F64
   // parameters, with masters Off, or before the parameter's first step.
   Tensor master(size_t i) const;
@@ -108,6 +124,7 @@ class Optimizer {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
     Tensor master;                // F32 master of an F16/BF16 parameter; undefined otherwise
+    Tensor compensation;          // Kahan's buffer of an F16/BF16 parameter without master; undefined otherwise
     Tensor steps;  // I64 (1) on the parameter's device: steps taken on the device path; replaces `step` once made
   };
   using StateNames = std::vector<const char*>;
@@ -120,6 +137,12 @@ class Optimizer {
   // The master copy the update of parameter i reads and writes (made from p at its first step), or
   // null when p is its own master or masters are Off.
   float* master_for(size_t i, const Tensor& p);
+  // How parameter i's update is rounded into it (ops/kernels/optim.h): reserves its Philox blocks for a
+  // stochastic store, makes its compensation buffer (zeros) at its first Kahan store.
+  ParamStore param_store(size_t i, const Tensor& p);
+  // rounding.generator, when the dict has it (checked against this optimizer's rounding); marks it used.
+  bool read_rounding(const char* opt, const StateDict& sd, GeneratorState& out, std::set<std::string>& used) const;
+  void set_rounding_state(const GeneratorState& s) { rounding_gen_.set_state(s); }
   // What parameter i's update reads from device memory (ops/kernels/optim.h's DeviceStep): amp's found_inf and
   // the device parts of `unscale` (its GradUnscale), and the step counter, made on p's device from
   // steps_so_far at the first step with a found_inf flag when `counts` (updates with state).
@@ -164,6 +187,8 @@ class Optimizer {
   [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
   MasterWeights master_weights_ = MasterWeights::Auto;
+  ParamRounding rounding_ = ParamRounding::Nearest;
+  Generator rounding_gen_{0};
   struct DeviceHyper {
     Tensor value;              // F64 on the group's CUDA device
     std::vector<double> host;  // what it holds
@@ -248,7 +273,10 @@ class OptimizerOf : public Optimizer {
       names.push_back(Derived::state_names(o));
       options.push_back(o);
     }
+    GeneratorState rounding{};
+    const bool has_rounding = read_rounding(Derived::kName, sd, rounding, used);
     std::vector<ParamState> state = read_state(Derived::kName, sd, names, Derived::kCountsSteps, used);
+    if (has_rounding) set_rounding_state(rounding);
     for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
     state_ = std::move(state);
   }

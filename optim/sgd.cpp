@@ -47,6 +47,7 @@ void SGD::step(const AmpStep& amp) {
                          .grad = g.data_ptr(),
                          .momentum_buffer = num_buffers ? state_[index].buffers[0].data_ptr() : nullptr,
                          .master = master_for(index, p),
+                         .store = param_store(index, p),
                          .s = {.lr = o.lr,
                                .momentum = o.momentum,
                                .dampening = o.dampening,

@@ -51,11 +51,12 @@ class StorageCounter {
   std::set<const Storage*> seen_;
 };
 
-// The optimizer's live buffers (momentum, moments) and device step counters, without copies; masters are
-// counted through master(i). Host step counters are integers, not tensor memory: only counted.
+// The optimizer's live buffers (momentum, moments, Kahan compensations) and device step counters, without
+// copies; masters are counted through master(i). Host step counters are integers, not tensor memory: only counted.
 void count_optimizer_state(const optim::Optimizer& opt, StorageCounter& counter, LedgerSnapshot& s) {
   for (size_t i = 0; i < opt.parameters().size(); ++i) {
     for (const Tensor& b : opt.state_buffers(i)) counter.add(Role::OptimizerState, b);
+    if (const Tensor c = opt.compensation(i); c.defined()) counter.add(Role::OptimizerState, c);
     const optim::Optimizer::StepCount c = opt.step_count(i);
     if (c.device.defined()) counter.add(Role::OptimizerState, c.device);
     else if (c.host > 0) ++s.step_counters;

@@ -6,6 +6,8 @@
 // the step counter (ops/kernels/optim.h's DeviceStep) and derive their scalars with the host's functions.
 #include <type_traits>
 
+#include "core/rng.h"
+
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
@@ -30,10 +32,20 @@ __device__ __forceinline__ C load_param(const T* p, const float* master, int64_t
   else return master ? master[i] : load(p[i]);
 }
 
+// The updated value back into the parameter: into its master and rounded to nearest, or, without a master,
+// as the store says (ops/kernels/optim.h: Philox word i % 4 of block i / 4 for a stochastic store).
 template <class T, class C = compute_t<T>>
-__device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v) {
-  if constexpr (!std::is_same_v<T, C>)
-    if (master) master[i] = v;
+__device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v, const optim::ParamStore& st) {
+  if constexpr (!std::is_same_v<T, C>) {
+    if (master) {
+      master[i] = v;
+    } else if (st.rounding != ParamRounding::Nearest) {
+      uint32_t w[4] = {0, 0, 0, 0};
+      if (st.rounding == ParamRounding::Stochastic) Philox4x32::words(st.seed, st.offset, static_cast<uint64_t>(i / 4), w);
+      optim::store_param_rounded(p, i, v, st, w[i % 4]);
+      return;
+    }
+  }
   p[i] = store<T>(v);
 }
 
@@ -44,7 +56,8 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v)
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     sgd_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ buf, float* __restrict__ master,
-               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::DeviceStep amp) {
+               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::DeviceStep amp,
+               optim::ParamStore st) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
   const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp, buf != nullptr)) : host_f;
@@ -54,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
     C b = buf ? buf[i] : C(0);  // values, not references: a reference to a local would live in local memory
     f(x, load(g[i]), b);
     if (buf) buf[i] = b;
-    store_param(p, master, i, x);
+    store_param(p, master, i, x, st);
   }
 }
 
@@ -63,7 +76,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ m, compute_t<T>* __restrict__ v,
                 compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> host_f,
-                optim::AdamScalars s, optim::AdamHyper h, optim::DeviceStep amp) {
+                optim::AdamScalars s, optim::AdamHyper h, optim::DeviceStep amp, optim::ParamStore st) {
   using C = compute_t<T>;
   if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
   // with a device step counter: the bias corrections of the step this one is (ops/kernels/optim.h)
@@ -75,7 +88,7 @@ __global__ void __launch_bounds__(kThreads)
     m[i] = mi;
     v[i] = vi;
     if (vmax) vmax[i] = vm;
-    store_param(p, master, i, x);
+    store_param(p, master, i, x, st);
   }
 }
 
@@ -141,7 +154,7 @@ void sgd_update(const optim::SgdArgs& a) {
   if (a.n > 0) {
     launch(sgd_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
         static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
-        SgdUpdate<C>(a.s), a.s, a.amp);
+        SgdUpdate<C>(a.s), a.s, a.amp, a.store);
   }
   count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }
@@ -155,7 +168,7 @@ void adam_update(const optim::AdamArgs& a) {
     launch(adam_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
         static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
         static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s), a.s, a.h,
-        a.amp);
+        a.amp, a.store);
   }
   count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
 }

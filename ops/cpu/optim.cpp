@@ -55,10 +55,21 @@ C* param_block(T* p, float* master, int64_t i, int64_t k, C* tmp) {
   }
 }
 
-// Rounds the updated values back into a low-precision parameter (no-op when they were updated in place).
+// Rounds the updated values back into a low-precision parameter (no-op when they were updated in place): to
+// nearest from a master (or without one, by default), else as the store says (ops/kernels/optim.h). Blocks
+// start at multiples of kBlock, so element e's Philox block e / 4 lies inside one block.
 template <class T, class C>
-void store_param(T* p, int64_t i, int64_t k, const C* values) {
-  if constexpr (!std::is_same_v<T, C>) cpu::narrow(values, p + i, k);
+void store_param(T* p, int64_t i, int64_t k, const C* values, const float* master, const ParamStore& st) {
+  if constexpr (!std::is_same_v<T, C>) {
+    if (master != nullptr || st.rounding == ParamRounding::Nearest) return cpu::narrow(values, p + i, k);
+    if (st.rounding == ParamRounding::Kahan) {
+      for (int64_t j = 0; j < k; ++j) store_param_rounded(p, i + j, values[j], st, 0u);
+      return;
+    }
+    for (int64_t b = i / 4; b < num_pieces(i + k, 4); ++b)
+      Philox4x32::for_block(st.seed, st.offset, b, i + k,
+                            [&](int64_t e, uint32_t w) { store_param_rounded(p, e, values[e - i], st, w); });
+  }
 }
 
 // x = sqrt(x) with vector instructions: a libm call in a loop keeps it scalar (errno), 5x slower.
@@ -118,7 +129,7 @@ void sgd_cpu(const SgdArgs& a) {
     alignas(64) C pt[kBlock], gt[kBlock];
     C* pc = param_block(p, a.master, i, k, pt);
     sgd_block(f, pc, load_block(g, i, k, gt), buf ? buf + i : nullptr, k);
-    store_param(p, i, k, pc);
+    store_param(p, i, k, pc, a.master, a.store);
   });
   amp_count_step(a.amp);
 }
@@ -157,7 +168,7 @@ void adam_cpu(const AdamArgs& a) {
     alignas(64) C pt[kBlock], gt[kBlock];
     C* pc = param_block(p, a.master, i, k, pt);
     adam_block(f, pc, load_block(g, i, k, gt), m + i, v + i, vmax ? vmax + i : nullptr, k);
-    store_param(p, i, k, pc);
+    store_param(p, i, k, pc, a.master, a.store);
   });
   amp_count_step(a.amp);
 }
@@ -228,7 +239,7 @@ void grad_transform_cpu(const GradTransformArgs& a) {
     alignas(64) C tmp[kBlock];
     C* x = param_block(g, nullptr, i, k, tmp);
     for (int64_t j = 0; j < k; ++j) x[j] = f(x[j]);
-    store_param(g, i, k, x);
+    store_param(g, i, k, x, nullptr, ParamStore{});
   });
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/dispatch_table.h"
 #include "core/macros.h"
+#include "core/stochastic_round.h"
 #include "ops/functors.h"
 
 namespace hg::optim {
@@ -244,6 +245,38 @@ HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, 
   return s;
 }
 
+// ---- the parameter's store without a master copy ---------------------------------------------------
+
+// Where the update of a low-precision parameter without a master goes (optim/optimizer.h's ParamRounding):
+// element i of a Stochastic store draws word i % 4 of Philox block offset + i / 4 under `seed`; a Kahan
+// store reads and writes `compensation` (n values of the parameter's dtype).
+struct ParamStore {
+  ParamRounding rounding = ParamRounding::Nearest;
+  uint64_t seed = 0, offset = 0;
+  void* compensation = nullptr;
+};
+
+// Kahan-compensated store of the updated value v into p (Kahan 1965, as "Revisiting BFloat16 Training"
+// applies it to weight updates): the update is u = v - old; y = u - c; t = round(old + y) is the new
+// parameter and c = round((t - old) - y) what the rounding lost (with its sign), subtracted next time.
+// In F32 arithmetic, rounded to T on store.
+template <class T>
+HG_HD void kahan_store(T& p, T& c, float v) {
+  const float old = to_float(p);
+  const float y = (v - old) - to_float(c);
+  const T t = from_float<T>(old + y);
+  c = from_float<T>((to_float(t) - old) - y);
+  p = t;
+}
+
+// p[i] (no master) = v rounded as `st` says; r is element i's random word (Stochastic).
+template <class T>
+HG_HD void store_param_rounded(T* p, int64_t i, float v, const ParamStore& st, uint32_t r) {
+  if (st.rounding == ParamRounding::Stochastic) p[i] = stochastic_round<T>(v, r);
+  else if (st.rounding == ParamRounding::Kahan) kahan_store(p[i], static_cast<T*>(st.compensation)[i], v);
+  else p[i] = from_float<T>(v);
+}
+
 // ---- kernel arguments and tables ------------------------------------------------------------------
 
 // n elements; param and grad have the table's dtype T, momentum_buffer the compute type C (null
@@ -254,6 +287,7 @@ struct SgdArgs {
   const void* grad = nullptr;
   void* momentum_buffer = nullptr;
   float* master = nullptr;
+  ParamStore store = {};  // a low-precision param without master: how the update is rounded into it
   SgdScalars s = {};
   DeviceStep amp = {};  // the kernel uses sgd_scalars_for(s, amp, momentum_buffer != null)
 };
@@ -267,6 +301,7 @@ struct AdamArgs {
   void* exp_avg_sq = nullptr;
   void* max_exp_avg_sq = nullptr;
   float* master = nullptr;
+  ParamStore store = {};  // a low-precision param without master: how the update is rounded into it
   AdamScalars s = {};  // host-derived; with amp.steps only s.unscale and s.amsgrad are used
   AdamHyper h = {};    // for scalars derived from amp.steps
   DeviceStep amp = {};  // the kernel uses adam_scalars_for(s, h, amp)

@@ -225,6 +225,23 @@ TEST_CASE("gpu: SGD, Adam and AdamW steps match the CPU for every parameter dtyp
     check_optimizer(dt, "AdamW " + d, [](std::vector<Tensor> p) {
       return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
     });
+    // low-precision parameters without masters: the stochastic store draws the host's Philox bits, the Kahan
+    // store keeps its compensation on the device
+    for (const ParamRounding r : {ParamRounding::Stochastic, ParamRounding::Kahan}) {
+      const std::string how = r == ParamRounding::Kahan ? "Kahan " : "stochastic ";
+      check_optimizer(dt, "SGD momentum, masters off, " + how + d, [r](std::vector<Tensor> p) {
+        auto o = std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+        o->set_master_weights(optim::MasterWeights::Off);
+        o->set_param_rounding(r, 3);
+        return o;
+      });
+      check_optimizer(dt, "Adam, masters off, " + how + d, [r](std::vector<Tensor> p) {
+        auto o = std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.01});
+        o->set_master_weights(optim::MasterWeights::Off);
+        o->set_param_rounding(r, 3);
+        return o;
+      });
+    }
   }
 }
 
