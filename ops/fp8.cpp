@@ -68,11 +68,10 @@ Tensor amax(const Tensor& x) {
 Tensor fp8_scale_from_amax(const Tensor& amax, DType fp8, const Fp8ScaleOptions& o) {
   check_fp8("fp8_scale_from_amax", fp8);
   check_scalar("fp8_scale_from_amax", "amax", amax, amax.device());
-  Tensor a = amax.reshape(Shape{1}).clone();  // the kernel reads history[0]; the caller's amax stays as it is
   Tensor scale = scalar_f32(1.0, amax.device()), scale_inv = scalar_f32(1.0, amax.device());
   Fp8ScaleArgs s;
   s.delayed = false;
-  s.history = f32_ptr(a);
+  s.history = static_cast<float*>(amax.data_ptr());  // current scaling only reads history[0]: amax is not written
   s.scale = f32_ptr(scale);
   s.scale_inv = f32_ptr(scale_inv);
   s.scaled_max = fp8_scaled_max(fp8, o.margin);
