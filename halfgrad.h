@@ -34,6 +34,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/fp8.h"
+#include "ops/fp8_linear.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"

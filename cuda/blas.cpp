@@ -46,6 +46,8 @@ void check_int(const char* name, int64_t v) {
 // The same contract as the CPU backend's checks (ops/cpu/gemm.cpp), plus cuBLAS's int limits.
 void validate(const GemmArgs& g) {
   HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
+  HG_CHECK(!g.c_f32 || g.dtype == DType::F16 || g.dtype == DType::BF16, "gemm: c_f32 (an F32 C) takes F16 or BF16 ",
+           "A and B, not ", g.dtype, "; for ", g.dtype, " operands leave c_f32 false");
   HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k, " must all be >= 0");
   HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
   const int64_t a_cols = g.trans_a == Trans::N ? g.k : g.m;
@@ -88,8 +90,9 @@ cudaDataType_t cuda_type(DType t) {
 cublasOperation_t cublas_op(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
 // alpha/beta live on the host (the handle's default pointer mode); their type follows the compute type.
-void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha, const void* beta) {
-  const cudaDataType_t t = cuda_type(dt);
+// C is dt's type, or F32 for F16/BF16 A and B with c_f32 (GemmEx's mixed Ctype, computed in F32).
+void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, bool c_f32, const void* alpha, const void* beta) {
+  const cudaDataType_t t = cuda_type(dt), ct = c_f32 ? CUDA_R_32F : t;
   const cublasComputeType_t compute = dt == DType::F64                  ? CUBLAS_COMPUTE_64F
                                       : dt == DType::F32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                          : CUBLAS_COMPUTE_32F;
@@ -98,10 +101,10 @@ void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, const void* alpha,
   std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // one host thread per handle at a time
   if (c.batch == 1) {
     HG_CUBLAS_CHECK(cublasGemmEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a, t, lda, c.b,
-                                 t, ldb, beta, c.c, t, ldc, compute, CUBLAS_GEMM_DEFAULT));
+                                 t, ldb, beta, c.c, ct, ldc, compute, CUBLAS_GEMM_DEFAULT));
   } else {
     HG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a,
-                                               t, lda, c.stride_a, c.b, t, ldb, c.stride_b, beta, c.c, t, ldc,
+                                               t, lda, c.stride_a, c.b, t, ldb, c.stride_b, beta, c.c, ct, ldc,
                                                c.stride_c, static_cast<int>(c.batch), compute,
                                                CUBLAS_GEMM_DEFAULT));
   }
@@ -116,9 +119,9 @@ void gemm(const GemmArgs& g) {
   const ColMajorGemm c = to_col_major(g);
   if (g.dtype == DType::F64) {
     const double alpha = g.alpha, beta = g.beta;
-    run(ctx, c, g.dtype, &alpha, &beta);
+    run(ctx, c, g.dtype, false, &alpha, &beta);
   } else {
-    run(ctx, c, g.dtype, &g.alpha, &g.beta);
+    run(ctx, c, g.dtype, g.c_f32, &g.alpha, &g.beta);
   }
 }
 

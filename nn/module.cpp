@@ -168,10 +168,22 @@ void Module::zero_grad() {
   for (Tensor p : parameters()) p.zero_grad();
 }
 
+namespace {
+constexpr const char* kExtra = "_extra_state.";
+std::string module_prefix(const std::string& name) { return name.empty() ? "" : name + "."; }
+}  // namespace
+
 StateDict Module::state_dict() const {
   StateDict sd;
   visit("", [&](char, const std::string& n, const Tensor& t) { sd.emplace(n, t.detach()); });
+  for (const auto& [name, m] : named_modules())
+    for (const auto& [k, t] : m->extra_state()) sd.emplace(module_prefix(name) + kExtra + k, t.detach());
   return sd;
+}
+
+void Module::check_extra_state(const StateDict& s) const {
+  HG_CHECK(s.empty(), "load_state_dict: ", type_name(), " keeps no extra state but the state dict has '",
+           s.begin()->first, "' for it; load it into the model it was saved from");
 }
 
 void Module::load_state_dict(const StateDict& sd, LoadOptions o) {
@@ -189,6 +201,18 @@ void Module::load_state_dict(const StateDict& sd, LoadOptions o) {
     HG_CHECK(it->second.defined(), "load_state_dict: entry '", n, "' is an undefined tensor");
     HG_CHECK(it->second.shape() == t.shape(), "load_state_dict: '", n, "' has shape ", it->second.shape(),
              " in the state dict but ", t.shape(), " in the module (", type_name(), ")");
+  }
+  // each module's extra state: the entries under "<module>._extra_state."
+  std::vector<std::pair<Module*, StateDict>> extras;
+  for (const auto& [name, m] : named_modules()) {
+    const std::string p = module_prefix(name) + kExtra;
+    StateDict mine_extra;
+    for (auto it = sd.lower_bound(p); it != sd.end() && it->first.compare(0, p.size(), p) == 0; ++it) {
+      mine_extra.emplace(it->first.substr(p.size()), it->second);
+      seen.insert(it->first);
+    }
+    m->check_extra_state(mine_extra);
+    extras.emplace_back(m.get(), std::move(mine_extra));
   }
   std::ostringstream err;
   if (o.strict && !missing.empty()) {
@@ -211,6 +235,7 @@ void Module::load_state_dict(const StateDict& sd, LoadOptions o) {
     // never alias the caller's tensor: later training must not write into their state dict
     set_data(t, v.unsafe_impl()->storage == it->second.unsafe_impl()->storage ? v.clone() : v);
   }
+  for (auto& [m, extra] : extras) m->set_extra_state(extra);
 }
 
 void Module::print(std::ostream& os, int indent) const {

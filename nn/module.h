@@ -103,11 +103,20 @@ class Module {
   Module& to(DType t);
   void zero_grad();
 
-  // Parameters and buffers by dotted name, detached (sharing storage with the module).
+  // Parameters and buffers by dotted name, detached (sharing storage with the module), then each module's
+  // extra state as "<module>._extra_state.<key>".
   StateDict state_dict() const;
   // Copies values into the existing tensors (converting dtype/device to theirs). Wrong shapes are
   // always an error; missing/unexpected names are errors when strict. Each error names the key.
   void load_state_dict(const StateDict& sd, LoadOptions o = {});
+
+  // Extra state (torch's get_extra_state / set_extra_state): tensors a module keeps besides its parameters
+  // and buffers, such as a Linear's FP8 scaling state, saved by state_dict() and so by checkpoints.
+  // load_state_dict first asks every module to check the entries under its "_extra_state." prefix (an
+  // empty map when there are none), then, once everything fits, hands them over.
+  virtual StateDict extra_state() const { return {}; }
+  virtual void check_extra_state(const StateDict& s) const;  // default: s must be empty
+  virtual void set_extra_state(const StateDict& s) { (void)s; }
 
   friend std::ostream& operator<<(std::ostream& os, const Module& m);
 

@@ -3,8 +3,9 @@
 
 #include <cmath>
 
-#include "ops/dispatch.h"
 #include "ops/cpu/register.h"
+#include "ops/dispatch.h"
+#include "ops/shape.h"
 
 namespace hg {
 
@@ -18,6 +19,14 @@ DispatchTable<Fp8DequantizeKernel>& fp8_dequantize_kernels() {
 }
 DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels() {
   static DispatchTable<Fp8ScaleKernel> t{"fp8_scale_update", cpu::register_fp8_scale};
+  return t;
+}
+DispatchTable<MxQuantizeKernel>& mx_quantize_kernels() {
+  static DispatchTable<MxQuantizeKernel> t{"mx_quantize", cpu::register_mx_quantize};
+  return t;
+}
+DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels() {
+  static DispatchTable<MxDequantizeKernel> t{"mx_dequantize", cpu::register_mx_dequantize};
   return t;
 }
 
@@ -180,6 +189,85 @@ void Fp8DelayedScaling::load_from(const std::map<std::string, Tensor>& in, const
   history_ = loaded[0];
   scale_ = loaded[1];
   scale_inv_ = loaded[2];
+}
+
+// ---- MX block scaling --------------------------------------------------------------------------------
+
+const char* mx_format_name(MxFormat f) {
+  switch (f) {
+    case MxFormat::MXFP8_E4M3: return "MXFP8_E4M3";
+    case MxFormat::MXFP8_E5M2: return "MXFP8_E5M2";
+    case MxFormat::MXFP4: return "MXFP4";
+  }
+  return "?";
+}
+
+MxTensor mx_quantize(const Tensor& x_in, MxFormat f, const MxOptions& o) {
+  HG_CHECK(x_in.defined(), "mx_quantize: the tensor is undefined");
+  check_floating("mx_quantize", x_in);
+  HG_CHECK(x_in.ndim() >= 1, "mx_quantize: x is 0-d; blocks run along a dimension, so pass at least a 1-d tensor");
+  HG_CHECK(o.block >= 1, "mx_quantize: block=", o.block, " must be at least 1 (the OCP MX formats use 32)");
+  const int64_t nd = x_in.ndim(), dim = wrap_dim("mx_quantize", o.dim, nd);
+  // the blocks' dimension last, F32 rows of `cols` values
+  const Tensor moved = dim == nd - 1 ? x_in : transpose(x_in, dim, nd - 1);
+  const Tensor x = moved.dtype() == DType::F32 ? moved : moved.to(DType::F32);
+  const int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols, per_row = (cols + o.block - 1) / o.block;
+  Shape scale_shape = x.shape();
+  scale_shape[nd - 1] = per_row;
+  const DType elem = f == MxFormat::MXFP8_E5M2 ? DType::F8E5M2 : DType::F8E4M3;
+  Tensor q = empty(x.shape(), {.dtype = elem, .device = x.device()});
+  Tensor scale = empty(scale_shape, {.dtype = DType::F32, .device = x.device()});
+  if (x.numel() > 0) {
+    MxQuantizeArgs a;
+    a.rows = rows, a.cols = cols, a.block = o.block;
+    a.x = static_cast<const float*>(x.data_ptr());
+    a.q = static_cast<uint8_t*>(q.data_ptr());
+    a.scale = f32_ptr(scale);
+    a.format = f;
+    a.rule = o.rule;
+    mx_quantize_kernels().get(x.device(), DType::F32)(a);
+  }
+  MxTensor m;
+  m.data = dim == nd - 1 ? q : transpose(q, dim, nd - 1);
+  m.scale = dim == nd - 1 ? scale : transpose(scale, dim, nd - 1);
+  m.format = f;
+  m.dim = dim;
+  m.block = o.block;
+  return m;
+}
+
+Tensor mx_dequantize(const MxTensor& m, DType out) {
+  HG_CHECK(m.data.defined() && m.scale.defined(), "mx_dequantize: data or scale is undefined; pass what mx_quantize returned");
+  const DType want = m.format == MxFormat::MXFP8_E5M2 ? DType::F8E5M2 : DType::F8E4M3;
+  HG_CHECK(m.data.dtype() == want, "mx_dequantize: data has dtype ", m.data.dtype(), " but format ", mx_format_name(m.format),
+           " stores ", want, "; pass what mx_quantize returned");
+  HG_CHECK(is_floating(out) && !is_fp8(out), "mx_dequantize: output dtype ", out,
+           " is not one to compute in; use F32, F16, BF16 or F64");
+  check_same_device("mx_dequantize", m.data, m.scale);
+  const int64_t nd = m.data.ndim();
+  HG_CHECK(nd >= 1 && m.dim >= 0 && m.dim < nd && m.block >= 1, "mx_dequantize: dim=", m.dim, " and block=", m.block,
+           " do not fit data of shape ", m.data.shape());
+  Shape want_scale = m.data.shape();
+  want_scale[m.dim] = (want_scale[m.dim] + m.block - 1) / m.block;
+  HG_CHECK(m.scale.dtype() == DType::F32 && m.scale.shape() == want_scale, "mx_dequantize: scale has shape ",
+           m.scale.shape(), " and dtype ", m.scale.dtype(), " but data ", m.data.shape(), " in blocks of ", m.block,
+           " along dim ", m.dim, " needs ", want_scale, " F32");
+  const bool last = m.dim == nd - 1;
+  const Tensor q = last ? m.data : transpose(m.data, m.dim, nd - 1);
+  const Tensor s = last ? m.scale : transpose(m.scale, m.dim, nd - 1);
+  Tensor y = empty(q.shape(), {.dtype = out, .device = q.device()});
+  if (q.numel() > 0) {
+    MxDequantizeArgs a;
+    a.cols = q.size(-1);
+    a.rows = q.numel() / a.cols;
+    a.block = m.block;
+    a.q = static_cast<const uint8_t*>(q.data_ptr());
+    a.e4m3 = want == DType::F8E4M3;
+    a.scale = static_cast<const float*>(s.data_ptr());
+    a.y = y.data_ptr();
+    mx_dequantize_kernels().get(q.device(), out)(a);
+  }
+  return last ? y : transpose(y, m.dim, nd - 1);
 }
 
 }  // namespace hg

@@ -78,4 +78,46 @@ class Fp8DelayedScaling {
   Tensor history_, scale_, scale_inv_;
 };
 
+// ---- MX block scaling (OCP Microscaling Formats v1.0) ---------------------------------------------------
+// One power-of-two scale X (an E8M0 value, 2^-127..2^127) per block of `block` consecutive values along
+// `dim` (32 in the spec; the reduction dimension of the GEMM that reads them), and elements
+// q = encode(v / X) in the element format: MXFP8 (E4M3 or E5M2, saturating) or MXFP4 (E2M1, always
+// saturating: +-6 is its largest value). v ~ decode(q) * X.
+//
+//   hg::MxTensor m = hg::mx_quantize(x, hg::MxFormat::MXFP8_E4M3);      // rows of 32 along the last dim
+//   Tensor y = hg::mx_dequantize(m);                                     // ~x, F32
+//
+// The shared exponent x of a block with largest magnitude amax (ops/kernels/fp8.h, mx_shared_exp):
+//   Floor (the spec's rule): x = floor(log2 amax) - emax, emax the element format's largest exponent
+//     (8 for E4M3, 15 for E5M2, 2 for E2M1). The block's largest value lands in [2^emax, 2^(emax+1)), so
+//     values whose significand is above the format's largest (1.75 for E4M3/E5M2, 1.5 for E2M1) saturate:
+//     up to 12.5% (25% for E2M1) of the block maximum's magnitude is clipped.
+//   Up (Transformer Engine's and cuBLAS's MXFP8 rule): the smallest x with amax <= elem_max * 2^x, one
+//     higher than Floor exactly when Floor would saturate. Nothing clips; the price is one binade less at
+//     the bottom of those blocks.
+// x is clamped to E8M0's [-127, 127] (an all-zero block gets 2^-127). A block holding an inf or a NaN gets
+// a NaN scale (E8M0's 0xff), so all its values decode to NaN, as the spec says.
+//
+// Storage: `data` is F8E4M3 or F8E5M2 with x's shape; MXFP4's E2M1 elements are held one per byte as
+// F8E4M3, which represents each of them exactly (packed, they would take half a byte). `scale` is F32
+// holding the power of two X itself (each an exact E8M0 value; packed it would be one byte per block),
+// with x's shape but ceil(size(dim) / block) along dim; a last block shorter than `block` is allowed.
+enum class MxFormat : uint8_t { MXFP8_E4M3, MXFP8_E5M2, MXFP4 };
+enum class MxScaleRule : uint8_t { Floor, Up };
+struct MxOptions {
+  MxScaleRule rule = MxScaleRule::Floor;
+  int64_t block = 32;
+  int64_t dim = -1;  // the dimension the blocks run along
+};
+struct MxTensor {
+  Tensor data, scale;
+  MxFormat format = MxFormat::MXFP8_E4M3;
+  int64_t dim = -1, block = 32;  // dim wrapped to [0, ndim)
+};
+// x: F32, F16, BF16 or F64 on any device, at least 1-d.
+MxTensor mx_quantize(const Tensor& x, MxFormat f, const MxOptions& o = {});
+// decode(data) * scale per block, in `out` (F32, F16, BF16 or F64).
+Tensor mx_dequantize(const MxTensor& q, DType out = DType::F32);
+const char* mx_format_name(MxFormat f);
+
 }  // namespace hg

@@ -46,7 +46,8 @@ struct GemmCall {
 };
 
 // Storage type T computes in Acc<T>: double for double, float for float, f16 and bf16. Widening is
-// exact; hg::store rounds to nearest even once.
+// exact; hg::store rounds to nearest even once (into C's type TC: T, or float for 16-bit A and B with
+// Ctype CUDA_R_32F).
 template <class T> using Acc = hg::compute_t<T>;
 
 // C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for every batch b. Each C(i, j) is the plain running
@@ -54,7 +55,7 @@ template <class T> using Acc = hg::compute_t<T>;
 // below (axpy-style for op(A) = A, dot-style for op(A) = A^T) perform exactly these operations and only
 // differ in which one walks memory contiguously. Needs -ffp-contract=off (the project's flags): a fused
 // multiply-add would round differently.
-template <class T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> beta) {
+template <class T, class TC = T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> beta) {
   using F = Acc<T>;
   auto in = [&g](T v) -> F {  // an element of A or B
     if constexpr (std::is_same_v<T, float>) return g.tf32 ? hg::round_to_tf32(v) : v;
@@ -64,12 +65,12 @@ template <class T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> b
   for (int64_t bt = 0; bt < g.batch; ++bt) {
     const T* A = static_cast<const T*>(g.a) + bt * g.stride_a;
     const T* B = static_cast<const T*>(g.b) + bt * g.stride_b;
-    T* C = static_cast<T*>(g.c) + bt * g.stride_c;
+    TC* C = static_cast<TC*>(g.c) + bt * g.stride_c;
     for (int64_t j = 0; j < g.n; ++j) {
-      T* c = C + j * g.ldc;
+      TC* c = C + j * g.ldc;
       if (g.k == 0) {  // nothing to sum: C = beta * C, and C is not read when beta == 0
         for (int64_t i = 0; i < g.m; ++i)
-          c[i] = beta == F(0) ? hg::store<T>(F(0)) : hg::store<T>(beta * hg::load(c[i]));
+          c[i] = beta == F(0) ? hg::store<TC>(F(0)) : hg::store<TC>(beta * hg::load(c[i]));
         continue;
       }
       // op(B)(:, j), widened once
@@ -91,9 +92,9 @@ template <class T> void reference_gemm(const GemmCall& g, Acc<T> alpha, Acc<T> b
         }
       }
       if (beta == F(0)) {  // C is write-only: a NaN already there must not propagate
-        for (int64_t i = 0; i < g.m; ++i) c[i] = hg::store<T>(alpha * acc[i]);
+        for (int64_t i = 0; i < g.m; ++i) c[i] = hg::store<TC>(alpha * acc[i]);
       } else {
-        for (int64_t i = 0; i < g.m; ++i) c[i] = hg::store<T>(alpha * acc[i] + beta * hg::load(c[i]));
+        for (int64_t i = 0; i < g.m; ++i) c[i] = hg::store<TC>(alpha * acc[i] + beta * hg::load(c[i]));
       }
     }
   }
@@ -174,9 +175,11 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
   if (ldb < std::max(1, b_n ? k : n)) return CUBLAS_STATUS_INVALID_VALUE;
   if (ldc < std::max(1, m)) return CUBLAS_STATUS_INVALID_VALUE;
 
-  if (Atype != Btype || Atype != Ctype) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // A and B share a type; C has it too, or is F32 under 16-bit A and B (computed in F32)
+  const bool wide_c = Ctype == CUDA_R_32F && (Atype == CUDA_R_16F || Atype == CUDA_R_16BF);
+  if (Atype != Btype || (Atype != Ctype && !wide_c)) return CUBLAS_STATUS_NOT_SUPPORTED;
   // TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) takes F32 matrices only
-  const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32 && Ctype == CUDA_R_32F;
+  const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32 && Atype == CUDA_R_32F && Ctype == CUDA_R_32F;
   const bool f32_compute = tf32 || (computeType == CUBLAS_COMPUTE_32F &&
                                     (Ctype == CUDA_R_32F || Ctype == CUDA_R_16F || Ctype == CUDA_R_16BF));
   const bool f64_compute = computeType == CUBLAS_COMPUTE_64F && Ctype == CUDA_R_64F;
@@ -197,7 +200,7 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
                    .tf32 = tf32};
 
   // Every byte the call reads or writes: stored A is (a_n ? m x k : k x m), stored B (b_n ? k x n : n x k).
-  const size_t elem = element_bytes(Ctype);
+  const size_t elem = element_bytes(Atype), c_elem = element_bytes(Ctype);
   if (k > 0) {
     const int64_t a_extent = a_n ? int64_t{lda} * (k - 1) + m : int64_t{lda} * (m - 1) + k;
     const int64_t b_extent = b_n ? int64_t{ldb} * (n - 1) + k : int64_t{ldb} * (k - 1) + n;
@@ -206,7 +209,7 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
       return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   const int64_t c_extent = int64_t{ldc} * (n - 1) + m;
-  if (!check_matrix(fn, "C", C, elem, c_extent, "ldc*(n-1)+m", strideC, batchCount))
+  if (!check_matrix(fn, "C", C, c_elem, c_extent, "ldc*(n-1)+m", strideC, batchCount))
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
   cudaError_t e = cudaSuccess;
@@ -215,17 +218,14 @@ cublasStatus_t gemm(const char* fn, cublasHandle_t handle, cublasOperation_t tra
     e = hg::emu::enqueue(handle->stream, fn, [g, al, be] { reference_gemm<double>(g, al, be); });
   } else {
     const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
-    switch (Ctype) {
-      case CUDA_R_32F:
-        e = hg::emu::enqueue(handle->stream, fn, [g, al, be] { reference_gemm<float>(g, al, be); });
-        break;
-      case CUDA_R_16F:
-        e = hg::emu::enqueue(handle->stream, fn, [g, al, be] { reference_gemm<hg::f16>(g, al, be); });
-        break;
-      default:  // CUDA_R_16BF
-        e = hg::emu::enqueue(handle->stream, fn, [g, al, be] { reference_gemm<hg::bf16>(g, al, be); });
-        break;
-    }
+    const auto run = [&](auto a_tag, auto c_tag) {
+      using T = decltype(a_tag);
+      using TC = decltype(c_tag);
+      return hg::emu::enqueue(handle->stream, fn, [g, al, be] { reference_gemm<T, TC>(g, al, be); });
+    };
+    if (Atype == CUDA_R_32F) e = run(float{}, float{});
+    else if (Atype == CUDA_R_16F) e = wide_c ? run(hg::f16{}, float{}) : run(hg::f16{}, hg::f16{});
+    else e = wide_c ? run(hg::bf16{}, float{}) : run(hg::bf16{}, hg::bf16{});  // CUDA_R_16BF
   }
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

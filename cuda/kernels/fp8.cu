@@ -1,6 +1,7 @@
-// Per-tensor FP8 scaling on the GPU (ops/kernels/fp8.h, the math ops/cpu/fp8.cpp runs): the scaled cast
+// FP8 scaling on the GPU (ops/kernels/fp8.h, the math ops/cpu/fp8.cpp runs): the scaled cast
 // with its amax in the same pass (a warp folds its threads' amaxes, lane 0 takes atomicMax on the bits, which
-// order as the values do for |x| and put NaN above inf), the scaled decode, and the one-thread scale update.
+// order as the values do for |x| and put NaN above inf), the scaled decode, the one-thread scale update, and
+// MX block scaling (a thread per block of 32, a thread per decoded element).
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
@@ -70,12 +71,54 @@ void scale_update(const Fp8ScaleArgs& a) {
   launch(scale_kernel, 1, 1, 0, ctx.stream, a);
 }
 
+// MX: one thread per block of `block` values (32 in the spec: a thread reads one row segment).
+__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxQuantizeArgs a) {
+  const int64_t per_row = (a.cols + a.block - 1) / a.block, blocks = a.rows * per_row;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < blocks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c0 = i % per_row * a.block;
+    const int64_t len = a.cols - c0 < a.block ? a.cols - c0 : a.block, off = r * a.cols + c0;
+    mx_quantize_block(a.x + off, len, a.q + off, a.scale + i, a.format, a.rule);
+  }
+}
+
+void mx_quantize(const MxQuantizeArgs& a) {
+  const int64_t blocks = a.rows * ((a.cols + a.block - 1) / a.block);
+  if (blocks == 0) return;
+  DeviceContext& ctx = context_for(a.x);
+  launch(mx_quantize_kernel, grid_for(ctx, blocks, kThreads), kThreads, 0, ctx.stream, a);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    mx_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale, T* __restrict__ y, int64_t rows,
+                         int64_t cols, int64_t block, bool e4m3) {
+  const int64_t per_row = (cols + block - 1) / block, n = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    const float v = e4m3 ? f8e4m3_bits_to_float(q[i]) : f8e5m2_bits_to_float(q[i]);
+    y[i] = store<T>(v * scale[r * per_row + c / block]);
+  }
+}
+
+template <class T>
+void mx_dequantize(const MxDequantizeArgs& a) {
+  const int64_t n = a.rows * a.cols;
+  if (n == 0) return;
+  DeviceContext& ctx = context_for(a.y);
+  launch(mx_dequantize_kernel<T>, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, a.q, a.scale,
+         static_cast<T*>(a.y), a.rows, a.cols, a.block, a.e4m3);
+}
+
 }  // namespace
 
 void register_fp8() {
   fp8_quantize_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &quantize<T>; });
   fp8_dequantize_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &dequantize<T>; });
   fp8_scale_kernels().set(DeviceType::CUDA, DType::F32, &scale_update);
+  mx_quantize_kernels().set(DeviceType::CUDA, DType::F32, &mx_quantize);
+  mx_dequantize_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &mx_dequantize<T>; });
 }
 
 }  // namespace hg::cuda

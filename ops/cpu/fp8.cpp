@@ -1,5 +1,5 @@
-// CPU kernels of per-tensor FP8 scaling (ops/kernels/fp8.h): the scaled cast with its amax in one pass,
-// the scaled decode, and the recipes' one-thread scale update.
+// CPU kernels of FP8 scaling (ops/kernels/fp8.h): the scaled cast with its amax in one pass, the scaled
+// decode, the recipes' one-thread scale update, and MX block scaling's quantize and decode.
 #include <vector>
 
 #include "core/parallel.h"
@@ -57,6 +57,28 @@ void dequantize_kernel(const Fp8DequantizeArgs& a) {
 
 void scale_kernel(const Fp8ScaleArgs& a) { fp8_scale_update(a); }
 
+void mx_quantize_kernel(const MxQuantizeArgs& a) {
+  const int64_t per_row = num_pieces(a.cols, a.block), blocks = a.rows * per_row;
+  parallel_for(blocks, a.rows * a.cols > kParallel, [&](int64_t i) {
+    const int64_t r = i / per_row, c0 = i % per_row * a.block, len = std::min(a.block, a.cols - c0);
+    const int64_t off = r * a.cols + c0;
+    mx_quantize_block(a.x + off, len, a.q + off, a.scale + i, a.format, a.rule);
+  });
+}
+
+template <class T>
+void mx_dequantize_kernel(const MxDequantizeArgs& a) {
+  const int64_t per_row = num_pieces(a.cols, a.block);
+  T* y = static_cast<T*>(a.y);
+  parallel_for(a.rows, a.rows * a.cols > kParallel, [&](int64_t r) {
+    for (int64_t c = 0; c < a.cols; ++c) {
+      const uint8_t b = a.q[r * a.cols + c];
+      const float v = a.e4m3 ? f8e4m3_bits_to_float(b) : f8e5m2_bits_to_float(b);
+      y[r * a.cols + c] = store<T>(v * a.scale[r * per_row + c / a.block]);
+    }
+  });
+}
+
 }  // namespace
 
 void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t) {
@@ -66,5 +88,9 @@ void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t) {
   t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dequantize_kernel<T>; });
 }
 void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t) { t.set(DeviceType::CPU, DType::F32, &scale_kernel); }
+void register_mx_quantize(DispatchTable<MxQuantizeKernel>& t) { t.set(DeviceType::CPU, DType::F32, &mx_quantize_kernel); }
+void register_mx_dequantize(DispatchTable<MxDequantizeKernel>& t) {
+  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &mx_dequantize_kernel<T>; });
+}
 
 }  // namespace hg::cpu

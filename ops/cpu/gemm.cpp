@@ -48,6 +48,8 @@ void check_ld(const char* ld_name, int64_t ld, const char* dim_name, int64_t dim
 
 void validate(const GemmArgs& g) {
   HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
+  HG_CHECK(!g.c_f32 || g.dtype == DType::F16 || g.dtype == DType::BF16, "gemm: c_f32 (an F32 C) takes F16 or BF16 ",
+           "A and B, not ", g.dtype, "; for ", g.dtype, " operands leave c_f32 false");
   HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k,
            " must all be >= 0");
   HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
@@ -70,7 +72,7 @@ template <class T> T* at(const void* p, int64_t off) {
 
 // k == 0: the product is empty, so C = beta*C; beta == 0 writes zeros without reading C (BLAS).
 void scale_c(const GemmArgs& g) {
-  visit_dtype(g.dtype, [&](auto tag) {
+  visit_dtype(gemm_c_dtype(g), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, int64_t>)
       for (int64_t b = 0; b < g.batch; ++b)
@@ -122,6 +124,7 @@ using dnnl::memory;
 // Everything a primitive depends on; floats as bits so NaN alpha/beta still hit the cache.
 struct PlanKey {
   DType dtype;
+  bool c_f32;
   Trans ta, tb;
   int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
   uint32_t alpha, beta;
@@ -129,7 +132,7 @@ struct PlanKey {
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& p) const {
-    size_t h = static_cast<size_t>(p.dtype) | size_t(p.ta) << 8 | size_t(p.tb) << 9;
+    size_t h = static_cast<size_t>(p.dtype) | size_t(p.ta) << 8 | size_t(p.tb) << 9 | size_t(p.c_f32) << 10;
     for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.sa, p.sb, p.sc,
                       int64_t(p.alpha) << 32 | p.beta})
       h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;  // FNV-1a style mixing
@@ -163,7 +166,7 @@ dnnl::matmul::primitive_desc matmul_pd(const GemmArgs& g, int64_t batch) {
   const auto dt = g.dtype == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
   const auto a = operand_md(dt, batch, g.stride_a, stored_a(g), g.lda, g.trans_a);
   const auto b = operand_md(dt, batch, g.stride_b, stored_b(g), g.ldb, g.trans_b);
-  const auto c = operand_md(dt, batch, g.stride_c, {g.m, g.n}, g.ldc, Trans::N);
+  const auto c = operand_md(g.c_f32 ? memory::data_type::f32 : dt, batch, g.stride_c, {g.m, g.n}, g.ldc, Trans::N);
   dnnl::primitive_attr attr;
   if (g.alpha != 1.f) attr.set_output_scales(0, {g.alpha});  // applied before the sum post-op
   if (g.beta != 0.f) {
@@ -207,7 +210,7 @@ Plan make_plan(const GemmArgs& g) {
 Plan& plan_for(const GemmArgs& g) {
   thread_local std::unordered_map<PlanKey, Plan, PlanKeyHash> cache;
   const bool one = g.batch == 1;
-  const PlanKey key{g.dtype, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch,
+  const PlanKey key{g.dtype, g.c_f32, g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch,
                     one ? 0 : g.stride_a, one ? 0 : g.stride_b, one ? 0 : g.stride_c,
                     std::bit_cast<uint32_t>(g.alpha), std::bit_cast<uint32_t>(g.beta)};
   auto it = cache.find(key);
@@ -224,12 +227,12 @@ void onednn_gemm(const GemmArgs& g) {
   Plan& p = plan_for(g);
   if (p.widen) return widened_gemm(g);
   ScopedOmpThreads omp(1);
-  const size_t es = dtype_size(g.dtype);
+  const size_t es = dtype_size(g.dtype), ces = dtype_size(gemm_c_dtype(g));
   const int64_t steps = p.per_batch ? g.batch : 1;
   for (int64_t i = 0; i < steps; ++i) {
     p.a.set_data_handle(at<char>(g.a, i * g.stride_a * es));
     p.b.set_data_handle(at<char>(g.b, i * g.stride_b * es));
-    p.c.set_data_handle(at<char>(g.c, i * g.stride_c * es));
+    p.c.set_data_handle(at<char>(g.c, i * g.stride_c * ces));
     p.prim.execute(stream, p.args);
   }
   stream.wait();
@@ -323,11 +326,12 @@ GemmArgs tile_of(const GemmArgs& g, const Tiles& t, int64_t i) {
   const int64_t r0 = piece_start(g.m, t.pm, im, 16), r1 = piece_start(g.m, t.pm, im + 1, 16);
   const int64_t c0 = piece_start(g.n, t.pn, in, 16), c1 = piece_start(g.n, t.pn, in + 1, 16);
   const int64_t es = static_cast<int64_t>(dtype_size(g.dtype));
+  const int64_t ces = static_cast<int64_t>(dtype_size(gemm_c_dtype(g)));
   GemmArgs s = g;
   s.batch = b1 - b0, s.m = r1 - r0, s.n = c1 - c0;
   s.a = at<char>(g.a, es * (b0 * g.stride_a + (g.trans_a == Trans::N ? r0 * g.lda : r0)));
   s.b = at<char>(g.b, es * (b0 * g.stride_b + (g.trans_b == Trans::N ? c0 : c0 * g.ldb)));
-  s.c = at<char>(g.c, es * (b0 * g.stride_c + r0 * g.ldc + c0));
+  s.c = at<char>(g.c, ces * (b0 * g.stride_c + r0 * g.ldc + c0));
   return s;
 }
 
@@ -404,16 +408,18 @@ void widened_gemm(const GemmArgs& g) {
   const int64_t na = g.stride_a == 0 ? 1 : g.batch, nb = g.stride_b == 0 ? 1 : g.batch;
   float* const a = sa.get(na * da.rows * da.cols);
   float* const b = sb.get(nb * db.rows * db.cols);
-  float* const c = sc.get(g.batch * g.m * g.n);
   GemmArgs f = g;
   f.dtype = DType::F32;
-  f.a = a, f.b = b, f.c = c;
-  f.lda = da.cols, f.ldb = db.cols, f.ldc = g.n;
+  f.c_f32 = false;
+  f.a = a, f.b = b;
+  f.lda = da.cols, f.ldb = db.cols;
   f.stride_a = na == 1 ? 0 : da.rows * da.cols;
   f.stride_b = nb == 1 ? 0 : db.rows * db.cols;
-  f.stride_c = g.m * g.n;
   widen(g.dtype, g.a, na, da, g.lda, g.stride_a, a);
   widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, b);
+  if (g.c_f32) return tiled(f);  // C is F32 already: the F32 GEMM writes it in place
+  float* const c = sc.get(g.batch * g.m * g.n);
+  f.c = c, f.ldc = g.n, f.stride_c = g.m * g.n;
   if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, c);
   tiled(f);
   narrow(g.dtype, c, g.batch, dc, g.c, g.ldc, g.stride_c);
@@ -436,22 +442,22 @@ template <class T> T round_once(double d) {
   else return from_float<T>(round_to_odd(d));
 }
 
-template <class T>
+template <class T, class TC = T>
 void reference_typed(const GemmArgs& g) {
   const bool ta = g.trans_a == Trans::T, tb = g.trans_b == Trans::T;
   for (int64_t b = 0; b < g.batch; ++b) {
     const T* A = at<T>(g.a, b * g.stride_a);
     const T* B = at<T>(g.b, b * g.stride_b);
-    T* C = at<T>(g.c, b * g.stride_c);
+    TC* C = at<TC>(g.c, b * g.stride_c);
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) {
         double acc = 0;
         for (int64_t p = 0; p < g.k; ++p)
           acc += double(to_float(A[ta ? p * g.lda + i : i * g.lda + p])) *
                  double(to_float(B[tb ? j * g.ldb + p : p * g.ldb + j]));
-        T& c = C[i * g.ldc + j];
+        TC& c = C[i * g.ldc + j];
         const double old = g.beta == 0 ? 0.0 : double(g.beta) * double(to_float(c));
-        c = round_once<T>(double(g.alpha) * acc + old);
+        c = round_once<TC>(double(g.alpha) * acc + old);
       }
   }
 }
@@ -483,6 +489,9 @@ void gemm_reference(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   visit_dtype(g.dtype, [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      if (g.c_f32) return reference_typed<T, float>(g);
+    }
     if constexpr (!std::is_same_v<T, int64_t>) reference_typed<T>(g);
   });
 }

@@ -53,6 +53,8 @@ void register_embedding_backward(DispatchTable<EmbeddingKernel>& t);
 void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t);
 void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t);
 void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t);
+void register_mx_quantize(DispatchTable<MxQuantizeKernel>& t);
+void register_mx_dequantize(DispatchTable<MxDequantizeKernel>& t);
 // ops/cpu/rounding.cpp
 void register_stochastic_round(DispatchTable<StochasticRoundKernel>& t);
 // ops/cpu/optim.cpp (the tables' accessors are optim/optimizer.cpp's)

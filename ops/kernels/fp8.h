@@ -114,4 +114,80 @@ HG_HD void fp8_scale_update(const Fp8ScaleArgs& a) {
 using Fp8ScaleKernel = void (*)(const Fp8ScaleArgs& a);
 DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels();
 
+// ---- MX block scaling (ops/fp8.h, mx_quantize) ---------------------------------------------------------
+// The element format's largest exponent (emax) and the significand bits of its largest value above the
+// leading 1, as an F32 mantissa field: E4M3 448 = 1.75 * 2^8, E5M2 57344 = 1.75 * 2^15, E2M1 6 = 1.5 * 2^2.
+HG_HD int mx_emax(MxFormat f) { return f == MxFormat::MXFP8_E4M3 ? 8 : f == MxFormat::MXFP8_E5M2 ? 15 : 2; }
+HG_HD uint32_t mx_max_mantissa(MxFormat f) { return f == MxFormat::MXFP4 ? 0x400000u : 0x600000u; }
+
+// The shared exponent of a block whose largest magnitude is amax (finite, >= 0), clamped to [-127, 127]:
+// amax = sig * 2^fl with sig in [1, 2) (exactly, from its bits; F32 subnormals normalized); Floor gives
+// fl - emax; Up adds one when sig is above the largest element's significand (amax / 2^(fl-emax) would
+// then exceed the largest element). Integer arithmetic only: no log2 rounding at the binade edges.
+HG_HD int mx_shared_exp(float amax, MxFormat f, MxScaleRule rule) {
+  uint32_t b = detail::float_bits(amax) & 0x7fffffffu;
+  if (b == 0) return -127;
+  int fl;
+  uint32_t mant;
+  if ((b >> 23) != 0) {
+    fl = static_cast<int>(b >> 23) - 127;
+    mant = b & 0x7fffffu;
+  } else {  // subnormal: shift the leading 1 up to bit 23
+    int lead = 22;
+    while (((b >> lead) & 1u) == 0) --lead;
+    fl = lead - 149;
+    mant = (b << (23 - lead)) & 0x7fffffu;
+  }
+  int x = fl - mx_emax(f);
+  if (rule == MxScaleRule::Up && mant > mx_max_mantissa(f)) ++x;
+  return x < -127 ? -127 : x > 127 ? 127 : x;
+}
+
+// 2^e for e in [-127, 127], exactly (2^-127 is an F32 subnormal).
+HG_HD float mx_pow2(int e) {
+  return e == -127 ? detail::bits_float(0x00400000u) : detail::bits_float(static_cast<uint32_t>(e + 127) << 23);
+}
+
+// One block of n values: its scale X (NaN when it holds an inf or a NaN) into *scale and the element bytes
+// into q (MXFP4's E2M1 values as the F8E4M3 bytes of the same values). v / X is v * 2^-x, exact.
+HG_HD void mx_quantize_block(const float* x, int64_t n, uint8_t* q, float* scale, MxFormat f, MxScaleRule rule) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = amax_fold(amax, x[i]);
+  const bool special = !(amax <= 3.402823466e38f);  // inf or NaN
+  const int e = special ? 0 : mx_shared_exp(amax, f, rule);
+  *scale = special ? detail::bits_float(0x7fc00000u) : mx_pow2(e);
+  const float inv = mx_pow2(-e);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    q[i] = f == MxFormat::MXFP8_E5M2 ? float_to_f8e5m2_bits(v, true)
+           : f == MxFormat::MXFP4    ? float_to_f8e4m3_bits(e2m1_bits_to_float(float_to_e2m1_bits(v)), true)
+                                     : float_to_f8e4m3_bits(v, true);
+  }
+}
+
+// x: (rows, cols) contiguous F32, blocks of `block` along cols; q: (rows, cols) bytes; scale: (rows,
+// ceil(cols / block)) F32.
+struct MxQuantizeArgs {
+  int64_t rows = 0, cols = 0, block = 32;
+  const float* x = nullptr;
+  uint8_t* q = nullptr;
+  float* scale = nullptr;
+  MxFormat format = MxFormat::MXFP8_E4M3;
+  MxScaleRule rule = MxScaleRule::Floor;
+};
+using MxQuantizeKernel = void (*)(const MxQuantizeArgs& a);
+DispatchTable<MxQuantizeKernel>& mx_quantize_kernels();  // keyed by F32 (the op widens other inputs)
+
+// y[r, c] = decode(q[r, c]) * scale[r, c / block], rounded to y's dtype (the table's key); q is F8E4M3
+// (MXFP8_E4M3 and MXFP4) or F8E5M2 bytes.
+struct MxDequantizeArgs {
+  int64_t rows = 0, cols = 0, block = 32;
+  const uint8_t* q = nullptr;
+  bool e4m3 = true;
+  const float* scale = nullptr;
+  void* y = nullptr;
+};
+using MxDequantizeKernel = void (*)(const MxDequantizeArgs& a);
+DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels();
+
 }  // namespace hg

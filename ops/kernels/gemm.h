@@ -6,7 +6,10 @@
 // op(A) is (M,K): A is (M,K) with lda >= K when trans_a == N, (K,M) with lda >= M when T.
 // op(B) is (K,N): B is (K,N) with ldb >= N when trans_b == N, (N,K) with ldb >= K when T.
 // C is (M,N) with ldc >= N. A, B, C share one dtype; F16/BF16 accumulate in F32 and round once on
-// store. A batch stride of 0 broadcasts that operand over the batch.
+// store. With c_f32, F16/BF16 A and B write an F32 C: the accumulator times alpha (plus beta * C) is
+// stored unrounded to 16 bits, as cuBLAS's GemmEx with Ctype F32 does (the FP8 GEMM's decoded operands
+// need it: their products are exact, and one rounding to 16 bits before the scales would be a second
+// one). A batch stride of 0 broadcasts that operand over the batch.
 #include <cstdint>
 
 #include "core/dispatch_table.h"
@@ -28,7 +31,10 @@ struct GemmArgs {
   int64_t ldc = 0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
+  bool c_f32 = false;  // C is F32 (dtype must then be F16 or BF16)
 };
+// The dtype C holds: F32 with c_f32, else dtype.
+inline DType gemm_c_dtype(const GemmArgs& g) { return g.c_f32 ? DType::F32 : g.dtype; }
 using GemmKernel = void (*)(const GemmArgs& args);
 DispatchTable<GemmKernel>& gemm_kernels();
 

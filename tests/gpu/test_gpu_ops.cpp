@@ -399,6 +399,27 @@ TEST_CASE("gpu: FP8 amax, scaled casts and delayed scaling match the CPU bit for
   }
 }
 
+// MX block scaling on the device: the same scales and element bytes as the CPU for every format and
+// rule, along the last dim and dim 0, with a short last block, and an inf/NaN block.
+TEST_CASE("gpu: MX block quantize and dequantize match the CPU bit for bit", "[gpu]") {
+  Tensor x = rnd({9, 70}, DType::F32, 30.0);
+  x.data<float>()[5] = INFINITY;
+  x.data<float>()[100] = NAN;
+  const Tensor xg = gpu(x);
+  for (const MxFormat f : {MxFormat::MXFP8_E4M3, MxFormat::MXFP8_E5M2, MxFormat::MXFP4})
+    for (const MxScaleRule r : {MxScaleRule::Floor, MxScaleRule::Up})
+      for (const int64_t dim : {int64_t{-1}, int64_t{0}}) {
+        const MxTensor h = mx_quantize(x, f, {.rule = r, .dim = dim}), d = mx_quantize(xg, f, {.rule = r, .dim = dim});
+        const std::string what = std::string(mx_format_name(f)) + (r == MxScaleRule::Up ? " up" : " floor") +
+                                 (dim == 0 ? " dim 0" : " last dim");
+        INFO(what);
+        CHECK(std::memcmp(h.data.data_ptr(), d.data.to(Device::cpu()).data_ptr(), h.data.nbytes()) == 0);
+        CHECK(std::memcmp(h.scale.data_ptr(), d.scale.to(Device::cpu()).data_ptr(), h.scale.nbytes()) == 0);
+        for (const DType out : {DType::F32, DType::BF16})
+          check_close(mx_dequantize(h, out), mx_dequantize(d, out), exact(), "mx_dequantize " + what);
+      }
+}
+
 TEST_CASE("gpu: stochastic rounding draws the host's bits from the same seed", "[gpu]") {
   const Tensor x = rnd({4099}, DType::F32, 5.0);
   for (const DType to : {DType::F16, DType::BF16, DType::F8E4M3, DType::F8E5M2}) {

@@ -72,13 +72,14 @@ struct Case {
   int64_t m = 1, n = 1, k = 1, pad = 0, batch = 1;
   Batch mode = Batch::Strided;
   float alpha = 1.f, beta = 0.f;
+  bool c_f32 = false;  // F16/BF16 A and B into an F32 C
 };
 
 std::string describe(const Case& c) {
   std::ostringstream os;
   os << c.dt << " " << (c.ta == Trans::N ? 'N' : 'T') << (c.tb == Trans::N ? 'N' : 'T') << " m=" << c.m
      << " n=" << c.n << " k=" << c.k << " pad=" << c.pad << " batch=" << c.batch
-     << " mode=" << int(c.mode) << " alpha=" << c.alpha << " beta=" << c.beta;
+     << " mode=" << int(c.mode) << " alpha=" << c.alpha << " beta=" << c.beta << (c.c_f32 ? " c_f32" : "");
   return os.str();
 }
 
@@ -87,8 +88,8 @@ struct Problem {
   GemmArgs g;
   Buf a, b, c;
   Problem(const Case& cs, std::mt19937& rng)
-      : a(cs.dt, 0), b(cs.dt, 0), c(cs.dt, 0) {
-    g.dtype = cs.dt, g.trans_a = cs.ta, g.trans_b = cs.tb;
+      : a(cs.dt, 0), b(cs.dt, 0), c(cs.c_f32 ? DType::F32 : cs.dt, 0) {
+    g.dtype = cs.dt, g.trans_a = cs.ta, g.trans_b = cs.tb, g.c_f32 = cs.c_f32;
     g.m = cs.m, g.n = cs.n, g.k = cs.k, g.alpha = cs.alpha, g.beta = cs.beta, g.batch = cs.batch;
     const int64_t ar = cs.ta == Trans::N ? cs.m : cs.k, ac = cs.ta == Trans::N ? cs.k : cs.m;
     const int64_t br = cs.tb == Trans::N ? cs.k : cs.n, bc = cs.tb == Trans::N ? cs.n : cs.k;
@@ -101,7 +102,7 @@ struct Problem {
     g.stride_c = cs.m * g.ldc + gap;
     a = Buf(cs.dt, (bca ? 0 : cs.batch - 1) * g.stride_a + ar * g.lda);
     b = Buf(cs.dt, (bcb ? 0 : cs.batch - 1) * g.stride_b + br * g.ldb);
-    c = Buf(cs.dt, (cs.batch - 1) * g.stride_c + cs.m * g.ldc);
+    c = Buf(c.dt, (cs.batch - 1) * g.stride_c + cs.m * g.ldc);
     std::uniform_real_distribution<double> u(-1, 1);
     for (Buf* x : {&a, &b, &c})
       for (int64_t i = 0; i < x->size(); ++i) x->set(i, u(rng));
@@ -139,12 +140,12 @@ int64_t count_mismatches(const Problem& pr, const Buf& c0, const Buf& got, const
         for (int64_t p = 0; p < g.k; ++p) mag += std::fabs(pr.a_at(bt, i, p) * pr.b_at(bt, p, j));
         mag = std::fabs(g.alpha) * mag + (g.beta == 0 ? 0 : std::fabs(g.beta * c0.get(idx)));
         double tol = rel_tol(g.dtype) * mag;
-        if (g.dtype == DType::F16 || g.dtype == DType::BF16) tol += ulp16(g.dtype, want.get(idx));
+        if ((g.dtype == DType::F16 || g.dtype == DType::BF16) && !g.c_f32) tol += ulp16(g.dtype, want.get(idx));
         const double x = got.get(idx), y = want.get(idx);
         if (!(std::fabs(x - y) <= tol))
           report(idx, "got " + std::to_string(x) + ", want " + std::to_string(y) + ", tol " + std::to_string(tol));
       }
-  const size_t es = dtype_size(g.dtype);
+  const size_t es = dtype_size(got.dt);
   for (int64_t idx = 0; idx < got.size(); ++idx)
     if (!is_out[idx] && std::memcmp(&got.bytes[idx * es], &c0.bytes[idx * es], es) != 0)
       report(idx, "padding or batch gap was written");
@@ -181,6 +182,34 @@ TEST_CASE("gemm: every dtype, transpose, odd size and padded ld matches the refe
         for (const auto& s : sizes)
           for (int64_t pad : {0, 3})
             check_case({.dt = dt, .ta = ta, .tb = tb, .m = s[0], .n = s[1], .k = s[2], .pad = pad});
+}
+
+// An F32 C from F16/BF16 operands (the FP8 GEMM's decoded operands): every path (oneDNN's native BF16,
+// the widened F16 and the tiles of a large problem) writes the F32 accumulator without a 16-bit rounding.
+TEST_CASE("gemm: F16 and BF16 operands into an F32 C", "[cpu][gemm]") {
+  const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {300, 200, 784}};
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Trans ta : kTrans)
+      for (Trans tb : kTrans)
+        for (const auto& s : sizes)
+          for (float beta : {0.f, 1.f})
+            check_case({.dt = dt, .ta = ta, .tb = tb, .m = s[0], .n = s[1], .k = s[2], .pad = 2, .alpha = 0.75f,
+                        .beta = beta, .c_f32 = true});
+  for (Batch mode : {Batch::Strided, Batch::BroadcastB})
+    check_case({.dt = DType::BF16, .m = 9, .n = 11, .k = 13, .pad = 1, .batch = 3, .mode = mode, .c_f32 = true});
+  // the F32 C keeps what a 16-bit C would round away: 1 + 2^-12 is not a BF16 or F16 value
+  for (DType dt : {DType::F16, DType::BF16}) {
+    Buf a(dt, 2), b(dt, 2), c(DType::F32, 1);
+    a.set(0, 1.0), a.set(1, 1.0 / 4096), b.set(0, 1.0), b.set(1, 1.0);
+    const GemmArgs g{.dtype = dt, .m = 1, .n = 1, .k = 2, .a = a.data(), .lda = 2, .b = b.data(), .ldb = 1,
+                     .c = c.data(), .ldc = 1, .c_f32 = true};
+    cpu::gemm(g);
+    CHECK(c.get(0) == 1.0 + 1.0 / 4096);
+  }
+  Buf a(DType::F32, 1), c(DType::F32, 1);
+  const GemmArgs bad{.dtype = DType::F32, .m = 1, .n = 1, .k = 1, .a = a.data(), .lda = 1, .b = a.data(), .ldb = 1,
+                     .c = c.data(), .ldc = 1, .c_f32 = true};
+  CHECK_THROWS_WITH(cpu::gemm(bad), Catch::Contains("c_f32") && Catch::Contains("F16 or BF16"));
 }
 
 TEST_CASE("gemm: alpha and beta", "[cpu][gemm]") {

@@ -1,0 +1,127 @@
+#pragma once
+// An FP8 linear layer, as Transformer Engine's te.Linear computes one under te.fp8_autocast: the input and
+// the weight are quantized to FP8 with their scales, the GEMM multiplies the FP8 values exactly and sums in
+// F32, the result is multiplied by the inverse scales (and the bias added, in F32) and rounded once to the
+// input's dtype; backward quantizes the output gradient (E5M2 in the HYBRID format) and runs the two
+// gradient GEMMs the same way (dgrad: dy and the forward's FP8 weight; wgrad: dy and the forward's FP8
+// input). The bias gradient is the sum of the unquantized dy, as TE's.
+//
+//   hg::Fp8Recipe recipe{.scaling = hg::Fp8Scaling::Delayed};            // TE's DelayedScaling, HYBRID
+//   { hg::amp::Fp8Autocast fp8(recipe);                                   // nn::Linear layers run in FP8
+//     loss = cross_entropy(model(x), t); }
+//   loss.backward();
+//
+// How the GEMM runs: FP8 values are decoded exactly to BF16 (every E4M3 and E5M2 value is a BF16 value),
+// and the BF16 GEMM with an F32 result multiplies them (BF16 products are exact in F32) and sums in F32:
+// what an FP8 Tensor Core computes, up to the order of the F32 additions. On the CPU this is the BF16
+// GEMM of ops/cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening); on CUDA, cuBLAS's
+// BF16 GEMM (cuBLASLt's native FP8 GEMM with scale pointers, on sm_89/sm_90, is not wired up yet).
+//
+// Scalings (Fp8Recipe::scaling):
+//   Delayed  per tensor role (input, weight, output gradient) an Fp8DelayedScaling: the cast uses the scale
+//            from the amax history of past calls and records this call's amax; the history is updated
+//            right after each cast (TE updates once per step; the two agree when a layer runs once a step).
+//   Current  the scale from this call's amax (one more pass over the tensor), nothing kept between calls.
+//   Mx       MXFP8: one E8M0 scale per 32 values along the GEMM's reduction dimension (ops/fp8.h,
+//            mx_quantize): x and w by rows for the forward, dy by rows and w by columns for dgrad, dy and
+//            x by columns for wgrad, each quantized from the high-precision tensor (as TE's MXFP8 keeps a
+//            rowwise and a columnwise copy). The scales multiply the decoded values before the GEMM, which is
+//            exact (a power of two), so the GEMM is still exact products summed in F32.
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "ops/fp8.h"
+
+namespace hg {
+
+enum class Fp8Scaling : uint8_t { Delayed, Current, Mx };
+// TE's Format: HYBRID (E4M3 forward, E5M2 gradients, the default) or E4M3 everywhere.
+enum class Fp8Format : uint8_t { Hybrid, E4M3 };
+
+struct Fp8Recipe {
+  Fp8Scaling scaling = Fp8Scaling::Delayed;
+  Fp8Format format = Fp8Format::Hybrid;
+  int64_t amax_history_len = 1024;                    // Delayed: TE's default
+  AmaxCompute amax_compute_algo = AmaxCompute::Max;   // Delayed: "max" (TE's default) or "most_recent"
+  float margin = 0.0f;                                // Delayed, Current: scale = fp8_max * 2^-margin / amax
+  bool pow2_scales = false;                           // Delayed, Current: scales rounded down to powers of two
+  MxScaleRule mx_rule = MxScaleRule::Up;              // Mx: TE's rounding up (nothing clips); Floor is OCP's
+  int64_t mx_block = 32;                              // Mx: values per scale
+  DType forward_dtype() const { return DType::F8E4M3; }
+  DType backward_dtype() const { return format == Fp8Format::Hybrid ? DType::F8E5M2 : DType::F8E4M3; }
+};
+std::string describe(const Fp8Recipe& r);  // "delayed HYBRID, history 1024 max, margin 0"
+
+enum class Fp8Role : uint8_t { Input = 0, Weight = 1, GradOutput = 2 };
+const char* fp8_role_name(Fp8Role r);  // "input", "weight", "grad_output"
+
+// What the last cast of one role did (kept when Fp8LinearState::track_stats is on; it costs a copy of the
+// tensor to the host): its amax, the scale used (Mx: the largest and smallest block scale), and the
+// fractions of the elements that saturated (|x * scale| past the format's largest value) and that were
+// flushed to zero (x != 0 but its FP8 value is 0).
+struct Fp8CastStats {
+  int64_t numel = 0;
+  float amax = 0.0f;
+  float scale = 1.0f, scale_min = 1.0f;  // per-tensor: both the scale; Mx: the largest and smallest block scale
+  double saturated = 0.0, flushed = 0.0;
+};
+
+// The FP8 state of one linear layer. Delayed: the three roles' Fp8DelayedScaling, whose tensors a
+// checkpoint saves (save_into / load_from) so that a resumed run casts bit for bit as the unbroken one.
+class Fp8LinearState {
+ public:
+  explicit Fp8LinearState(const Fp8Recipe& r, Device dev = Device::cpu());
+  const Fp8Recipe& recipe() const { return recipe_; }
+  Device device() const { return device_; }
+  bool has_delayed() const { return recipe_.scaling == Fp8Scaling::Delayed; }
+  Fp8DelayedScaling& delayed(Fp8Role r);  // Delayed recipes only
+  const Fp8DelayedScaling& delayed(Fp8Role r) const;
+  bool track_stats = false;
+  const Fp8CastStats& stats(Fp8Role r) const { return stats_[static_cast<size_t>(r)]; }
+  Fp8CastStats& stats(Fp8Role r) { return stats_[static_cast<size_t>(r)]; }
+  int64_t calls() const { return calls_; }  // forward calls so far
+  void count_call() { ++calls_; }
+  void to(Device dev);
+  // "<role>.amax_history", "<role>.scale", "<role>.scale_inv" under prefix (Delayed; nothing otherwise).
+  void save_into(std::map<std::string, Tensor>& out, const std::string& prefix) const;
+  void load_from(const std::map<std::string, Tensor>& in, const std::string& prefix);
+  bool compatible(const Fp8Recipe& r) const;  // the same scaling, formats and history length
+
+ private:
+  Fp8Recipe recipe_;
+  Device device_;
+  std::vector<Fp8DelayedScaling> delayed_;  // 3 for Delayed, indexed by Fp8Role
+  std::array<Fp8CastStats, 3> stats_{};
+  int64_t calls_ = 0;
+};
+
+// y = x w^T + b computed in FP8 per the state's recipe (x: (*, in) F32/F16/BF16; w: (out, in); b: (out) or
+// undefined). Differentiable in x, w and b; y has x's dtype. The state is shared with the backward node.
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state);
+
+}  // namespace hg
+
+namespace hg::amp {
+
+// Turns FP8 on for nn::Linear layers on this thread for the guard's lifetime (TE's fp8_autocast): each
+// Linear creates its Fp8LinearState from the recipe at its first call (and anew when a later guard's recipe
+// is not compatible with it). Nestable; enabled = false turns FP8 off inside an enabled region. Backward
+// needs no guard: the FP8 layers recorded what their backward does.
+class Fp8Autocast {
+ public:
+  explicit Fp8Autocast(const Fp8Recipe& recipe, bool enabled = true);
+  ~Fp8Autocast();
+  Fp8Autocast(const Fp8Autocast&) = delete;
+  Fp8Autocast& operator=(const Fp8Autocast&) = delete;
+
+ private:
+  const Fp8Recipe* prev_;
+  Fp8Recipe recipe_;
+};
+// The recipe of the innermost enabled Fp8Autocast on this thread, or null.
+const Fp8Recipe* fp8_recipe();
+
+}  // namespace hg::amp
