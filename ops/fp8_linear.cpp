@@ -33,12 +33,13 @@ std::string describe(const Fp8Recipe& r) {
          << (r.amax_compute_algo == AmaxCompute::Max ? "max" : "most_recent") << ", margin " << r.margin;
       break;
     case Fp8Scaling::Current: os << "current " << fmt << ", margin " << r.margin; break;
+    case Fp8Scaling::Unscaled: os << "unscaled " << fmt; break;
     case Fp8Scaling::Mx:
       os << "MXFP8 " << fmt << ", blocks of " << r.mx_block << ", scales rounded "
          << (r.mx_rule == MxScaleRule::Up ? "up" : "down (OCP)");
       break;
   }
-  if (r.pow2_scales && r.scaling != Fp8Scaling::Mx) os << ", pow2 scales";
+  if (r.pow2_scales && (r.scaling == Fp8Scaling::Delayed || r.scaling == Fp8Scaling::Current)) os << ", pow2 scales";
   return os.str();
 }
 
@@ -75,6 +76,7 @@ bool Fp8LinearState::compatible(const Fp8Recipe& r) const {
     return r.amax_history_len == recipe_.amax_history_len && r.amax_compute_algo == recipe_.amax_compute_algo &&
            r.margin == recipe_.margin && r.pow2_scales == recipe_.pow2_scales;
   if (r.scaling == Fp8Scaling::Current) return r.margin == recipe_.margin && r.pow2_scales == recipe_.pow2_scales;
+  if (r.scaling == Fp8Scaling::Unscaled) return true;
   return r.mx_rule == recipe_.mx_rule && r.mx_block == recipe_.mx_block;
 }
 
@@ -137,6 +139,10 @@ PerTensor cast_role(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8)
     out.scale_inv = d.scale_inv().clone();  // update() below replaces the state's scales
     out.q = d.quantize(x);
     d.update();
+  } else if (r.scaling == Fp8Scaling::Unscaled) {
+    scale = full(Shape{}, 1.0, {.dtype = DType::F32, .device = x.device()});
+    out.q = fp8_quantize(x, f8, scale);
+    out.scale_inv = scale;
   } else {
     scale = fp8_scale_from_amax(amax(x), f8, {.margin = r.margin, .pow2 = r.pow2_scales});
     out.q = fp8_quantize(x, f8, scale);

@@ -27,6 +27,8 @@
 //            x by columns for wgrad, each quantized from the high-precision tensor (as TE's MXFP8 keeps a
 //            rowwise and a columnwise copy). The scales multiply the decoded values before the GEMM, which is
 //            exact (a power of two), so the GEMM is still exact products summed in F32.
+//   Unscaled scale 1 for every tensor: a lesson in what the scales are for (weights and gradients of a
+//            small network sit far below E4M3's and E5M2's normal range, and flush to zero).
 #include <array>
 #include <map>
 #include <memory>
@@ -37,7 +39,7 @@
 
 namespace hg {
 
-enum class Fp8Scaling : uint8_t { Delayed, Current, Mx };
+enum class Fp8Scaling : uint8_t { Delayed, Current, Mx, Unscaled };
 // TE's Format: HYBRID (E4M3 forward, E5M2 gradients, the default) or E4M3 everywhere.
 enum class Fp8Format : uint8_t { Hybrid, E4M3 };
 

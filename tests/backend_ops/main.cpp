@@ -627,6 +627,22 @@ std::vector<OpCase> op_cases() {
                    return std::vector<Tensor>{a, s4, s5, fp8_dequantize(q4, rdiv(1.0, s4), in[0].dtype()),
                                               fp8_dequantize(q5, rdiv(1.0, big), in[0].dtype())};
                  }});
+  // MX block scaling: every format and scale rule, blocks along the last dim and dim 0 (short last blocks)
+  ops.push_back({"mx_quantize", "mx_quantize, mx_dequantize", Check::Exact,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("mx", dt)), dt};
+                   return std::vector<Case>{{"(33,70)", {m.normal({33, 70}, 30.0)}, {false}},
+                                            {"large", {m.normal({kLarge}, 1e-3)}, {false}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case&) {
+                   std::vector<Tensor> out;
+                   for (const MxFormat f : {MxFormat::MXFP8_E4M3, MxFormat::MXFP8_E5M2, MxFormat::MXFP4})
+                     for (const MxScaleRule r : {MxScaleRule::Floor, MxScaleRule::Up}) {
+                       out.push_back(mx_dequantize(mx_quantize(in[0], f, {.rule = r}), in[0].dtype()));
+                       if (in[0].ndim() == 2) out.push_back(mx_dequantize(mx_quantize(in[0], f, {.rule = r, .dim = 0}), in[0].dtype()));
+                     }
+                   return out;
+                 }});
   // stochastic rounding: the same Philox stream on both devices gives the same bits, to every narrow format
   ops.push_back({"stochastic_round", "stochastic_round", Check::Exact,
                  [](DType dt) {

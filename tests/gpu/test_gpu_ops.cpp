@@ -415,9 +415,34 @@ TEST_CASE("gpu: MX block quantize and dequantize match the CPU bit for bit", "[g
         INFO(what);
         CHECK(std::memcmp(h.data.data_ptr(), d.data.to(Device::cpu()).data_ptr(), h.data.nbytes()) == 0);
         CHECK(std::memcmp(h.scale.data_ptr(), d.scale.to(Device::cpu()).data_ptr(), h.scale.nbytes()) == 0);
-        for (const DType out : {DType::F32, DType::BF16})
+        for (const DType out : kTypes)
           check_close(mx_dequantize(h, out), mx_dequantize(d, out), exact(), "mx_dequantize " + what);
       }
+}
+
+// The FP8 linear layer on the device: the same casts (bit for bit, so the same scales and histories) and
+// the same exact products, summed in another order: forward and gradients agree to F32 rounding.
+TEST_CASE("gpu: the FP8 linear layer matches the CPU for every scaling", "[gpu]") {
+  for (const Fp8Scaling sc : {Fp8Scaling::Delayed, Fp8Scaling::Current, Fp8Scaling::Mx}) {
+    const Fp8Recipe r{.scaling = sc, .amax_history_len = 3};
+    auto host = std::make_shared<Fp8LinearState>(r), dev = std::make_shared<Fp8LinearState>(r, kGpu);
+    const Tensor w = rnd({24, 70}, DType::F32, 0.2), b = rnd({24}, DType::F32);
+    for (int step = 0; step < 3; ++step) {
+      const Tensor x = rnd({33, 70}, DType::F32, 3.0 * (step + 1)), dy = rnd({33, 24}, DType::F32);
+      Tensor xh = x.detach().requires_grad_(), wh = w.detach().requires_grad_(), bh = b.detach().requires_grad_();
+      Tensor xd = gpu(x).requires_grad_(), wd = gpu(w).requires_grad_(), bd = gpu(b).requires_grad_();
+      const Tensor yh = fp8_linear(xh, wh, bh, host), yd = fp8_linear(xd, wd, bd, dev);
+      sum(mul(yh, dy)).backward();
+      sum(mul(yd, gpu(dy))).backward();
+      const std::string what = describe(r) + " step " + std::to_string(step);
+      check_close(yh, yd, {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear " + what);
+      check_close(xh.grad(), xd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dx " + what);
+      check_close(wh.grad(), wd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dw " + what);
+      if (sc == Fp8Scaling::Delayed)
+        for (const Fp8Role role : {Fp8Role::Input, Fp8Role::Weight, Fp8Role::GradOutput})
+          check_close(host->delayed(role).amax_history(), dev->delayed(role).amax_history(), exact(), "history " + what);
+    }
+  }
 }
 
 TEST_CASE("gpu: stochastic rounding draws the host's bits from the same seed", "[gpu]") {

@@ -1,0 +1,221 @@
+// fp8_training: the Fashion-MNIST MLP trained with its Linear layers in FP8 (ops/fp8_linear.h), next to FP32 and
+// BF16 autocast, and the configurations that break FP8.
+//   ./build/fp8_training [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]
+//
+// Every run starts from the same initial weights and data order (MLP 784-256-128-10, ReLU, batch 64, SGD lr 0.05
+// momentum 0.9, cross-entropy in F32):
+//   fp32            the reference;
+//   bf16            BF16 autocast (amp::Autocast on the CPU);
+//   fp8-delayed     Transformer Engine's default recipe: HYBRID (E4M3 forward, E5M2 gradients), delayed scaling
+//                   from an amax history of 1024 steps, "max";
+//   fp8-current     HYBRID, the scale from each tensor's own amax;
+//   mxfp8           MXFP8: one power-of-two scale per 32 values (rounded up, as TE), E4M3/E5M2 elements;
+// and what breaks:
+//   fp8-unscaled    HYBRID with every scale 1: weights (~0.03) and gradients (~1e-5) are below or at the bottom
+//                   of E4M3's and E5M2's range and flush to zero;
+//   fp8-margin-8    delayed scaling with margin -8: scales 256x too large, so the largest values saturate;
+//   fp8-e4m3-grads  current scaling with E4M3 gradients (TE's E4M3 format): 3 exponent bits fewer for dy;
+//   fp8-history-1   delayed scaling with a one-step history: each cast uses the last step's amax.
+// Per run: test accuracy, training loss, ms per step, and, over the steps the statistics were sampled on (every 50),
+// the mean fractions of elements saturated and flushed to zero per tensor role, and the bytes of FP8 state.
+// --csv DIR writes DIR/fp8_stats.csv: run, step, layer, role, amax, scale, saturated, flushed (the plots of
+// scripts/make_figures.sh).
+//
+// On a CPU, FP8 is emulated: the casts are extra passes over each tensor, and the GEMM is the BF16 one (FP8 values
+// decoded exactly to BF16), so an FP8 step costs more than a BF16 step; the timing column shows by how much.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "optim/sgd.h"
+#include "train_common.h"
+
+namespace {
+
+namespace nn = hg::nn;
+using hg::Fp8Recipe;
+using hg::Fp8Role;
+using hg::Fp8Scaling;
+using hg::Tensor;
+
+struct Options {
+  std::string data, csv;
+  int threads = 1;
+  int64_t steps = 2000;
+  uint64_t seed = 0;
+  bool quick = false;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  example::exit_with_usage("fp8_training", problem,
+                           "[--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]\n"
+                           "  --steps N          training steps per run, batch 64 (default 2000; --quick: 300)\n"
+                           "  --csv DIR          write DIR/fp8_stats.csv (amax, scale, saturated, flushed per step)\n"
+                           "  --quick            4096 training samples, 300 steps: a smoke run");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  bool steps_set = false;
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--data") o.data = v;
+    else if (f == "--csv") o.csv = v;
+    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
+    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
+    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
+    else return false;
+    return true;
+  };
+  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
+  if (o.quick && !steps_set) o.steps = 300;
+  return o;
+}
+
+struct Run {
+  std::string label;
+  enum Kind { F32, BF16, FP8 } kind = FP8;
+  Fp8Recipe recipe = {};
+  // results
+  double acc = 0, loss = 0, ms_per_step = 0;
+  double saturated[3] = {0, 0, 0}, flushed[3] = {0, 0, 0};  // mean over the sampled steps and layers, per role
+  int64_t state_bytes = 0;
+};
+
+constexpr int64_t kSampleEvery = 50;
+
+std::vector<nn::Linear*> linears(nn::Module& m) {
+  std::vector<nn::Linear*> out;
+  for (const auto& [name, mod] : m.named_modules())
+    if (auto* l = dynamic_cast<nn::Linear*>(mod.get())) out.push_back(l);
+  return out;
+}
+
+void train(const Options& o, const example::Data& d, Run& r, std::ofstream* csv) {
+  hg::manual_seed(o.seed);
+  std::shared_ptr<nn::Sequential> model = example::fashion_mnist_mlp();
+  hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = o.seed});
+  const std::vector<nn::Linear*> layers = linears(*model);
+  double loss_sum = 0, samples = 0;
+  int64_t loss_n = 0, step = 0, timed = 0;
+  double seconds = 0;  // of the steps that sampled no statistics (those copy tensors to the host)
+  auto forward = [&](const Tensor& x) {
+    std::optional<hg::amp::Autocast> ac;
+    std::optional<hg::amp::Fp8Autocast> fp8;
+    if (r.kind == Run::BF16) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
+    if (r.kind == Run::FP8) fp8.emplace(r.recipe);
+    return model->forward(x).to(hg::DType::F32);
+  };
+  for (int64_t epoch = 0; step < o.steps; loader.set_epoch(static_cast<uint64_t>(++epoch))) {
+    for (auto& [x, y] : loader) {
+      const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
+      for (nn::Linear* l : layers)
+        if (l->fp8_state) l->fp8_state->track_stats = sample;
+      const auto t0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      const Tensor loss = hg::cross_entropy(forward(x), y);
+      loss.backward();
+      opt.step();
+      const float lv = loss.item<float>();
+      if (!sample) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ++timed;
+      if (o.steps - step <= 100) loss_sum += std::isfinite(lv) ? lv : 1e9, ++loss_n;
+      if (sample) {
+        samples += 1;
+        for (size_t li = 0; li < layers.size(); ++li)
+          for (int role = 0; role < 3; ++role) {
+            const hg::Fp8CastStats& s = layers[li]->fp8_state->stats(static_cast<Fp8Role>(role));
+            r.saturated[role] += s.saturated / static_cast<double>(layers.size());
+            r.flushed[role] += s.flushed / static_cast<double>(layers.size());
+            if (csv != nullptr)
+              *csv << r.label << "," << step << "," << li << "," << hg::fp8_role_name(static_cast<Fp8Role>(role)) << ","
+                   << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
+          }
+      }
+      if (++step == o.steps) break;
+    }
+  }
+  for (int role = 0; role < 3; ++role) {
+    r.saturated[role] /= std::max(samples, 1.0);
+    r.flushed[role] /= std::max(samples, 1.0);
+  }
+  r.ms_per_step = 1000.0 * seconds / static_cast<double>(std::max<int64_t>(timed, 1));
+  r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_n, 1));
+  for (nn::Linear* l : layers)
+    for (const auto& [k, t] : l->extra_state()) r.state_bytes += t.nbytes();
+  // evaluation in the run's own precision
+  hg::NoGradGuard ng;
+  model->eval();
+  hg::data::DataLoader test(d.test, {.batch_size = 1000, .shuffle = false, .prefetch = false});
+  int64_t correct = 0;
+  for (auto& [x, y] : test) {
+    const auto pred = hg::argmax(forward(x), 1).to_vector<int64_t>();
+    const auto lab = y.to_vector<int64_t>();
+    for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == lab[i];
+  }
+  r.acc = static_cast<double>(correct) / static_cast<double>(d.test.size());
+}
+
+int run(const Options& o) {
+  hg::set_num_threads(o.threads);
+  example::Args a;
+  a.data = o.data;
+  if (o.quick) a.limit = 4096;
+  const example::Data d = example::load_data(a);
+  std::printf("fp8_training: %lld train / %lld test samples, MLP 784-256-128-10, SGD lr 0.05 momentum 0.9, batch 64, "
+              "%lld steps, seed %llu, %d thread(s) on %s\n", static_cast<long long>(d.train.size()),
+              static_cast<long long>(d.test.size()), static_cast<long long>(o.steps),
+              static_cast<unsigned long long>(o.seed), hg::get_num_threads(), hg::cpu_summary().c_str());
+  std::vector<Run> runs = {
+      {.label = "fp32", .kind = Run::F32},
+      {.label = "bf16", .kind = Run::BF16},
+      {.label = "fp8-delayed", .recipe = {.scaling = Fp8Scaling::Delayed}},
+      {.label = "fp8-current", .recipe = {.scaling = Fp8Scaling::Current}},
+      {.label = "mxfp8", .recipe = {.scaling = Fp8Scaling::Mx}},
+      {.label = "fp8-unscaled", .recipe = {.scaling = Fp8Scaling::Unscaled}},
+      {.label = "fp8-margin-8", .recipe = {.scaling = Fp8Scaling::Delayed, .margin = -8.0f}},
+      {.label = "fp8-e4m3-grads", .recipe = {.scaling = Fp8Scaling::Current, .format = hg::Fp8Format::E4M3}},
+      {.label = "fp8-history-1", .recipe = {.scaling = Fp8Scaling::Delayed, .amax_history_len = 1}},
+  };
+  std::ofstream csv;
+  if (!o.csv.empty()) {
+    std::filesystem::create_directories(o.csv);
+    csv.open(o.csv + "/fp8_stats.csv");
+    HG_CHECK(csv.good(), "fp8_training: cannot write ", o.csv, "/fp8_stats.csv; pass a writable --csv DIR");
+    csv << "run,step,layer,role,amax,scale,saturated,flushed\n";
+  }
+  for (Run& r : runs) {
+    train(o, d, r, csv.is_open() ? &csv : nullptr);
+    std::printf("  %-15s done: %s\n", r.label.c_str(),
+                r.kind == Run::FP8 ? hg::describe(r.recipe).c_str() : r.kind == Run::BF16 ? "BF16 autocast" : "F32");
+    std::fflush(stdout);
+  }
+  std::printf("\n%-15s %9s %9s %10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "run", "test acc", "vs bf16", "last loss",
+              "ms/step", "sat x", "sat w", "sat dy", "flush x", "flush w", "flush dy", "fp8 state");
+  const double bf16_acc = runs[1].acc;
+  for (const Run& r : runs) {
+    std::printf("%-15s %9.4f %+8.2fp %10.4f %8.2f", r.label.c_str(), r.acc, 100.0 * (r.acc - bf16_acc), r.loss, r.ms_per_step);
+    if (r.kind == Run::FP8)
+      std::printf(" %7.3f%% %7.3f%% %7.3f%% %7.2f%% %7.2f%% %7.2f%% %8lldB\n", 100 * r.saturated[0], 100 * r.saturated[1],
+                  100 * r.saturated[2], 100 * r.flushed[0], 100 * r.flushed[1], 100 * r.flushed[2],
+                  static_cast<long long>(r.state_bytes));
+    else
+      std::printf(" %8s %8s %8s %8s %8s %8s %9s\n", "-", "-", "-", "-", "-", "-", "-");
+  }
+  std::printf("sat/flush: mean share of a tensor's elements that saturated (past the format's largest value after "
+              "scaling) or were flushed to zero (non-zero, FP8 value 0), over the layers and the steps sampled every %lld "
+              "(x: layer inputs, w: weights, dy: output gradients). fp8 state: the amax histories and scales a "
+              "checkpoint keeps (delayed scaling only). last loss: mean of the last 100 training steps.\n",
+              static_cast<long long>(kSampleEvery));
+  if (csv.is_open()) std::printf("wrote %s/fp8_stats.csv\n", o.csv.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return example::guarded_main("fp8_training", [&] { return run(parse(argc, argv)); });
+}
