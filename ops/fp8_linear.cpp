@@ -148,6 +148,7 @@ PerTensor cast_role(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8)
     out.q = fp8_quantize(x, f8, scale);
     out.scale_inv = rdiv(1.0, scale);
   }
+  st.last_scale(role) = scale;
   if (st.track_stats) {
     const float s = host_value(scale);
     Fp8CastStats cs = cast_stats(x, out.q, fp8_max(f8), [s](size_t) { return s; });
@@ -219,9 +220,27 @@ void check_args(const Tensor& x, const Tensor& w, const Tensor& b, const std::sh
            " output features; b must be (", w.size(0), ")");
 }
 
+// "x E4M3 scale 27.1, w E4M3 scale 3.2e+03 (delayed HYBRID, ...)": what the last forward cast with.
+std::string cast_note(const Fp8LinearState& st) {
+  std::ostringstream os;
+  const Fp8Recipe& r = st.recipe();
+  os << "x, w " << dtype_name(r.forward_dtype()) << ", dy " << dtype_name(r.backward_dtype());
+  for (Fp8Role role : {Fp8Role::Input, Fp8Role::Weight}) {
+    const Tensor& s = st.last_scale(role);
+    if (s.defined()) os << ", " << (role == Fp8Role::Input ? "x" : "w") << " scale " << host_value(s);
+  }
+  os << " (" << describe(r) << ")";
+  return os.str();
+}
+
 }  // namespace
 
 Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state) {
+  if (amp::OpCast c{amp::OpId::Fp8Linear, {x, w, b}}) {  // an observer (PrecisionTrace) or a user policy
+    Tensor y = fp8_linear(c[0], c[1], c[2], state);
+    if (c.observed()) c.set_note(cast_note(*state));
+    return c.result(y);
+  }
   check_args(x, w, b, state);
   amp::ExcludeGuard no_autocast;  // this op manages its own dtypes
   Fp8LinearState& st = *state;

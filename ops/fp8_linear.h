@@ -85,6 +85,9 @@ class Fp8LinearState {
   const Fp8CastStats& stats(Fp8Role r) const { return stats_[static_cast<size_t>(r)]; }
   Fp8CastStats& stats(Fp8Role r) { return stats_[static_cast<size_t>(r)]; }
   int64_t calls() const { return calls_; }  // forward calls so far
+  // The scale (0-d F32) the last per-tensor cast of a role used; undefined before one and under Mx.
+  const Tensor& last_scale(Fp8Role r) const { return last_scale_[static_cast<size_t>(r)]; }
+  Tensor& last_scale(Fp8Role r) { return last_scale_[static_cast<size_t>(r)]; }
   void count_call() { ++calls_; }
   void to(Device dev);
   // "<role>.amax_history", "<role>.scale", "<role>.scale_inv" under prefix (Delayed; nothing otherwise).
@@ -97,6 +100,7 @@ class Fp8LinearState {
   Device device_;
   std::vector<Fp8DelayedScaling> delayed_;  // 3 for Delayed, indexed by Fp8Role
   std::array<Fp8CastStats, 3> stats_{};
+  std::array<Tensor, 3> last_scale_{};
   int64_t calls_ = 0;
 };
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace hg::amp::inspect {
@@ -35,6 +36,14 @@ inline constexpr double kBF16Max = 0x1.fep127;         // 3.39e38
 inline constexpr double kBF16FlushMax = 0x1p-134;
 inline constexpr double kBF16OverflowMin = 0x1.ffp127;
 inline constexpr double kSwampRatio = 2048.0;  // the rule of thumb: lost when |w| >= 2048 |u|
+// FP8 (core/fp8.h), unscaled: what a cast with scale 1 keeps. E4M3: |x| <= 2^-10 flushes, |x| > 464 (the
+// midpoint to the NaN pattern's 480, which rounds to even 448) is past the largest value: saturated by
+// Transformer Engine's casts, NaN by .to(). E5M2: |x| <= 2^-17 flushes, |x| >= 61440 overflows (to inf, or
+// saturates). A per-tensor scale s moves every value by s: the histogram's loss_scale plays that role.
+inline constexpr double kE4M3MinSubnormal = 0x1p-9, kE4M3MinNormal = 0x1p-6, kE4M3Max = 448.0;
+inline constexpr double kE4M3FlushMax = 0x1p-10, kE4M3OverflowMin = 464.0;  // overflow: |x| > 464
+inline constexpr double kE5M2MinSubnormal = 0x1p-16, kE5M2MinNormal = 0x1p-14, kE5M2Max = 57344.0;
+inline constexpr double kE5M2FlushMax = 0x1p-17, kE5M2OverflowMin = 61440.0;  // overflow: |x| >= 61440
 
 // Where a value lands when stored in a 16-bit format.
 enum class Rounding : uint8_t {
@@ -62,6 +71,16 @@ HG_HD Rounding classify_bits(float v, uint16_t bits, int mant_bits, uint16_t exp
 
 HG_HD Rounding round_f16(float v) { return detail::classify_bits(v, float_to_f16_bits(v), 10, 0x1f); }
 HG_HD Rounding round_bf16(float v) { return detail::classify_bits(v, float_to_bf16_bits(v), 7, 0xff); }
+// FP8 through the non-saturating casts: E4M3's overflow is its NaN pattern (s 1111 111), E5M2's inf.
+HG_HD Rounding round_e4m3(float v) {
+  if (v != v) return Rounding::NonFinite;
+  if (v == 0.0f) return Rounding::Zero;
+  const uint8_t mag = float_to_f8e4m3_bits(v, false) & 0x7fu;
+  if (mag == 0x7fu) return Rounding::Overflow;
+  if ((mag >> 3) == 0) return mag == 0 ? Rounding::Flush : Rounding::Subnormal;
+  return Rounding::Normal;
+}
+HG_HD Rounding round_e5m2(float v) { return detail::classify_bits(v, float_to_f8e5m2_bits(v, false), 2, 0x1f); }
 
 // Exact: the weight as F16, plus the update in F32 (halfgrad's kernels compute in F32), stored back
 // in F16 (MasterWeights::Off) gives the same value. +0 and -0 count as the same value.

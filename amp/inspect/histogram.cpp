@@ -80,6 +80,8 @@ void count_value(LayerStats& s, double x, double factor) {
   const float v = static_cast<float>(scaled);
   count_format(s.f16, v == 0.0f ? Rounding::Flush : round_f16(v), scaled < kF16MinSubnormal);
   count_format(s.bf16, v == 0.0f ? Rounding::Flush : round_bf16(v), scaled < kBF16MinSubnormal);
+  count_format(s.e4m3, v == 0.0f ? Rounding::Flush : round_e4m3(v), scaled < kE4M3MinSubnormal);
+  count_format(s.e5m2, v == 0.0f ? Rounding::Flush : round_e5m2(v), scaled < kE5M2MinSubnormal);
 }
 
 std::vector<double> host_values(const char* op, const std::string& name, const Tensor& t) {

@@ -70,7 +70,7 @@ struct LayerStats {
   int64_t count = 0;  // every value recorded
   int64_t zeros = 0, infs = 0, nans = 0;
   int64_t below_range = 0, above_range = 0;  // F64 values outside [2^-149, 2^128)
-  FormatCounts f16, bf16;
+  FormatCounts f16, bf16, e4m3, e5m2;  // FP8: unscaled casts (scale 1, or the loss_scale factor)
   int64_t updates = 0;              // nonzero finite updates (Kind::Update)
   int64_t f16_swamped = 0;          // exact
   int64_t f16_swamped_rule = 0;     // |w| >= 2048 |u|

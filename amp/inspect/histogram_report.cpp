@@ -62,6 +62,12 @@ std::string markers_json() {
       .add("bf16_max", marker(kBF16Max))
       .add("bf16_flush_max", marker(kBF16FlushMax))
       .add("bf16_overflow_min", marker(kBF16OverflowMin))
+      .add("e4m3_min_subnormal", marker(kE4M3MinSubnormal))
+      .add("e4m3_min_normal", marker(kE4M3MinNormal))
+      .add("e4m3_max", marker(kE4M3Max))
+      .add("e5m2_min_subnormal", marker(kE5M2MinSubnormal))
+      .add("e5m2_min_normal", marker(kE5M2MinNormal))
+      .add("e5m2_max", marker(kE5M2Max))
       .str();
 }
 
@@ -106,6 +112,7 @@ std::string entry_json(const std::string& name, Kind kind, const LayerStats& s) 
   o.count("nans", s.nans).count("below_range", s.below_range).count("above_range", s.above_range);
   o.add("min_exponent", lo).add("max_exponent", hi);
   o.add("f16", format_json(s, s.f16)).add("bf16", format_json(s, s.bf16));
+  o.add("e4m3", format_json(s, s.e4m3)).add("e5m2", format_json(s, s.e5m2));
   if (kind == Kind::Update) {
     o.add("swamping", JsonObject()
                           .count("updates", s.updates)

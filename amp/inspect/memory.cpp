@@ -18,8 +18,8 @@ namespace hg::amp::inspect {
 namespace {
 
 constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2};
-constexpr Role kRoles[] = {Role::Params,  Role::Masters,   Role::Grads,       Role::OptimizerState,
-                           Role::Buffers, Role::CastCache, Role::Activations, Role::Other};
+constexpr Role kRoles[] = {Role::Params,     Role::Masters,   Role::Grads,       Role::OptimizerState, Role::Buffers,
+                           Role::ExtraState, Role::CastCache, Role::Activations, Role::Other};
 constexpr size_t idx(Role r) { return static_cast<size_t>(r); }
 constexpr size_t idx(DType dt) { return static_cast<size_t>(dt); }
 
@@ -72,6 +72,7 @@ const char* role_name(Role r) {
     case Role::Grads: return "grads";
     case Role::OptimizerState: return "optimizer_state";
     case Role::Buffers: return "buffers";
+    case Role::ExtraState: return "extra_state";
     case Role::CastCache: return "cast_cache";
     case Role::Activations: return "activations";
     case Role::Other: return "other";
@@ -119,8 +120,11 @@ MemoryLedger::ByDType MemoryLedger::unaccounted(LedgerSnapshot& s) const {
       counter.add(Role::Masters, sources_.optimizer->master(i));
     count_optimizer_state(*sources_.optimizer, counter, s);
   }
-  if (sources_.model != nullptr)
+  if (sources_.model != nullptr) {
     for (const auto& [name, b] : sources_.model->named_buffers()) counter.add(Role::Buffers, b);
+    for (const auto& [name, m] : sources_.model->named_modules())
+      for (const auto& [k, t] : m->extra_state()) counter.add(Role::ExtraState, t);
+  }
   for (DType dt : kDTypes) s.bytes[idx(Role::CastCache)][idx(dt)] = amp::cast_cache_bytes(dt);
 
   ByDType rest{};

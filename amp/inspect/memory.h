@@ -24,6 +24,8 @@
 //    of the scaler's device path (8-byte I64 tensors); host step counters are integers, not tensor memory,
 //    and are only counted (step_counters).
 //  * buffers: the model's buffers (BatchNorm running statistics).
+//  * extra_state: the modules' extra state (nn::Module::extra_state): an FP8 Linear's amax histories, scales
+//    and inverse scales (F32, 3 roles x (history length + 2) values per layer under delayed scaling).
 //  * cast_cache: amp::cast_cache_bytes(dtype) -- the process-wide cache, so use one device at a time.
 //  * activations: bytes that are in none of the roles above and were allocated since begin_forward() and
 //    are still alive: what the graph saved for backward, plus the output and the loss. After the autocast
@@ -45,9 +47,9 @@
 
 namespace hg::amp::inspect {
 
-enum class Role : uint8_t { Params, Masters, Grads, OptimizerState, Buffers, CastCache, Activations, Other };
-inline constexpr int kNumRoles = 8;
-// "params", "masters", "grads", "optimizer_state", "buffers", "cast_cache", "activations", "other"
+enum class Role : uint8_t { Params, Masters, Grads, OptimizerState, Buffers, ExtraState, CastCache, Activations, Other };
+inline constexpr int kNumRoles = 9;
+// "params", "masters", "grads", "optimizer_state", "buffers", "extra_state", "cast_cache", "activations", "other"
 const char* role_name(Role r);
 
 // What a ledger counts. The model and the optimizer are optional (either gives parameters and gradients)

@@ -21,6 +21,7 @@ const char* math_kind_name(MathKind k) {
     case MathKind::F16AccumulateF32: return "F16 x F16 -> F32 accumulate";
     case MathKind::BF16AccumulateF32: return "BF16 x BF16 -> F32 accumulate";
     case MathKind::TF32AccumulateF32: return "TF32 x TF32 -> F32 accumulate";
+    case MathKind::FP8AccumulateF32: return "FP8 x FP8 -> F32 accumulate";
     case MathKind::F32OnF16Storage: return "F32 math on F16 storage";
     case MathKind::F32OnBF16Storage: return "F32 math on BF16 storage";
     case MathKind::Copy: return "copy, no arithmetic";
@@ -99,6 +100,10 @@ KernelMath kernel_math(OpId op, DeviceType dev, DType dtype) {
   HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::OpId; pass ",
            "one of amp::OpId's values (ops/autocast/policy.h)");
   if (is_copy(op)) return {MathKind::Copy, std::string("copy, no arithmetic (") + dtype_name(dtype) + ")"};
+  if (op == OpId::Fp8Linear)  // ops/fp8_linear.cpp: FP8 decoded exactly to BF16, the BF16 GEMM with an F32 result
+    return {MathKind::FP8AccumulateF32,
+            std::string("FP8 x FP8 -> F32 accumulate (decoded to BF16; ") +
+                (dev == DeviceType::CUDA ? std::string("cuBLAS") : cpu::gemm_engine(DType::BF16)) + ")"};
   if (dtype == DType::I64) return {MathKind::Integer, "I64"};
   const bool gemm = op == OpId::Matmul || op == OpId::Linear;
   if (gemm || op == OpId::Conv2d) {
@@ -138,6 +143,7 @@ void PrecisionTrace::on_op(const OpCall& call, const Tensor& output) {
   e.device = output.device();
   e.casts = call.casts;
   e.math = kernel_math(call.op, e.device.type, compute_dtype(call.ran, output));
+  if (!call.note.empty()) e.math.detail += "; " + call.note;
   entries_.push_back(std::move(e));
 }
 

@@ -43,6 +43,7 @@ enum class MathKind : uint8_t {
   F16AccumulateF32,   // F16 x F16 products, F32 accumulation (Tensor Cores)
   BF16AccumulateF32,  // BF16 x BF16 products, F32 accumulation (oneDNN AVX512_BF16, Tensor Cores)
   TF32AccumulateF32,  // F32 inputs rounded to TF32, F32 accumulation (cuBLAS with allow_tf32)
+  FP8AccumulateF32,   // E4M3/E5M2 x E4M3/E5M2 products, F32 accumulation (fp8_linear)
   F32OnF16Storage,    // F16 data widened to F32, F32 math, result rounded to F16
   F32OnBF16Storage,   // the same for BF16
   Copy,               // moves values without arithmetic (cat, embedding, where)

@@ -233,6 +233,10 @@ OpCast::~OpCast() {
   if (call_) observe::leave();
 }
 
+void OpCast::set_note(std::string note) const {
+  if (call_) call_->note = std::move(note);
+}
+
 Tensor OpCast::result(Tensor y) const {
   if (call_) [[unlikely]] {
     call_->ran = cast_;

@@ -95,6 +95,8 @@ class OpCast {
   const Tensor& operator[](size_t i) const { return cast_[i]; }
   const std::vector<Tensor>& inputs() const { return cast_; }
   Tensor result(Tensor y) const;  // y, after telling the observers (if any) about this call
+  bool observed() const { return call_ != nullptr; }  // an observer will be told about this call
+  void set_note(std::string note) const;              // OpCall::note of an observed call
 
  private:
   void start(OpId op, const Tensor* begin, const Tensor* end);

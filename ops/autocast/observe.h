@@ -8,6 +8,7 @@
 // Observing changes no numbers: the same casts run with or without observers.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -28,6 +29,7 @@ struct OpCall {
   std::optional<CastPolicy> policy;  // the policy applied; nullopt: autocast off for these inputs
   std::vector<CastRecord> casts;
   std::vector<Tensor> ran;           // the inputs the op ran on, after the casts
+  std::string note;                  // what the op adds about its numerics (fp8_linear: formats and scales)
 };
 class OpObserver {
  public:

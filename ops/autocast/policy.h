@@ -21,6 +21,7 @@ enum class OpId : uint8_t {
   Relu, Sigmoid, Tanh, Gelu,                      // unary activations
   MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,        // 2-D pooling
   Embedding, Dropout,                             // embedding: only the weight is eligible (indices are I64)
+  Fp8Linear,                                      // ops/fp8_linear.h: Keep in every preset (it picks its own formats)
   Count_
 };
 inline constexpr int kNumOps = static_cast<int>(OpId::Count_);

@@ -27,6 +27,7 @@
 #include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/fp8_linear.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
@@ -114,6 +115,9 @@ std::vector<OpCase> op_cases() {
          Generator g(5);  // a fresh generator per run: the autocast run and the reference draw the same mask
          return dropout(x[0], {.p = 0.5, .generator = &g});
        }},
+      {OpId::Fp8Linear, {{3, 4}, {5, 4}}, [](const Inputs& x) {  // Keep in the presets: its output is x's dtype
+         return fp8_linear(x[0], x[1], Tensor(), std::make_shared<Fp8LinearState>(Fp8Recipe{.scaling = Fp8Scaling::Current}));
+       }, NativeOut::First},
   };
 }
 

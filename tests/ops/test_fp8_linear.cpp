@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/fp8.h"
 #include "core/rng.h"
+#include "amp/inspect/memory.h"
+#include "amp/inspect/trace.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
 #include "ops/fp8.h"
@@ -293,4 +296,38 @@ TEST_CASE("fp8 linear: bad arguments and mismatched state get errors that name t
   CHECK_THROWS_WITH(b.load_state_dict(bad), Catch::Contains("not an F32 FP8 scaling tensor"));
   nn::ReLU relu;
   CHECK_THROWS_WITH(relu.load_state_dict({{"_extra_state.x", zeros({})}}), Catch::Contains("keeps no extra state"));
+}
+
+TEST_CASE("fp8 linear: the inspectors see it: the trace's FP8 math and scales, the ledger's extra state", "[fp8][fp8_linear][inspect]") {
+  manual_seed(3);
+  auto model = std::make_shared<nn::Sequential>(nn::Linear(16, 8), nn::ReLU(), nn::Linear(8, 4));
+  const Tensor x = randn({5, 16});
+  const Fp8Recipe r{.scaling = Fp8Scaling::Delayed, .amax_history_len = 10};
+  {
+    amp::Fp8Autocast fp8(r);
+    (*model)(x);  // the first step: scales 1
+  }
+  amp::inspect::PrecisionTrace trace(model.get());
+  {
+    amp::Fp8Autocast fp8(r);
+    (*model)(x);
+  }
+  int fp8_entries = 0;
+  for (const auto& e : trace.entries()) {
+    if (e.op != amp::OpId::Fp8Linear) continue;
+    ++fp8_entries;
+    CHECK(e.math.kind == amp::inspect::MathKind::FP8AccumulateF32);
+    CHECK_THAT(e.math.detail, Catch::Contains("x, w F8E4M3, dy F8E5M2") && Catch::Contains("x scale") &&
+                                  Catch::Contains("delayed HYBRID, history 10"));
+    CHECK((e.module == "0" || e.module == "2"));
+  }
+  CHECK(fp8_entries == 2);
+  // the second call's input scale is 448 / amax(x) of the first, and the trace prints it
+  const float s = 448.0f / amax(x).item<float>();
+  std::ostringstream want;
+  want << "x scale " << s;
+  CHECK_THAT(trace.entries().front().math.detail, Catch::Contains(want.str()));
+  // the ledger: 2 layers x 3 roles x (10 + 2) F32 values of extra state
+  amp::inspect::MemoryLedger ledger({.model = model.get()});
+  CHECK(ledger.snapshot("fp8").at(amp::inspect::Role::ExtraState, DType::F32) == 2 * 3 * 12 * 4);
 }

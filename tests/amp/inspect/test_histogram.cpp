@@ -114,6 +114,23 @@ TEST_CASE("a known tensor gives known bins and F16/BF16 rounding counts", "[insp
   CHECK(s.loss_scale == 1.0);
 }
 
+// The FP8 counts from the formats' definitions (core/fp8.h): E4M3's subnormals start at 2^-9 and 2^-10 (a tie
+// with 0) flushes; past 464 is its overflow (the NaN pattern without saturation); E5M2 flushes at or below
+// 2^-17 and overflows from 61440 (which ties to 65536).
+TEST_CASE("FP8 rounding counts follow E4M3's and E5M2's limits", "[inspect][cpu][fp8]") {
+  GradientHistogram h;
+  h.record("x", Kind::Activation, f32({0x1p-10, 0x1.8p-10, 0x1p-9, 0x1p-6, 1.0, 448.0, 464.0, 465.0, 0x1p-17, 0x1.8p-17,
+                                       0x1p-16, 57344.0, 61439.0, 61440.0, 1e6}));
+  const LayerStats& s = h.at("x", Kind::Activation);
+  CHECK(s.e4m3.flush == 4);  // 2^-10, 2^-17, 1.5 * 2^-17, 2^-16 (not 1.5 * 2^-10, which rounds up to 2^-9)
+  CHECK(s.e4m3.below_min_subnormal == 5);  // |x| < 2^-9: 2^-10, 1.5 * 2^-10, 2^-17, 1.5 * 2^-17, 2^-16
+  CHECK(s.e4m3.subnormal == 2);        // 1.5 * 2^-10 -> 2^-9, and 2^-9
+  CHECK(s.e4m3.overflow == 5);         // 465, 57344, 61439, 61440, 1e6 (464 ties down to 448)
+  CHECK(s.e5m2.flush == 1);            // 2^-17 (a tie with 0); 1.5 * 2^-17 rounds up to 2^-16
+  CHECK(s.e5m2.subnormal == 2);        // 1.5 * 2^-17 and 2^-16
+  CHECK(s.e5m2.overflow == 2);         // 61440 and 1e6
+}
+
 TEST_CASE("bins do not depend on the stored dtype, F64 values outside F32's range are counted apart",
           "[inspect][cpu]") {
   const std::vector<double> v = {1.0, -2.0, 0.75, 0x1p-10, 0.0, 3.0};
