@@ -253,6 +253,26 @@ void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
 }
 
+// FP8 -> F16 or BF16 by table: every E4M3 and E5M2 value (NaN and inf included) is an F16 and a BF16 value,
+// so the 16-bit patterns are exact (BF16: the F32 bits' upper half; F16: core/half.h's exact narrowing).
+void convert_f8_to_16(const uint8_t* src, DType st, uint16_t* dst, DType dt, int64_t n) {
+  struct Tables {
+    uint16_t to_bf16[2][256], to_f16[2][256];  // [0]: E4M3, [1]: E5M2
+    Tables() {
+      for (int b = 0; b < 256; ++b)
+        for (int f = 0; f < 2; ++f) {
+          const float v = f == 0 ? f8e4m3_bits_to_float(static_cast<uint8_t>(b)) : f8e5m2_bits_to_float(static_cast<uint8_t>(b));
+          to_bf16[f][b] = float_to_bf16_bits(v);
+          to_f16[f][b] = float_to_f16_bits(v);
+        }
+    }
+  };
+  static const Tables tables;
+  const int f = st == DType::F8E4M3 ? 0 : 1;
+  const uint16_t* lut = dt == DType::BF16 ? tables.to_bf16[f] : tables.to_f16[f];
+  for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
+}
+
 void convert_f32_to_f8(const float* src, uint8_t* dst, DType dt, int64_t n, bool saturate) {
   HG_CHECK(is_fp8(dt), "convert_f32_to_f8: dtype ", dt, " is not an FP8 dtype");
   if (dt == DType::F8E4M3) {
@@ -275,6 +295,8 @@ void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   if (st == DType::BF16 && dt == DType::F32) return convert_bf16_to_f32(static_cast<const bf16*>(src), static_cast<float*>(dst), n);
   if (is_fp8(st) && dt == DType::F32) return convert_f8_to_f32(static_cast<const uint8_t*>(src), st, static_cast<float*>(dst), n);
   if (st == DType::F32 && is_fp8(dt)) return convert_f32_to_f8(static_cast<const float*>(src), static_cast<uint8_t*>(dst), dt, n);
+  if (is_fp8(st) && is_low_precision(dt))
+    return convert_f8_to_16(static_cast<const uint8_t*>(src), st, static_cast<uint16_t*>(dst), dt, n);
   if (is_low_precision(st) || is_low_precision(dt) || is_fp8(st) || is_fp8(dt)) {
     // The other side is F16/BF16/FP8, F64 or I64: go through f32 in cache-sized blocks. Widening to f32
     // is exact; narrowing F64/I64 to a 1- or 2-byte type rounds twice (to float, then to 16 or 8 bits), as

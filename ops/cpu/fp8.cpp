@@ -13,6 +13,18 @@ namespace {
 constexpr int64_t kPiece = 16384;     // elements per piece: one partial amax each
 constexpr int64_t kParallel = 65536;  // elements below which one thread is faster
 
+// max |x| over [begin, end) as amax_fold folds it: the largest |x| bit pattern (NaN's are above inf's), an
+// integer max the compiler vectorizes.
+template <class T>
+float piece_amax(const T* x, int64_t begin, int64_t end) {
+  uint32_t m = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const uint32_t b = detail::float_bits(static_cast<float>(load(x[i]))) & 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  return detail::bits_float(m);
+}
+
 template <class T, class Q>
 void quantize_as(const Fp8QuantizeArgs& a) {
   const T* x = static_cast<const T*>(a.x);
@@ -22,13 +34,9 @@ void quantize_as(const Fp8QuantizeArgs& a) {
   std::vector<float> partial(static_cast<size_t>(pieces), 0.0f);
   parallel_for(pieces, a.n > kParallel, [&](int64_t p) {
     const int64_t begin = p * kPiece, end = std::min(a.n, begin + kPiece);
-    float m = 0.0f;
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = static_cast<float>(load(x[i]));
-      if (a.amax != nullptr) m = amax_fold(m, v);
-      if (q != nullptr) q[i] = fp8_encode<Q>(v * scale, a.saturate);
-    }
-    partial[static_cast<size_t>(p)] = m;
+    if (a.amax != nullptr) partial[static_cast<size_t>(p)] = piece_amax(x, begin, end);
+    if (q != nullptr)
+      for (int64_t i = begin; i < end; ++i) q[i] = fp8_encode<Q>(static_cast<float>(load(x[i])) * scale, a.saturate);
   });
   if (a.amax == nullptr) return;
   float m = *a.amax;
