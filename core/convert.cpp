@@ -237,8 +237,8 @@ void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n) {
   f32_to_bf16_scalar(src, dst, n);
 }
 
-void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
-  HG_CHECK(is_fp8(dt), "convert_f8_to_f32: dtype ", dt, " is not an FP8 dtype");
+const float* fp8_decode_table(DType dt) {
+  HG_CHECK(is_fp8(dt), "fp8_decode_table: dtype ", dt, " is not an FP8 dtype");
   struct Tables {  // the 256 values of each format, built once
     float e4m3[256], e5m2[256];
     Tables() {
@@ -249,7 +249,12 @@ void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
     }
   };
   static const Tables tables;
-  const float* lut = dt == DType::F8E4M3 ? tables.e4m3 : tables.e5m2;
+  return dt == DType::F8E4M3 ? tables.e4m3 : tables.e5m2;
+}
+
+void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
+  HG_CHECK(is_fp8(dt), "convert_f8_to_f32: dtype ", dt, " is not an FP8 dtype");
+  const float* lut = fp8_decode_table(dt);
   for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
 }
 

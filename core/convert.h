@@ -17,6 +17,8 @@ void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n);
 
 // FP8 (dt F8E4M3 or F8E5M2) from and to F32: decoding is exact (a table of the 256 values); encoding rounds
 // to nearest even, non-saturating (as .to(dtype)) or saturating to the largest finite value (core/fp8.h).
+// The 256 F32 values of an FP8 dtype's bit patterns (index: the byte), built once.
+const float* fp8_decode_table(DType dt);
 void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n);
 void convert_f32_to_f8(const float* src, uint8_t* dst, DType dt, int64_t n, bool saturate = false);
 

@@ -202,37 +202,47 @@ const char* mx_format_name(MxFormat f) {
   return "?";
 }
 
+namespace {
+// x's shape as (outer, len, inner) around dim: the layout of ops/kernels/fp8.h's MX kernels.
+struct MxView {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+MxView mx_view(const Shape& s, int64_t dim) {
+  MxView v;
+  for (int64_t d = 0; d < dim; ++d) v.outer *= s[d];
+  v.len = s[dim];
+  for (int64_t d = dim + 1; d < s.ndim(); ++d) v.inner *= s[d];
+  return v;
+}
+}  // namespace
+
 MxTensor mx_quantize(const Tensor& x_in, MxFormat f, const MxOptions& o) {
   HG_CHECK(x_in.defined(), "mx_quantize: the tensor is undefined");
   check_floating("mx_quantize", x_in);
   HG_CHECK(x_in.ndim() >= 1, "mx_quantize: x is 0-d; blocks run along a dimension, so pass at least a 1-d tensor");
   HG_CHECK(o.block >= 1, "mx_quantize: block=", o.block, " must be at least 1 (the OCP MX formats use 32)");
-  const int64_t nd = x_in.ndim(), dim = wrap_dim("mx_quantize", o.dim, nd);
-  // the blocks' dimension last, F32 rows of `cols` values
-  const Tensor moved = dim == nd - 1 ? x_in : transpose(x_in, dim, nd - 1);
-  const Tensor x = moved.dtype() == DType::F32 ? moved : moved.to(DType::F32);
-  const int64_t cols = x.size(-1), rows = cols == 0 ? 0 : x.numel() / cols, per_row = (cols + o.block - 1) / o.block;
+  const int64_t dim = wrap_dim("mx_quantize", o.dim, x_in.ndim());
+  const Tensor x = x_in.dtype() == DType::F32 ? x_in : x_in.to(DType::F32);
   Shape scale_shape = x.shape();
-  scale_shape[nd - 1] = per_row;
+  scale_shape[dim] = (scale_shape[dim] + o.block - 1) / o.block;
   const DType elem = f == MxFormat::MXFP8_E5M2 ? DType::F8E5M2 : DType::F8E4M3;
-  Tensor q = empty(x.shape(), {.dtype = elem, .device = x.device()});
-  Tensor scale = empty(scale_shape, {.dtype = DType::F32, .device = x.device()});
+  MxTensor m;
+  m.data = empty(x.shape(), {.dtype = elem, .device = x.device()});
+  m.scale = empty(scale_shape, {.dtype = DType::F32, .device = x.device()});
+  m.format = f;
+  m.dim = dim;
+  m.block = o.block;
   if (x.numel() > 0) {
+    const MxView v = mx_view(x.shape(), dim);
     MxQuantizeArgs a;
-    a.rows = rows, a.cols = cols, a.block = o.block;
+    a.outer = v.outer, a.len = v.len, a.inner = v.inner, a.block = o.block;
     a.x = static_cast<const float*>(x.data_ptr());
-    a.q = static_cast<uint8_t*>(q.data_ptr());
-    a.scale = f32_ptr(scale);
+    a.q = static_cast<uint8_t*>(m.data.data_ptr());
+    a.scale = f32_ptr(m.scale);
     a.format = f;
     a.rule = o.rule;
     mx_quantize_kernels().get(x.device(), DType::F32)(a);
   }
-  MxTensor m;
-  m.data = dim == nd - 1 ? q : transpose(q, dim, nd - 1);
-  m.scale = dim == nd - 1 ? scale : transpose(scale, dim, nd - 1);
-  m.format = f;
-  m.dim = dim;
-  m.block = o.block;
   return m;
 }
 
@@ -252,22 +262,17 @@ Tensor mx_dequantize(const MxTensor& m, DType out) {
   HG_CHECK(m.scale.dtype() == DType::F32 && m.scale.shape() == want_scale, "mx_dequantize: scale has shape ",
            m.scale.shape(), " and dtype ", m.scale.dtype(), " but data ", m.data.shape(), " in blocks of ", m.block,
            " along dim ", m.dim, " needs ", want_scale, " F32");
-  const bool last = m.dim == nd - 1;
-  const Tensor q = last ? m.data : transpose(m.data, m.dim, nd - 1);
-  const Tensor s = last ? m.scale : transpose(m.scale, m.dim, nd - 1);
-  Tensor y = empty(q.shape(), {.dtype = out, .device = q.device()});
-  if (q.numel() > 0) {
-    MxDequantizeArgs a;
-    a.cols = q.size(-1);
-    a.rows = q.numel() / a.cols;
-    a.block = m.block;
-    a.q = static_cast<const uint8_t*>(q.data_ptr());
-    a.e4m3 = want == DType::F8E4M3;
-    a.scale = static_cast<const float*>(s.data_ptr());
-    a.y = y.data_ptr();
-    mx_dequantize_kernels().get(q.device(), out)(a);
-  }
-  return last ? y : transpose(y, m.dim, nd - 1);
+  Tensor y = empty(m.data.shape(), {.dtype = out, .device = m.data.device()});
+  if (m.data.numel() == 0) return y;
+  const MxView v = mx_view(m.data.shape(), m.dim);
+  MxDequantizeArgs a;
+  a.outer = v.outer, a.len = v.len, a.inner = v.inner, a.block = m.block;
+  a.q = static_cast<const uint8_t*>(m.data.data_ptr());
+  a.e4m3 = want == DType::F8E4M3;
+  a.scale = static_cast<const float*>(m.scale.data_ptr());
+  a.y = y.data_ptr();
+  mx_dequantize_kernels().get(m.data.device(), out)(a);
+  return y;
 }
 
 }  // namespace hg

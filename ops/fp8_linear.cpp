@@ -165,15 +165,12 @@ MxFormat mx_format(DType f8) { return f8 == DType::F8E4M3 ? MxFormat::MXFP8_E4M3
 Tensor mx_operand(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8, int64_t dim) {
   const Fp8Recipe& r = st.recipe();
   const MxTensor m = mx_quantize(x, mx_format(f8), {.rule = r.mx_rule, .block = r.mx_block, .dim = dim});
-  if (st.track_stats) {
+  if (st.track_stats) {  // x is 2-D (rows, cols); the blocks run along dim
     const std::vector<float> sc = m.scale.to(Device::cpu()).to_vector<float>();
-    const int64_t cols = x.size(-1), block = r.mx_block, per_row = (cols + block - 1) / block;
-    // the scale of element i of a 2-D (rows, cols) x, blocks along dim
-    auto inv_at = [&](size_t i) {
+    const int64_t cols = x.size(1), block = r.mx_block, scale_cols = m.scale.size(1);
+    auto inv_at = [&](size_t i) {  // 1 / the scale of element i
       const int64_t row = static_cast<int64_t>(i) / cols, col = static_cast<int64_t>(i) % cols;
-      const float X = dim == 0 ? sc[static_cast<size_t>((row / block) * cols + col)]
-                               : sc[static_cast<size_t>(row * per_row + col / block)];
-      return 1.0f / X;
+      return 1.0f / sc[static_cast<size_t>(dim == 0 ? (row / block) * scale_cols + col : row * scale_cols + col / block)];
     };
     Fp8CastStats cs = cast_stats(x, m.data, fp8_max(f8), inv_at);
     cs.scale = 0.0f;

@@ -71,44 +71,44 @@ void scale_update(const Fp8ScaleArgs& a) {
   launch(scale_kernel, 1, 1, 0, ctx.stream, a);
 }
 
-// MX: one thread per block of `block` values (32 in the spec: a thread reads one row segment).
+// MX: one thread per block (o, b, i) (ops/kernels/fp8.h, mx_quantize_block): along the last dim a thread
+// reads its 32 values, along an outer dim neighbouring threads read neighbouring columns.
 __global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxQuantizeArgs a) {
-  const int64_t per_row = (a.cols + a.block - 1) / a.block, blocks = a.rows * per_row;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < blocks;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / per_row, c0 = i % per_row * a.block;
-    const int64_t len = a.cols - c0 < a.block ? a.cols - c0 : a.block, off = r * a.cols + c0;
-    mx_quantize_block(a.x + off, len, a.q + off, a.scale + i, a.format, a.rule);
+  const int64_t blocks = (a.len + a.block - 1) / a.block, n = a.outer * blocks * a.inner;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t % a.inner, ob = t / a.inner;
+    mx_quantize_block(a, ob / blocks, ob % blocks, i);
   }
 }
 
 void mx_quantize(const MxQuantizeArgs& a) {
-  const int64_t blocks = a.rows * ((a.cols + a.block - 1) / a.block);
-  if (blocks == 0) return;
+  const int64_t n = a.outer * ((a.len + a.block - 1) / a.block) * a.inner;
+  if (n == 0) return;
   DeviceContext& ctx = context_for(a.x);
-  launch(mx_quantize_kernel, grid_for(ctx, blocks, kThreads), kThreads, 0, ctx.stream, a);
+  launch(mx_quantize_kernel, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, a);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    mx_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale, T* __restrict__ y, int64_t rows,
-                         int64_t cols, int64_t block, bool e4m3) {
-  const int64_t per_row = (cols + block - 1) / block, n = rows * cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i - r * cols;
-    const float v = e4m3 ? f8e4m3_bits_to_float(q[i]) : f8e5m2_bits_to_float(q[i]);
-    y[i] = store<T>(v * scale[r * per_row + c / block]);
+    mx_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale, T* __restrict__ y, int64_t len,
+                         int64_t inner, int64_t block, int64_t n, bool e4m3) {
+  const int64_t blocks = (len + block - 1) / block;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t % inner, row = t / inner, o = row / len, l = row - o * len;
+    const float v = e4m3 ? f8e4m3_bits_to_float(q[t]) : f8e5m2_bits_to_float(q[t]);
+    y[t] = store<T>(v * scale[(o * blocks + l / block) * inner + i]);
   }
 }
 
 template <class T>
 void mx_dequantize(const MxDequantizeArgs& a) {
-  const int64_t n = a.rows * a.cols;
+  const int64_t n = a.outer * a.len * a.inner;
   if (n == 0) return;
   DeviceContext& ctx = context_for(a.y);
   launch(mx_dequantize_kernel<T>, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, a.q, a.scale,
-         static_cast<T*>(a.y), a.rows, a.cols, a.block, a.e4m3);
+         static_cast<T*>(a.y), a.len, a.inner, a.block, n, a.e4m3);
 }
 
 }  // namespace

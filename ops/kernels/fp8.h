@@ -35,13 +35,18 @@ HG_HD float fp8_scaled_max(DType fp8, float margin) {
 }
 
 // One element: x (widened to F32) times the scale, rounded to FP8; saturating as TE's casts (and CUDA's
-// __nv_fp8 constructors) are, or not, as .to(dtype) is.
+// __nv_fp8 constructors) are, or not, as .to(dtype) is. The branch-free form of core/fp8.h's rounding (the
+// same bits), which the CPU loop vectorizes.
 template <class Q>
 HG_HD Q fp8_encode(float v, bool saturate);
 template <>
-HG_HD f8e4m3 fp8_encode<f8e4m3>(float v, bool saturate) { return {float_to_f8e4m3_bits(v, saturate)}; }
+HG_HD f8e4m3 fp8_encode<f8e4m3>(float v, bool saturate) {
+  return {detail::float_to_minifloat_select<detail::E4M3>(v, saturate)};
+}
 template <>
-HG_HD f8e5m2 fp8_encode<f8e5m2>(float v, bool saturate) { return {float_to_f8e5m2_bits(v, saturate)}; }
+HG_HD f8e5m2 fp8_encode<f8e5m2>(float v, bool saturate) {
+  return {detail::float_to_minifloat_select<detail::E5M2>(v, saturate)};
+}
 
 // max over |x| as the kernels fold it: NaN wins (its bits, as an unsigned integer, are above inf's), so a
 // NaN anywhere in the tensor makes its amax NaN and the next scale stays where it was.
@@ -148,27 +153,31 @@ HG_HD float mx_pow2(int e) {
   return e == -127 ? detail::bits_float(0x00400000u) : detail::bits_float(static_cast<uint32_t>(e + 127) << 23);
 }
 
-// One block of n values: its scale X (NaN when it holds an inf or a NaN) into *scale and the element bytes
-// into q (MXFP4's E2M1 values as the F8E4M3 bytes of the same values). v / X is v * 2^-x, exact.
-HG_HD void mx_quantize_block(const float* x, int64_t n, uint8_t* q, float* scale, MxFormat f, MxScaleRule rule) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = amax_fold(amax, x[i]);
+// The scale of a block whose largest magnitude is amax: X = 2^x (a NaN when amax is inf or NaN, so the whole
+// block decodes to NaN), and 1/X = 2^-x, exact.
+struct MxBlockScale {
+  float scale, inv;
+};
+HG_HD MxBlockScale mx_block_scale(float amax, MxFormat f, MxScaleRule rule) {
   const bool special = !(amax <= 3.402823466e38f);  // inf or NaN
   const int e = special ? 0 : mx_shared_exp(amax, f, rule);
-  *scale = special ? detail::bits_float(0x7fc00000u) : mx_pow2(e);
-  const float inv = mx_pow2(-e);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * inv;
-    q[i] = f == MxFormat::MXFP8_E5M2 ? float_to_f8e5m2_bits(v, true)
-           : f == MxFormat::MXFP4    ? float_to_f8e4m3_bits(e2m1_bits_to_float(float_to_e2m1_bits(v)), true)
-                                     : float_to_f8e4m3_bits(v, true);
-  }
+  return {special ? detail::bits_float(0x7fc00000u) : mx_pow2(e), mx_pow2(-e)};
 }
 
-// x: (rows, cols) contiguous F32, blocks of `block` along cols; q: (rows, cols) bytes; scale: (rows,
-// ceil(cols / block)) F32.
+// One element of a block: v / X rounded to the element format (MXFP4's E2M1 values as the F8E4M3 bytes of
+// the same values), saturating.
+HG_HD uint8_t mx_encode(float v_over_x, MxFormat f) {
+  return f == MxFormat::MXFP8_E5M2 ? detail::float_to_minifloat_select<detail::E5M2>(v_over_x, true)
+         : f == MxFormat::MXFP4    ? float_to_f8e4m3_bits(e2m1_bits_to_float(float_to_e2m1_bits(v_over_x)), true)
+                                   : detail::float_to_minifloat_select<detail::E4M3>(v_over_x, true);
+}
+
+// x is contiguous F32 seen as (outer, len, inner): the blocks run along len (the dimension mx_quantize was
+// given), `block` values each, the last one shorter when block does not divide len. Element (o, l, i) is
+// x[(o * len + l) * inner + i]; q has x's layout; scale is (outer, ceil(len / block), inner), so that both
+// keep the tensor's own shape with no transposes (blocks along the last dim: inner = 1).
 struct MxQuantizeArgs {
-  int64_t rows = 0, cols = 0, block = 32;
+  int64_t outer = 0, len = 0, inner = 1, block = 32;
   const float* x = nullptr;
   uint8_t* q = nullptr;
   float* scale = nullptr;
@@ -178,10 +187,22 @@ struct MxQuantizeArgs {
 using MxQuantizeKernel = void (*)(const MxQuantizeArgs& a);
 DispatchTable<MxQuantizeKernel>& mx_quantize_kernels();  // keyed by F32 (the op widens other inputs)
 
-// y[r, c] = decode(q[r, c]) * scale[r, c / block], rounded to y's dtype (the table's key); q is F8E4M3
-// (MXFP8_E4M3 and MXFP4) or F8E5M2 bytes.
+// One block (o, b, i) of a: its scale and its elements (the GPU runs a thread per block).
+HG_HD void mx_quantize_block(const MxQuantizeArgs& a, int64_t o, int64_t b, int64_t i) {
+  const int64_t l0 = b * a.block, l1 = l0 + a.block < a.len ? l0 + a.block : a.len;
+  const int64_t base = o * a.len * a.inner + i;
+  float amax = 0.0f;
+  for (int64_t l = l0; l < l1; ++l) amax = amax_fold(amax, a.x[base + l * a.inner]);
+  const MxBlockScale s = mx_block_scale(amax, a.format, a.rule);
+  const int64_t blocks = (a.len + a.block - 1) / a.block;
+  a.scale[(o * blocks + b) * a.inner + i] = s.scale;
+  for (int64_t l = l0; l < l1; ++l) a.q[base + l * a.inner] = mx_encode(a.x[base + l * a.inner] * s.inv, a.format);
+}
+
+// y(o, l, i) = decode(q(o, l, i)) * scale(o, l / block, i), rounded to y's dtype (the table's key); q is F8E4M3
+// (MXFP8_E4M3 and MXFP4) or F8E5M2 bytes; the layout of MxQuantizeArgs.
 struct MxDequantizeArgs {
-  int64_t rows = 0, cols = 0, block = 32;
+  int64_t outer = 0, len = 0, inner = 1, block = 32;
   const uint8_t* q = nullptr;
   bool e4m3 = true;
   const float* scale = nullptr;

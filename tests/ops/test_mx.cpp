@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/fp8.h"
+#include "core/rng.h"
+#include "ops/elementwise.h"
 #include "core/tensor.h"
 #include "ops/fp8.h"
 #include "ops/kernels/fp8.h"
@@ -129,6 +131,20 @@ TEST_CASE("mx: quantize is the reference per block, along the last dim and along
       CHECK(m0.dim == 0);
       CHECK(m0.scale.shape() == Shape{1, cols});
       CHECK(mx_dequantize(m0).to_vector<float>() == transpose(mx_dequantize(mt), 0, 1).to_vector<float>());
+    }
+}
+
+TEST_CASE("mx: blocks along a middle dimension equal the transposed tensor's along its last", "[fp8][mx]") {
+  Generator g(17);
+  const Tensor x = mul(randn({3, 70, 5}, {}, &g), 20.0);
+  for (MxFormat f : kFormats)
+    for (MxScaleRule r : kRules) {
+      INFO(mx_format_name(f) << " rule " << int(r));
+      const MxTensor m = mx_quantize(x, f, {.rule = r, .dim = 1});
+      CHECK(m.scale.shape() == Shape{3, 3, 5});
+      const MxTensor t = mx_quantize(transpose(x, 1, 2), f, {.rule = r});
+      CHECK(transpose(m.scale, 1, 2).to_vector<float>() == t.scale.to_vector<float>());
+      CHECK(mx_dequantize(m).to_vector<float>() == transpose(mx_dequantize(t), 1, 2).to_vector<float>());
     }
 }
 
