@@ -1,6 +1,6 @@
 // fp8_training: the Fashion-MNIST MLP trained with its Linear layers in FP8 (ops/fp8_linear.h), next to FP32 and
 // BF16 autocast, and the configurations that break FP8.
-//   ./build/fp8_training [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]
+//   ./build/fp8_training [--model mlp|cnn] [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]
 //
 // Every run starts from the same initial weights and data order (MLP 784-256-128-10, ReLU, batch 64, SGD lr 0.05
 // momentum 0.9, cross-entropy in F32):
@@ -16,10 +16,16 @@
 //   fp8-margin-8    delayed scaling with margin -8: scales 256x too large, so the largest values saturate;
 //   fp8-e4m3-grads  current scaling with E4M3 gradients (TE's E4M3 format): 3 exponent bits fewer for dy;
 //   fp8-history-1   delayed scaling with a one-step history: each cast uses the last step's amax.
+// --model cnn trains the examples' CNN (conv 32, conv 64, linear 3136-128-10) instead, 600 steps, the first five
+// runs: FP8 applies to its Linear layers, as Transformer Engine's does (it has no FP8 convolution), and its
+// convolutions run under BF16 autocast in the FP8 runs.
 // Per run: test accuracy, training loss, ms per step, and, over the steps the statistics were sampled on (every 50),
 // the mean fractions of elements saturated and flushed to zero per tensor role, and the bytes of FP8 state.
-// --csv DIR writes DIR/fp8_stats.csv: run, step, layer, role, amax, scale, saturated, flushed (the plots of
-// scripts/make_figures.sh).
+// --csv DIR writes the data of docs/AMP.md's FP8 figures (scripts/make_figures.sh): fp8_stats.csv (run, step, layer,
+// role, amax, scale, saturated, flushed, every 50 steps); curves.csv (the second Linear layer's input and output gradient:
+// amax x scale over the format's largest value per run, and for the delayed runs dy's amax against fmax/scale, the
+// amax the scale was made for); hist.csv (GradientHistogram of the fp32 run's last 20 steps: activations, their
+// gradients, weights, weight gradients, the unscaled values an FP8 cast would get).
 //
 // On a CPU, FP8 is emulated: the casts are extra passes over each tensor, and the GEMM is the BF16 one (FP8 values
 // decoded exactly to BF16), so an FP8 step costs more than a BF16 step; the timing column shows by how much.
@@ -31,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/inspect/histogram.h"
 #include "optim/sgd.h"
 #include "train_common.h"
 
@@ -40,10 +47,11 @@ namespace nn = hg::nn;
 using hg::Fp8Recipe;
 using hg::Fp8Role;
 using hg::Fp8Scaling;
+using hg::DType;
 using hg::Tensor;
 
 struct Options {
-  std::string data, csv;
+  std::string data, csv, model = "mlp";
   int threads = 1;
   int64_t steps = 2000;
   uint64_t seed = 0;
@@ -52,8 +60,9 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& problem) {
   example::exit_with_usage("fp8_training", problem,
-                           "[--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]\n"
-                           "  --steps N          training steps per run, batch 64 (default 2000; --quick: 300)\n"
+                           "[--model mlp|cnn] [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]\n"
+                           "  --model mlp|cnn    the MLP (default, nine runs) or the CNN (five runs, FP8 in its Linear layers)\n"
+                           "  --steps N          training steps per run, batch 64 (default 2000, CNN 600; --quick: 300, CNN 100)\n"
                            "  --csv DIR          write DIR/fp8_stats.csv (amax, scale, saturated, flushed per step)\n"
                            "  --quick            4096 training samples, 300 steps: a smoke run");
 }
@@ -63,6 +72,7 @@ Options parse(int argc, char** argv) {
   bool steps_set = false;
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--data") o.data = v;
+    else if (f == "--model" && (v == "mlp" || v == "cnn")) o.model = v;
     else if (f == "--csv") o.csv = v;
     else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
     else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
@@ -71,7 +81,7 @@ Options parse(int argc, char** argv) {
     return true;
   };
   example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
-  if (o.quick && !steps_set) o.steps = 300;
+  if (!steps_set) o.steps = o.model == "cnn" ? (o.quick ? 100 : 600) : (o.quick ? 300 : 2000);
   return o;
 }
 
@@ -86,6 +96,13 @@ struct Run {
 };
 
 constexpr int64_t kSampleEvery = 50;
+constexpr int64_t kHistSteps = 20;  // the fp32 run's last steps go into hist.csv
+
+// What --csv collects besides fp8_stats.csv.
+struct Figures {
+  std::ofstream stats, curves;
+  hg::amp::inspect::GradientHistogram hist;
+};
 
 std::vector<nn::Linear*> linears(nn::Module& m) {
   std::vector<nn::Linear*> out;
@@ -94,9 +111,32 @@ std::vector<nn::Linear*> linears(nn::Module& m) {
   return out;
 }
 
-void train(const Options& o, const example::Data& d, Run& r, std::ofstream* csv) {
+// curves.csv rows of one sampled step: the second Linear layer's input (x, after a ReLU) and output gradient (dy).
+void write_curves(std::ofstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step) {
+  for (const Fp8Role role : {Fp8Role::Input, Fp8Role::GradOutput}) {
+    const hg::Fp8CastStats& s = st.stats(role);
+    const bool x = role == Fp8Role::Input;
+    const DType f8 = x ? st.recipe().forward_dtype() : st.recipe().backward_dtype();
+    const double fmax = f8 == DType::F8E4M3 ? hg::kF8E4M3Max : hg::kF8E5M2Max;
+    const std::string panel = x ? "x: amax*scale over fmax" : "dy: amax*scale over fmax";  // no slash: it ends the panel name
+    if (r.recipe.scaling != Fp8Scaling::Mx)
+      out << panel << "/" << r.label << "," << step << "," << double(s.amax) * s.scale / fmax << "\n";
+    if (!x && (r.label == "fp8-delayed" || r.label == "fp8-history-1")) {  // dy's amax against the scale's
+      const std::string p2 = "dy amax (" + r.label + ")";
+      out << p2 << "/" << r.label << ": amax this step," << step << "," << s.amax << "\n";
+      out << p2 << "/" << r.label << ": fmax over scale," << step << "," << fmax / s.scale << "\n";
+    }
+  }
+}
+
+void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   hg::manual_seed(o.seed);
-  std::shared_ptr<nn::Sequential> model = example::fashion_mnist_mlp();
+  std::shared_ptr<nn::Sequential> model =
+      o.model == "cnn" ? std::make_shared<nn::Sequential>(
+                             nn::Conv2d(1, 32, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
+                             nn::Conv2d(32, 64, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
+                             nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10))
+                       : example::fashion_mnist_mlp();
   hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = o.seed});
   const std::vector<nn::Linear*> layers = linears(*model);
@@ -106,19 +146,25 @@ void train(const Options& o, const example::Data& d, Run& r, std::ofstream* csv)
   auto forward = [&](const Tensor& x) {
     std::optional<hg::amp::Autocast> ac;
     std::optional<hg::amp::Fp8Autocast> fp8;
-    if (r.kind == Run::BF16) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
+    if (r.kind == Run::BF16 || (r.kind == Run::FP8 && o.model == "cnn")) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
     if (r.kind == Run::FP8) fp8.emplace(r.recipe);
     return model->forward(x).to(hg::DType::F32);
   };
   for (int64_t epoch = 0; step < o.steps; loader.set_epoch(static_cast<uint64_t>(++epoch))) {
     for (auto& [x, y] : loader) {
       const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
+      const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
+      if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
       for (nn::Linear* l : layers)
         if (l->fp8_state) l->fp8_state->track_stats = sample;
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       const Tensor loss = hg::cross_entropy(forward(x), y);
       loss.backward();
+      if (hist) {
+        fig->hist.record_weight_grads(*model);
+        fig->hist.record_weights(*model);
+      }
       opt.step();
       const float lv = loss.item<float>();
       if (!sample) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ++timed;
@@ -130,14 +176,16 @@ void train(const Options& o, const example::Data& d, Run& r, std::ofstream* csv)
             const hg::Fp8CastStats& s = layers[li]->fp8_state->stats(static_cast<Fp8Role>(role));
             r.saturated[role] += s.saturated / static_cast<double>(layers.size());
             r.flushed[role] += s.flushed / static_cast<double>(layers.size());
-            if (csv != nullptr)
-              *csv << r.label << "," << step << "," << li << "," << hg::fp8_role_name(static_cast<Fp8Role>(role)) << ","
-                   << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
+            if (fig != nullptr)
+              fig->stats << r.label << "," << step << "," << li << "," << hg::fp8_role_name(static_cast<Fp8Role>(role))
+                         << "," << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
           }
+        if (fig != nullptr) write_curves(fig->curves, r, *layers[1]->fp8_state, step);
       }
       if (++step == o.steps) break;
     }
   }
+  if (fig != nullptr && r.kind == Run::F32) fig->hist.unwatch();
   for (int role = 0; role < 3; ++role) {
     r.saturated[role] /= std::max(samples, 1.0);
     r.flushed[role] /= std::max(samples, 1.0);
@@ -165,9 +213,12 @@ int run(const Options& o) {
   a.data = o.data;
   if (o.quick) a.limit = 4096;
   const example::Data d = example::load_data(a);
-  std::printf("fp8_training: %lld train / %lld test samples, MLP 784-256-128-10, SGD lr 0.05 momentum 0.9, batch 64, "
+  std::printf("fp8_training: %lld train / %lld test samples, %s, SGD lr 0.05 momentum 0.9, batch 64, "
               "%lld steps, seed %llu, %d thread(s) on %s\n", static_cast<long long>(d.train.size()),
-              static_cast<long long>(d.test.size()), static_cast<long long>(o.steps),
+              static_cast<long long>(d.test.size()),
+              o.model == "cnn" ? "CNN conv32-conv64-3136-128-10 (FP8 runs: Linear in FP8, convolutions in BF16)"
+                               : "MLP 784-256-128-10",
+              static_cast<long long>(o.steps),
               static_cast<unsigned long long>(o.seed), hg::get_num_threads(), hg::cpu_summary().c_str());
   std::vector<Run> runs = {
       {.label = "fp32", .kind = Run::F32},
@@ -180,15 +231,19 @@ int run(const Options& o) {
       {.label = "fp8-e4m3-grads", .recipe = {.scaling = Fp8Scaling::Current, .format = hg::Fp8Format::E4M3}},
       {.label = "fp8-history-1", .recipe = {.scaling = Fp8Scaling::Delayed, .amax_history_len = 1}},
   };
-  std::ofstream csv;
+  if (o.model == "cnn") runs.resize(5);  // fp32, bf16, delayed, current, MXFP8
+  std::unique_ptr<Figures> fig;
   if (!o.csv.empty()) {
     std::filesystem::create_directories(o.csv);
-    csv.open(o.csv + "/fp8_stats.csv");
-    HG_CHECK(csv.good(), "fp8_training: cannot write ", o.csv, "/fp8_stats.csv; pass a writable --csv DIR");
-    csv << "run,step,layer,role,amax,scale,saturated,flushed\n";
+    fig = std::make_unique<Figures>();
+    fig->stats.open(o.csv + "/fp8_stats.csv");
+    fig->curves.open(o.csv + "/curves.csv");
+    HG_CHECK(fig->stats.good() && fig->curves.good(), "fp8_training: cannot write into ", o.csv, "; pass a writable --csv DIR");
+    fig->stats << "run,step,layer,role,amax,scale,saturated,flushed\n";
+    fig->curves << "series,step,value\n";
   }
   for (Run& r : runs) {
-    train(o, d, r, csv.is_open() ? &csv : nullptr);
+    train(o, d, r, fig.get());
     std::printf("  %-15s done: %s\n", r.label.c_str(),
                 r.kind == Run::FP8 ? hg::describe(r.recipe).c_str() : r.kind == Run::BF16 ? "BF16 autocast" : "F32");
     std::fflush(stdout);
@@ -210,7 +265,10 @@ int run(const Options& o) {
               "(x: layer inputs, w: weights, dy: output gradients). fp8 state: the amax histories and scales a "
               "checkpoint keeps (delayed scaling only). last loss: mean of the last 100 training steps.\n",
               static_cast<long long>(kSampleEvery));
-  if (csv.is_open()) std::printf("wrote %s/fp8_stats.csv\n", o.csv.c_str());
+  if (fig) {
+    fig->hist.write_csv(o.csv + "/hist.csv");
+    std::printf("wrote %s/fp8_stats.csv, curves.csv, hist.csv\n", o.csv.c_str());
+  }
   return 0;
 }
 

@@ -19,7 +19,8 @@
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
 # HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
-# bench_gemm_cuda (TFLOP/s of F32, TF32, F16 and BF16 GEMMs against the GPU's published dense peak) and
+# bench_gemm_cuda (TFLOP/s of F32, TF32, F16 and BF16 GEMMs against the GPU's published dense peak), bench_fp8
+# --device cuda (the FP8 linear layer's step against BF16) and
 # bench_reduce_cuda (GB/s of sums against a device copy's).
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
@@ -208,6 +209,15 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
       < <(sed -n '/^sum  *dtype/,$p' "$logs/bench_reduce_cuda.log")
   else
     gemm_lines+=("bench_reduce_cuda: FAILED (see bench_reduce_cuda.log)")
+  fi
+  # the FP8 linear layer's step against BF16 on the device (emulated FP8: BF16 GEMMs on decoded values)
+  if [ -x "$build/bench_fp8" ]; then
+    if timeout 300 "$build/bench_fp8" --quick --device cuda >"$logs/bench_fp8.log" 2>&1; then
+      while IFS= read -r line; do gemm_lines+=("bench_fp8: $line"); done \
+        < <(sed -n '/^m x in/,$p' "$logs/bench_fp8.log")
+    else
+      gemm_lines+=("bench_fp8: FAILED (see bench_fp8.log)")
+    fi
   fi
 fi
 bench_lines=()

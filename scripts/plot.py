@@ -3,7 +3,7 @@
 
   python3 scripts/plot.py timeline  scaler.csv -o scaler.png [--title T]
   python3 scripts/plot.py histogram hist.csv   -o hist.png   [--title T] [--by kind|layer] [--logy]
-                                                [--labels L.csv] [--scale S] [--markers f16|ulp] [--note TEXT]
+                                                [--labels L.csv] [--scale S] [--markers f16|fp8|ulp] [--note TEXT]
   python3 scripts/plot.py curves    curves.csv -o curves.png [--title T] [--logy] [--ylim LO,HI]
   python3 scripts/plot.py --selftest
 
@@ -16,6 +16,7 @@ object with that list under "rows"):
              above_range) are listed in the panel, exact zeros also as a share of all values. One panel
              per kind (one line per layer) or, with --by layer, per layer.
              --markers f16 (default): vertical lines at F16's 2^-24, 2^-14, 65504 and BF16's 2^-133.
+             --markers fp8: E4M3's 2^-9, 2^-6, 448 and E5M2's 2^-16, 57344 (unscaled FP8 casts).
              --markers ulp: the input holds log2(|update| / ulp16(weight)) (GradientHistogram's
              "update_ulp16" rows); a line at -1, left of which F16 swamps the update, and per line the
              share of updates left of it.
@@ -49,6 +50,14 @@ MARKERS = {
         (F16_MAX_LOG2, "F16 max 65504", "tab:red", "-"),
         (-133.0, "BF16 min subnormal 2^-133", "tab:purple", ":"),
     ],
+    # FP8 (core/fp8.h): E4M3's range 2^-9 .. 448 (forward tensors), E5M2's 2^-16 .. 57344 (gradients), unscaled
+    "fp8": [
+        (-9.0, "E4M3 min subnormal 2^-9", "tab:green", "--"),
+        (-6.0, "E4M3 min normal 2^-6", "tab:olive", "--"),
+        (math.log2(448.0), "E4M3 max 448", "tab:green", "-"),
+        (-16.0, "E5M2 min subnormal 2^-16", "tab:brown", ":"),
+        (math.log2(57344.0), "E5M2 max 57344", "tab:brown", "-"),
+    ],
     # bin e of log2(|u| / ulp16(w)) holds ratios in [2^e, 2^(e+1)): every bin left of -1 is below half a
     # spacing, where fl16(w + u) rounds back to w (the exact test also catches ties and steps down from a
     # power of two, where the spacing below w is half the spacing above)
@@ -58,7 +67,7 @@ MARKERS = {
     ],
 }
 SWAMP_LOG2 = -1.0
-XLABELS = {"f16": "log2 |x| (bin e holds [2^e, 2^(e+1)))",
+XLABELS = {"f16": "log2 |x| (bin e holds [2^e, 2^(e+1)))", "fp8": "log2 |x| (bin e holds [2^e, 2^(e+1)))",
            "ulp": "log2(|update| / ulp of the weight in F16) (bin e holds [2^e, 2^(e+1)))"}
 
 # One colour per mode in every panel and figure: the runs the examples name, then the rest in order.
@@ -249,7 +258,7 @@ def histogram_view(panels, shift, markers):
     """The x range: the occupied bins (and their shifted copies) and the markers' region, with a margin."""
     es = [e for p in panels.values() for s in p.values() for e, c in s["bins"].items() if c > 0]
     es += [e + shift for e in es]
-    lo, hi = (-24.0, 16.0) if markers == "f16" else (-1.0, 0.0)
+    lo, hi = {"f16": (-24.0, 16.0), "fp8": (-16.0, 16.0)}.get(markers, (-1.0, 0.0))
     return min(es + [lo]) - 2, max(es + [hi]) + 2
 
 
@@ -524,7 +533,7 @@ def main(argv):
     p.add_argument("--ylim", type=parse_ylim, help="curves: y range LO,HI for every panel (e.g. 0,1 for fractions)")
     p.add_argument("--scale", type=float, help="histogram: a second column multiplied by this power of two")
     p.add_argument("--markers", choices=sorted(MARKERS), default="f16",
-                   help="histogram: F16/BF16 limits (f16) or the swamping threshold of update/ulp ratios (ulp)")
+                   help="histogram: F16/BF16 limits (f16), FP8's (fp8) or the swamping threshold of update/ulp ratios (ulp)")
     p.add_argument("--labels", help="histogram: CSV layer,label with the legend names of the layers")
     p.add_argument("--note", help="histogram: a line under the title")
     a = p.parse_args(argv)
