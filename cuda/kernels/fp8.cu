@@ -72,43 +72,62 @@ void scale_update(const Fp8ScaleArgs& a) {
 }
 
 // MX: one thread per block (o, b, i) (ops/kernels/fp8.h, mx_quantize_block): along the last dim a thread
-// reads its 32 values, along an outer dim neighbouring threads read neighbouring columns.
-__global__ void __launch_bounds__(kThreads) mx_quantize_kernel(MxQuantizeArgs a) {
-  const int64_t blocks = (a.len + a.block - 1) / a.block, n = a.outer * blocks * a.inner;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = t % a.inner, ob = t / a.inner;
-    mx_quantize_block(a, ob / blocks, ob % blocks, i);
-  }
+// reads its 32 values, along an outer dim neighbouring threads read neighbouring columns. The grid's y runs
+// over `outer` (and x over the blocks and columns of one), which keeps the index math to one division.
+__global__ void __launch_bounds__(kThreads)
+    mx_quantize_kernel(const float* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scale, int64_t outer,
+                       int64_t len, int64_t inner, int64_t block, MxFormat format, MxScaleRule rule) {
+  const int64_t blocks = (len + block - 1) / block, per_outer = blocks * inner;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y)
+    for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < per_outer;
+         t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t b = t / inner, i = t - b * inner;
+      const int64_t l0 = b * block, l1 = l0 + block < len ? l0 + block : len;
+      const float* xb = x + o * len * inner + i;
+      uint8_t* qb = q + o * len * inner + i;
+      float amax = 0.0f;
+      for (int64_t l = l0; l < l1; ++l) amax = amax_fold(amax, xb[l * inner]);
+      const MxBlockScale s = mx_block_scale(amax, format, rule);
+      scale[o * per_outer + t] = s.scale;
+      for (int64_t l = l0; l < l1; ++l) qb[l * inner] = mx_encode(xb[l * inner] * s.inv, format);
+    }
+}
+
+dim3 mx_grid(DeviceContext& ctx, int64_t outer, int64_t per_outer) {
+  const unsigned x = grid_for(ctx, per_outer, kThreads);
+  const unsigned y = static_cast<unsigned>(outer < 65535 ? outer : 65535);
+  return dim3(x, y);
 }
 
 void mx_quantize(const MxQuantizeArgs& a) {
-  const int64_t n = a.outer * ((a.len + a.block - 1) / a.block) * a.inner;
-  if (n == 0) return;
+  const int64_t per_outer = ((a.len + a.block - 1) / a.block) * a.inner;
+  if (a.outer == 0 || per_outer == 0) return;
   DeviceContext& ctx = context_for(a.x);
-  launch(mx_quantize_kernel, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, a);
+  launch(mx_quantize_kernel, mx_grid(ctx, a.outer, per_outer), kThreads, 0, ctx.stream, a.x, a.q, a.scale, a.outer,
+         a.len, a.inner, a.block, a.format, a.rule);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    mx_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale, T* __restrict__ y, int64_t len,
-                         int64_t inner, int64_t block, int64_t n, bool e4m3) {
-  const int64_t blocks = (len + block - 1) / block;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = t % inner, row = t / inner, o = row / len, l = row - o * len;
-    const float v = e4m3 ? f8e4m3_bits_to_float(q[t]) : f8e5m2_bits_to_float(q[t]);
-    y[t] = store<T>(v * scale[(o * blocks + l / block) * inner + i]);
-  }
+    mx_dequantize_kernel(const uint8_t* __restrict__ q, const float* __restrict__ scale, T* __restrict__ y, int64_t outer,
+                         int64_t len, int64_t inner, int64_t block, bool e4m3) {
+  const int64_t blocks = (len + block - 1) / block, per_outer = len * inner;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y)
+    for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < per_outer;
+         t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t l = t / inner, i = t - l * inner, e = o * per_outer + t;
+      const float v = e4m3 ? f8e4m3_bits_to_float(q[e]) : f8e5m2_bits_to_float(q[e]);
+      y[e] = store<T>(v * scale[(o * blocks + l / block) * inner + i]);
+    }
 }
 
 template <class T>
 void mx_dequantize(const MxDequantizeArgs& a) {
-  const int64_t n = a.outer * a.len * a.inner;
-  if (n == 0) return;
+  const int64_t per_outer = a.len * a.inner;
+  if (a.outer == 0 || per_outer == 0) return;
   DeviceContext& ctx = context_for(a.y);
-  launch(mx_dequantize_kernel<T>, grid_for(ctx, n, kThreads), kThreads, 0, ctx.stream, a.q, a.scale,
-         static_cast<T*>(a.y), a.len, a.inner, a.block, n, a.e4m3);
+  launch(mx_dequantize_kernel<T>, mx_grid(ctx, a.outer, per_outer), kThreads, 0, ctx.stream, a.q, a.scale,
+         static_cast<T*>(a.y), a.outer, a.len, a.inner, a.block, a.e4m3);
 }
 
 }  // namespace

@@ -418,6 +418,12 @@ TEST_CASE("gpu: MX block quantize and dequantize match the CPU bit for bit", "[g
         for (const DType out : kTypes)
           check_close(mx_dequantize(h, out), mx_dequantize(d, out), exact(), "mx_dequantize " + what);
       }
+  // blocks along a middle dimension: outer and inner both above 1 (the grid's y and the columns)
+  const Tensor x3 = rnd({3, 70, 5}, DType::F32, 20.0);
+  const MxTensor h3 = mx_quantize(x3, MxFormat::MXFP8_E4M3, {.dim = 1}), d3 = mx_quantize(gpu(x3), MxFormat::MXFP8_E4M3, {.dim = 1});
+  CHECK(std::memcmp(h3.data.data_ptr(), d3.data.to(Device::cpu()).data_ptr(), h3.data.nbytes()) == 0);
+  CHECK(std::memcmp(h3.scale.data_ptr(), d3.scale.to(Device::cpu()).data_ptr(), h3.scale.nbytes()) == 0);
+  check_close(mx_dequantize(h3), mx_dequantize(d3), exact(), "mx_dequantize along dim 1 of 3");
 }
 
 // The FP8 linear layer on the device: the same casts (bit for bit, so the same scales and histories) and
