@@ -118,7 +118,8 @@ HG_HD uint8_t float_to_minifloat_select(float f, bool saturate) {
                           ((127u - F::kBias) << F::kMant);
   const uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
   const uint32_t raw_shift = 151u - F::kBias - F::kMant - e;  // wraps for normals: clamped, then unused
-  const uint32_t shift = raw_shift > 25u ? 25u : raw_shift;  // 25: everything is remainder below half -> 0
+  // in [1, 25] (25: everything is remainder below half -> 0; normals' values, unused, kept legal for the shifts)
+  const uint32_t shift = raw_shift > 25u ? 25u : raw_shift < 1u ? 1u : raw_shift;
   const uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
   const uint32_t up = pick(rem > half, 1u, 0u) | pick(rem == half, m & 1u, 0u);
   uint32_t r = pick(e >= kMinNormalExp, normal, m + up);
