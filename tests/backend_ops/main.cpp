@@ -28,109 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "backend_ops/cases.h"
 #include "gpu/coverage.h"
 #include "halfgrad.h"
 
 using namespace hg;
+using namespace hg::backend_ops;
 
 namespace {
-
-const Device kCpu = Device::cpu();
-const std::vector<DType> kFloating = {DType::F32, DType::F16, DType::BF16, DType::F64};
-
-// One element past what one wave of the grid covers (grid_for caps a grid at 32 blocks per SM, 132 SMs
-// on the H200 the emulator models, 256 threads each): every grid-stride loop goes round twice.
-constexpr int64_t kLarge = 132 * 32 * 256 + 4099;
-
-// How a result is compared.
-enum class Check {
-  Exact,           // bit for bit: copies, casts, comparisons, indices, dropout's mask
-  Elementwise,     // one rounding of the same F32 math: |gpu - cpu| <= atol + rtol |cpu|
-  Transcendental,  // as Elementwise, with room for CUDA's exp/log/tanh/erf against glibc's
-  Reduction,       // sums in another order: looser per element
-  Gemm,            // ||gpu - cpu|| / ||cpu|| over the whole result
-};
-
-struct Tol {
-  double rtol, atol;
-};
-
-Tol tolerance(Check c, DType t) {
-  const int k = t == DType::F32 ? 0 : t == DType::F16 ? 1 : t == DType::BF16 ? 2 : 3;
-  switch (c) {
-    case Check::Exact: return {0, 0};
-    // (one rounding of the same math, but nvcc contracts a*b+c into FMAs, which the host build does not)
-    case Check::Elementwise: return std::array<Tol, 4>{{{1e-5, 1e-6}, {2e-3, 1e-5}, {1.6e-2, 1e-5}, {1e-10, 1e-13}}}[k];
-    // what the H200 passed in tests/gpu/test_gpu_ops.cpp for exp, log, tanh, erf, pow against glibc
-    case Check::Transcendental:
-      return std::array<Tol, 4>{{{1e-5, 1e-6}, {2e-3, 1e-5}, {1.6e-2, 1e-5}, {1e-10, 1e-13}}}[k];
-    case Check::Reduction: return std::array<Tol, 4>{{{1e-4, 1e-5}, {4e-3, 2e-3}, {2e-2, 1e-2}, {1e-10, 1e-12}}}[k];
-    case Check::Gemm: return std::array<Tol, 4>{{{1e-5, 0}, {2e-3, 0}, {1e-2, 0}, {1e-12, 0}}}[k];
-  }
-  return {0, 0};
-}
-
-// One shape variant of an op in one dtype: its inputs, made on the CPU, and which to differentiate.
-struct Case {
-  std::string variant;
-  std::vector<Tensor> in;
-  std::vector<bool> grad;
-  std::vector<int64_t> dims = {};  // for the ops that take dims (reductions, softmax); empty: every dim
-  bool keepdim = false;
-};
-
-using Run = std::function<std::vector<Tensor>(const std::vector<Tensor>&, const Case&)>;
-
-struct OpCase {
-  std::string name;
-  std::string tables;  // the CUDA dispatch tables it reaches (documentation for --list)
-  Check check;
-  std::function<std::vector<Case>(DType)> cases;
-  Run run;  // the first output, when it requires grad, is the one backpropagated
-  std::vector<DType> dtypes = kFloating;
-  std::optional<Check> grad_check = {};  // for the input gradients, when not `check`
-};
-
-// ---- inputs: deterministic, made on the CPU from a generator seeded per case ---------------------
-struct Maker {
-  Generator gen;
-  DType dt;
-  Tensor normal(Shape s, double scale = 1.0) { return mul(randn(std::move(s), {.dtype = DType::F64}, &gen), scale).to(dt); }
-  // values in [lo, lo + span): the domains of log, sqrt, rsqrt, pow and division
-  Tensor positive(Shape s, double lo = 0.25, double span = 3.0) {
-    return add(mul(rand(std::move(s), {.dtype = DType::F64}, &gen), span), lo).to(dt);
-  }
-  // small integers in [-3, 3]: ties for comparisons, max/min and where
-  Tensor ints(Shape s) {
-    const Tensor u = rand(std::move(s), {.dtype = DType::F64}, &gen);
-    return sub(floor_(mul(u, 7.0)), 3.0).to(dt);
-  }
-  Tensor mask(Shape s) {  // 0 or 1
-    std::vector<double> v = rand({s.numel()}, {.dtype = DType::F64}, &gen).to_vector<double>();
-    for (double& e : v) e = e < 0.5 ? 0.0 : 1.0;
-    return from_vector(v, std::move(s), {.dtype = dt});
-  }
-  Tensor classes(Shape s, int64_t n, int64_t ignore_every = 0) {
-    std::vector<double> r = rand({s.numel()}, {.dtype = DType::F64}, &gen).to_vector<double>();
-    std::vector<int64_t> v(r.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      v[i] = static_cast<int64_t>(r[i] * static_cast<double>(n)) % n;
-      if (ignore_every > 0 && i % static_cast<size_t>(ignore_every) == 1) v[i] = -100;
-    }
-    return from_vector(v, std::move(s), {.dtype = DType::I64});
-  }
-  static Tensor floor_(const Tensor& x) {  // floor of non-negative F64 values, through the host
-    std::vector<double> v = x.to_vector<double>();
-    for (double& e : v) e = std::floor(e);
-    return from_vector(v, x.shape(), {.dtype = DType::F64});
-  }
-};
-
-uint64_t seed_of(const std::string& op, DType dt) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : op) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h ^ (static_cast<uint64_t>(dt) << 56);
-}
 
 // ---- comparison ---------------------------------------------------------------------------------
 struct Mismatch {
@@ -211,7 +116,6 @@ std::vector<std::string> run_case(const OpCase& op, const Case& c, const Device&
 using Fn1 = std::function<Tensor(const Tensor&)>;
 using Fn2 = std::function<Tensor(const Tensor&, const Tensor&)>;
 
-std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 
 // Unary elementwise: odd, empty, 0-d, non-contiguous (a transposed view), large.
 OpCase unary(const std::string& name, EwOp op, Fn1 f, bool positive_only, Check check = Check::Elementwise) {
@@ -275,110 +179,6 @@ std::vector<Case> reduce_cases(const std::string& name, DType dt, bool ties, boo
   return v;
 }
 
-// The training kernels: optimizer steps, clipping and the grad scaler. Inputs are two parameters and
-// their gradients; the outputs are the parameters (and gradients, norms, scales) after the steps.
-struct Params {
-  std::vector<Tensor> p;
-  explicit Params(const std::vector<Tensor>& in) {
-    for (size_t i = 0; i < 2; ++i) {
-      p.push_back(in[i].detach().clone());
-      p.back().requires_grad_();
-    }
-  }
-  void grads(const std::vector<Tensor>& in, double k) {
-    for (size_t i = 0; i < 2; ++i) p[i].set_grad(mul(in[2 + i], k));
-  }
-};
-
-std::vector<Case> training_inputs(const std::string& name, DType dt, double grad_scale = 1.0) {
-  Maker m{Generator(seed_of(name, dt)), dt};
-  auto mk = [&](std::string v, Shape a, Shape b) {
-    return Case{std::move(v), {m.normal(a), m.normal(b), m.normal(a, grad_scale), m.normal(b, grad_scale)},
-                {false, false, false, false}};
-  };
-  return {mk("(7,5) and (5)", {7, 5}, {5}), mk("(0,4) and (3)", {0, 4}, {3}), mk("large and (3)", {kLarge}, {3})};
-}
-
-OpCase optimizer(const std::string& name, const char* table,
-                 std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> make) {
-  return {name, table, Check::Transcendental, [name](DType dt) { return training_inputs(name, dt); },
-          [make](const std::vector<Tensor>& in, const Case&) {
-            Params ps(in);
-            auto opt = make(ps.p);
-            for (int k = 1; k <= 3; ++k) {
-              ps.grads(in, 0.5 * k);
-              opt->step();
-            }
-            return std::vector<Tensor>{ps.p[0].detach(), ps.p[1].detach()};
-          }};
-}
-
-void add_training_cases(std::vector<OpCase>& ops) {
-  ops.push_back(optimizer("SGD momentum nesterov weight_decay", "SGD.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{
-        .lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 0.01, .nesterov = true});
-  }));
-  ops.push_back(optimizer("SGD dampening", "SGD.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
-  }));
-  ops.push_back(optimizer("Adam amsgrad weight_decay", "Adam.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
-  }));
-  ops.push_back(optimizer("AdamW", "Adam.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
-  }));
-  // clipping: the returned norm and the clipped gradients
-  const double inf = std::numeric_limits<double>::infinity();
-  for (double norm_type : {2.0, inf}) {
-    const std::string name = std::string("clip_grad_norm_ ") + (norm_type == 2.0 ? "2" : "inf");
-    ops.push_back({name, "clip_grad_norm_, clip_grad", Check::Reduction, [name](DType dt) { return training_inputs(name, dt); },
-                   [norm_type](const std::vector<Tensor>& in, const Case&) {
-                     Params ps(in);
-                     ps.grads(in, 1.0);
-                     const double n = optim::clip_grad_norm_(ps.p, 0.7, norm_type);
-                     return std::vector<Tensor>{ps.p[0].grad(), ps.p[1].grad(), full({}, n, {.dtype = DType::F64, .device = ps.p[0].device()})};
-                   }});
-  }
-  ops.push_back({"clip_grad_norm_tensor_", "clip_grad_norm_, clip_grad_norm_ (factor), clip_grad", Check::Reduction,
-                 [](DType dt) { return training_inputs("clip_tensor", dt); },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   Params ps(in);
-                   ps.grads(in, 1.0);
-                   const Tensor n = optim::clip_grad_norm_tensor_(ps.p, 0.7);
-                   return std::vector<Tensor>{ps.p[0].grad(), ps.p[1].grad(), n};
-                 }});
-  ops.push_back({"clip_grad_value_", "clip_grad", Check::Exact, [](DType dt) { return training_inputs("clip_value", dt); },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   Params ps(in);
-                   ps.grads(in, 1.0);
-                   optim::clip_grad_value_(ps.p, 0.5);
-                   return std::vector<Tensor>{ps.p[0].grad(), ps.p[1].grad()};
-                 }});
-  // GradScaler: unscale, check for inf/NaN, skip or step, and update the scale (kept on the device)
-  ops.push_back({"GradScaler step and update", "GradScaler.unscale_, GradScaler (device state), SGD.step", Check::Elementwise,
-                 [](DType dt) {
-                   std::vector<Case> v = training_inputs("scaler", dt, 1024.0);
-                   Case overflow = v[0];
-                   overflow.variant = "(7,5) and (5) with an inf gradient";
-                   std::vector<double> g = overflow.in[3].to_vector<double>();
-                   g[1] = std::numeric_limits<double>::infinity();
-                   overflow.in[3] = from_vector(g, overflow.in[3].shape(), {.dtype = DType::F64}).to(dt);
-                   v.push_back(overflow);
-                   return v;
-                 },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   Params ps(in);
-                   optim::SGD opt(ps.p, {.lr = 0.5});
-                   amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
-                   for (int k = 1; k <= 3; ++k) {
-                     ps.grads(in, 1.0);
-                     scaler.step(opt);
-                     scaler.update();
-                   }
-                   return std::vector<Tensor>{ps.p[0].detach(), ps.p[1].detach(),
-                                              full({}, scaler.get_scale(), {.dtype = DType::F64, .device = ps.p[0].device()})};
-                 }});
-}
 
 std::vector<OpCase> op_cases() {
   std::vector<OpCase> ops;
@@ -609,56 +409,7 @@ std::vector<OpCase> op_cases() {
                    Generator g(1234);
                    return one(dropout(in[0], {.p = double(c.dims[0]) / 10.0, .generator = &g}));
                  }});
-  // per-tensor FP8 scaling: amax, the scale from it, the scaled casts (E4M3 saturated, E5M2 not) and the decode
-  ops.push_back({"fp8_quantize", "fp8_quantize, fp8_scale_update, fp8_dequantize", Check::Exact,
-                 [](DType dt) {
-                   Maker m{Generator(seed_of("fp8", dt)), dt};
-                   return std::vector<Case>{{"(33,17)", {m.normal({33, 17}, 30.0)}, {false}},
-                                            {"(1)", {m.normal({1})}, {false}},
-                                            {"large", {m.normal({kLarge}, 1e-3)}, {false}}};
-                 },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   const Tensor a = amax(in[0]);
-                   const Tensor s4 = fp8_scale_from_amax(a, DType::F8E4M3, {.margin = 0.5f});
-                   const Tensor s5 = fp8_scale_from_amax(a, DType::F8E5M2, {.pow2 = true});
-                   const Tensor big = mul(s5, 4.0);  // past E5M2's range: inf without saturation
-                   const Tensor q4 = fp8_quantize(in[0], DType::F8E4M3, s4);
-                   const Tensor q5 = fp8_quantize(in[0], DType::F8E5M2, big, {.saturate = false});
-                   return std::vector<Tensor>{a, s4, s5, fp8_dequantize(q4, rdiv(1.0, s4), in[0].dtype()),
-                                              fp8_dequantize(q5, rdiv(1.0, big), in[0].dtype())};
-                 }});
-  // MX block scaling: every format and scale rule, blocks along the last dim and dim 0 (short last blocks)
-  ops.push_back({"mx_quantize", "mx_quantize, mx_dequantize", Check::Exact,
-                 [](DType dt) {
-                   Maker m{Generator(seed_of("mx", dt)), dt};
-                   return std::vector<Case>{{"(33,70)", {m.normal({33, 70}, 30.0)}, {false}},
-                                            {"large", {m.normal({kLarge}, 1e-3)}, {false}}};
-                 },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   std::vector<Tensor> out;
-                   for (const MxFormat f : {MxFormat::MXFP8_E4M3, MxFormat::MXFP8_E5M2, MxFormat::MXFP4})
-                     for (const MxScaleRule r : {MxScaleRule::Floor, MxScaleRule::Up}) {
-                       out.push_back(mx_dequantize(mx_quantize(in[0], f, {.rule = r}), in[0].dtype()));
-                       if (in[0].ndim() == 2) out.push_back(mx_dequantize(mx_quantize(in[0], f, {.rule = r, .dim = 0}), in[0].dtype()));
-                     }
-                   return out;
-                 }});
-  // stochastic rounding: the same Philox stream on both devices gives the same bits, to every narrow format
-  ops.push_back({"stochastic_round", "stochastic_round", Check::Exact,
-                 [](DType dt) {
-                   Maker m{Generator(seed_of("stochastic_round", dt)), dt};
-                   return std::vector<Case>{{"(5,77)", {m.normal({5, 77}, 3.0)}, {false}},
-                                            {"large", {m.normal({kLarge}, 1e-2)}, {false}}};
-                 },
-                 [](const std::vector<Tensor>& in, const Case&) {
-                   std::vector<Tensor> out;
-                   for (const DType to : {DType::F16, DType::BF16, DType::F8E4M3, DType::F8E5M2}) {
-                     Generator g(99);
-                     out.push_back(stochastic_round(in[0], to, &g).to(DType::F32));
-                   }
-                   return out;
-                 },
-                 {DType::F32}});
+  add_fp8_cases(ops);
   // embedding: repeated indices (scatter-add), padding_idx, no indices, many rows
   ops.push_back({"embedding", "embedding, embedding backward", Check::Reduction,
                  [](DType dt) {
@@ -809,7 +560,7 @@ int main(int argc, char** argv) {
   std::printf("backend ops: %d cases, %d passed, %d failed\n", cases, cases - failed, failed);
   const int never_ran = test::print_cuda_coverage();
   if (only_op.empty() && only_dtype.empty() && never_ran > 0) {
-    std::printf("FAILED: %d registered CUDA kernel(s) have no case here: add one to tests/backend_ops/main.cpp\n",
+    std::printf("FAILED: %d registered CUDA kernel(s) have no case here: add one to tests/backend_ops/ (main.cpp or a family file)\n",
                 never_ran);
     return 1;
   }
