@@ -264,12 +264,13 @@ void convert_f8_to_16(const uint8_t* src, DType st, uint16_t* dst, DType dt, int
   struct Tables {
     uint16_t to_bf16[2][256], to_f16[2][256];  // [0]: E4M3, [1]: E5M2
     Tables() {
-      for (int b = 0; b < 256; ++b)
-        for (int f = 0; f < 2; ++f) {
-          const float v = f == 0 ? f8e4m3_bits_to_float(static_cast<uint8_t>(b)) : f8e5m2_bits_to_float(static_cast<uint8_t>(b));
-          to_bf16[f][b] = float_to_bf16_bits(v);
-          to_f16[f][b] = float_to_f16_bits(v);
+      for (int f = 0; f < 2; ++f) {
+        const float* values = fp8_decode_table(f == 0 ? DType::F8E4M3 : DType::F8E5M2);
+        for (int b = 0; b < 256; ++b) {
+          to_bf16[f][b] = float_to_bf16_bits(values[b]);
+          to_f16[f][b] = float_to_f16_bits(values[b]);
         }
+      }
     }
   };
   static const Tables tables;

@@ -10,7 +10,9 @@
 #include "core/fp8.h"
 #include "ops/autocast/autocast.h"
 #include "ops/elementwise.h"
-#include "ops/kernels/gemm.h"
+#include "core/convert.h"
+#include "ops/gemm_op.h"
+#include "ops/kernels/fp8.h"
 #include "ops/reduce.h"
 
 namespace hg {
@@ -95,8 +97,6 @@ namespace {
 
 // ---- statistics of a cast (opt-in: host copies) -------------------------------------------------------
 
-float fp8_max(DType f8) { return f8 == DType::F8E4M3 ? kF8E4M3Max : kF8E5M2Max; }
-float decode(DType f8, uint8_t b) { return f8 == DType::F8E4M3 ? f8e4m3_bits_to_float(b) : f8e5m2_bits_to_float(b); }
 
 // scale_at(i): the factor element i was multiplied by before rounding (per-tensor: the scale; MX: 1/X).
 template <class F>
@@ -104,6 +104,7 @@ Fp8CastStats cast_stats(const Tensor& x, const Tensor& q, float limit, F&& scale
   const std::vector<float> xs = x.to(DType::F32).to(Device::cpu()).to_vector<float>();
   const Tensor qh = q.to(Device::cpu());
   const auto* qb = static_cast<const uint8_t*>(qh.data_ptr());
+  const float* values = fp8_decode_table(q.dtype());
   Fp8CastStats s;
   s.numel = static_cast<int64_t>(xs.size());
   int64_t sat = 0, flushed = 0;
@@ -111,7 +112,7 @@ Fp8CastStats cast_stats(const Tensor& x, const Tensor& q, float limit, F&& scale
     const float a = std::fabs(xs[i]);
     s.amax = a > s.amax || std::isnan(a) ? a : s.amax;
     if (a * scale_at(i) > limit) ++sat;
-    if (a != 0.0f && decode(q.dtype(), qb[i]) == 0.0f) ++flushed;
+    if (a != 0.0f && values[qb[i]] == 0.0f) ++flushed;
   }
   if (s.numel > 0) {
     s.saturated = double(sat) / double(s.numel);
@@ -119,8 +120,6 @@ Fp8CastStats cast_stats(const Tensor& x, const Tensor& q, float limit, F&& scale
   }
   return s;
 }
-
-float host_value(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>().at(0); }
 
 // ---- per-tensor casts -----------------------------------------------------------------------------------
 
@@ -150,7 +149,7 @@ PerTensor cast_role(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8)
   }
   st.last_scale(role) = scale;
   if (st.track_stats) {
-    const float s = host_value(scale);
+    const float s = scale.item<float>();
     Fp8CastStats cs = cast_stats(x, out.q, fp8_max(f8), [s](size_t) { return s; });
     cs.scale = cs.scale_min = s;
     st.stats(role) = cs;
@@ -185,15 +184,7 @@ Tensor mx_operand(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8, i
 
 // op(a) (m,k) * op(b) (k,n) as an F32 (m,n) tensor; a and b BF16, contiguous, stored as op() says.
 Tensor gemm_f32(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n, int64_t k) {
-  const TensorOptions opts{.dtype = DType::F32, .device = a.device()};
-  if (k == 0) return zeros({m, n}, opts);
-  Tensor c = empty({m, n}, opts);
-  if (c.numel() == 0) return c;
-  const GemmArgs g{.dtype = DType::BF16, .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
-                   .a = a.data_ptr(), .lda = ta == Trans::N ? k : m, .b = b.data_ptr(), .ldb = tb == Trans::N ? n : k,
-                   .c = c.data_ptr(), .ldc = n, .c_f32 = true};
-  gemm_kernels().get(a.device(), DType::BF16)(g);
-  return c;
+  return alias_with_shape(gemm_op(a, ta, false, b, tb, false, 1, m, n, k, /*c_f32=*/true), {m, n});
 }
 
 Tensor decoded(const Tensor& q) { return q.to(DType::BF16); }  // exact for both FP8 formats
@@ -224,7 +215,7 @@ std::string cast_note(const Fp8LinearState& st) {
   os << "x, w " << dtype_name(r.forward_dtype()) << ", dy " << dtype_name(r.backward_dtype());
   for (Fp8Role role : {Fp8Role::Input, Fp8Role::Weight}) {
     const Tensor& s = st.last_scale(role);
-    if (s.defined()) os << ", " << (role == Fp8Role::Input ? "x" : "w") << " scale " << host_value(s);
+    if (s.defined()) os << ", " << (role == Fp8Role::Input ? "x" : "w") << " scale " << s.item<float>();
   }
   os << " (" << describe(r) << ")";
   return os.str();

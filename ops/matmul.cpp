@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/gemm_op.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/gemm.h"
 #include "ops/reduce.h"
@@ -23,23 +24,6 @@ struct Problem {
   bool shared_a = false, shared_b = false;
   Shape out;
 };
-
-// (batch, m, n) = op(x) * op(y), where x and y are contiguous and stored as op() says; a shared
-// operand gets batch stride 0.
-Tensor gemm_op(const Tensor& x, Trans tx, bool x_shared, const Tensor& y, Trans ty, bool y_shared, int64_t batch,
-               int64_t m, int64_t n, int64_t k) {
-  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
-  if (k == 0) return zeros({batch, m, n}, opts);
-  Tensor c = empty({batch, m, n}, opts);
-  if (c.numel() == 0) return c;
-  const GemmArgs g{.dtype = x.dtype(), .trans_a = tx, .trans_b = ty, .m = m, .n = n, .k = k,
-                   .a = x.data_ptr(), .lda = tx == Trans::N ? k : m,
-                   .b = y.data_ptr(), .ldb = ty == Trans::N ? n : k,
-                   .c = c.data_ptr(), .ldc = n, .batch = batch,
-                   .stride_a = x_shared ? 0 : m * k, .stride_b = y_shared ? 0 : k * n, .stride_c = m * n};
-  gemm_kernels().get(x.device(), x.dtype())(g);
-  return c;
-}
 
 void check_rank(const char* name, const Tensor& t) {
   HG_CHECK(t.ndim() == 2 || t.ndim() == 3, "matmul: ", name, " is ", t.ndim(), "-d (shape ", t.shape(),
@@ -133,6 +117,23 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t
 }
 
 }  // namespace
+
+// (batch, m, n) = op(x) * op(y) (ops/gemm_op.h): x and y contiguous and stored as op() says; a shared
+// operand gets batch stride 0.
+Tensor gemm_op(const Tensor& x, Trans tx, bool x_shared, const Tensor& y, Trans ty, bool y_shared, int64_t batch,
+               int64_t m, int64_t n, int64_t k, bool c_f32) {
+  const TensorOptions opts{.dtype = c_f32 ? DType::F32 : x.dtype(), .device = x.device()};
+  if (k == 0) return zeros({batch, m, n}, opts);
+  Tensor c = empty({batch, m, n}, opts);
+  if (c.numel() == 0) return c;
+  const GemmArgs g{.dtype = x.dtype(), .trans_a = tx, .trans_b = ty, .m = m, .n = n, .k = k,
+                   .a = x.data_ptr(), .lda = tx == Trans::N ? k : m,
+                   .b = y.data_ptr(), .ldb = ty == Trans::N ? n : k,
+                   .c = c.data_ptr(), .ldc = n, .batch = batch,
+                   .stride_a = x_shared ? 0 : m * k, .stride_b = y_shared ? 0 : k * n, .stride_c = m * n, .c_f32 = c_f32};
+  gemm_kernels().get(x.device(), x.dtype())(g);
+  return c;
+}
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   if (amp::OpCast c{amp::OpId::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2]));

@@ -56,7 +56,8 @@ void quantize_as(const Fp8QuantizeArgs& a) {
       float buf[kBlock];
       for (int64_t b = begin; b < end; b += kBlock) {
         const int64_t len = std::min(kBlock, end - b);
-        for (int64_t i = 0; i < len; ++i) buf[i] = static_cast<float>(load(x[b + i]));
+        if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) widen(x + b, buf, len);  // vectorized
+        else for (int64_t i = 0; i < len; ++i) buf[i] = static_cast<float>(x[b + i]);  // F64: rounded to F32 first
         encode_block(F{}, buf, q + b, len, scale, a.saturate);
       }
     }

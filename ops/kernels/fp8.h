@@ -29,10 +29,10 @@ HG_HD float fp8_scale_from_amax(float amax, float scaled_max, float keep, bool p
   return s;
 }
 
-// The format's largest finite value times 2^-margin (TE: fp8_max * pow(2, -margin), margin a float).
-HG_HD float fp8_scaled_max(DType fp8, float margin) {
-  return (fp8 == DType::F8E4M3 ? kF8E4M3Max : kF8E5M2Max) * exp2f(-margin);
-}
+// The format's largest finite value (448 or 57344), and that times 2^-margin (TE: fp8_max * pow(2, -margin),
+// margin a float).
+HG_HD float fp8_max(DType fp8) { return fp8 == DType::F8E4M3 ? kF8E4M3Max : kF8E5M2Max; }
+HG_HD float fp8_scaled_max(DType fp8, float margin) { return fp8_max(fp8) * exp2f(-margin); }
 
 // One element: x (widened to F32) times the scale, rounded to FP8; saturating as TE's casts (and CUDA's
 // __nv_fp8 constructors) are, or not, as .to(dtype) is. The branch-free form of core/fp8.h's rounding (the
