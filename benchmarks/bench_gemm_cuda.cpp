@@ -1,9 +1,10 @@
 // bench_gemm_cuda: halfgrad's GEMM on a CUDA device (cuBLAS through cuda/blas.cpp), F32, TF32 (F32
-// tensors with cuda::set_allow_tf32(true)), F16 and BF16, in TFLOP/s (the median of timed batches of
-// calls, synchronised around each batch), and as a share of the device's dense peak when it is given
-// (--peak F32=67,TF32=495,F16=989,BF16=989: published TFLOP/s, which scripts/gpu-check.sh passes for
-// the GPUs it knows).
-//   bench_gemm_cuda [--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z]
+// tensors with cuda::set_allow_tf32(true)), F16 and BF16, and the native FP8 GEMM (E4M3 x E4M3 -> F32 with
+// scale pointers, cuBLASLt through cuda/blas_lt.cpp, on sm_89 and later), in TFLOP/s (the median of timed
+// batches of calls, synchronised around each batch), and as a share of the device's dense peak when it is
+// given (--peak F32=67,TF32=495,F16=989,BF16=989,FP8=1979: published TFLOP/s, which scripts/gpu-check.sh
+// passes for the GPUs it knows).
+//   bench_gemm_cuda [--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z,FP8=V]
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -15,6 +16,7 @@
 #include "cuda/graph.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
+#include "ops/kernels/fp8.h"  // the native FP8 GEMM's table
 
 using namespace hg;
 
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
       return true;
     };
     example::parse_flags(argc, argv, on_switch, on_value, [](const std::string& problem) {
-      example::exit_with_usage("bench_gemm_cuda", problem, "[--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z]");
+      example::exit_with_usage("bench_gemm_cuda", problem, "[--quick] [--size N] [--peak F32=X,TF32=W,F16=Y,BF16=Z,FP8=V]");
     });
     if (!cuda::is_available()) throw std::runtime_error("no CUDA device: " + cuda::unavailable_reason());
     std::printf("bench_gemm_cuda: %s\n", cuda::version_info().c_str());
@@ -63,19 +65,38 @@ int main(int argc, char** argv) {
     NoGradGuard no_grad;
     const Device dev = Device::cuda();
     for (int64_t n : sizes) {
-      for (const char* name : {"F32", "TF32", "F16", "BF16"}) {
+      for (const char* name : {"F32", "TF32", "F16", "BF16", "FP8"}) {
         const std::string label = name;
-        const DType dt = label == "F16" ? DType::F16 : label == "BF16" ? DType::BF16 : DType::F32;
+        const bool fp8 = label == "FP8";
+        const DType dt = label == "F16" ? DType::F16 : label == "BF16" ? DType::BF16 : fp8 ? DType::F8E4M3 : DType::F32;
         cuda::set_allow_tf32(label == "TF32");
         const Tensor a = randn({n, n}).to(dt).to(dev), b = randn({n, n}).to(dt).to(dev);
-        (void)matmul(a, b);  // the handle, the workspace, cuBLAS's heuristics
+        // FP8: C (F32) = sa * sb * A B^T on FP8 Tensor Cores, both operands K-major as cuBLASLt wants them
+        const Tensor scale = full(Shape{}, 1.0, {.dtype = DType::F32, .device = dev});
+        Tensor c8 = fp8 ? empty(Shape{n, n}, {.dtype = DType::F32, .device = dev}) : Tensor();
+        const Fp8GemmArgs g{.m = n, .n = n, .k = n, .a = a.data_ptr(), .lda = n, .b = b.data_ptr(), .ldb = n,
+                            .scale_a = scale.data<float>(), .scale_b = scale.data<float>(),
+                            .c = fp8 ? c8.data<float>() : nullptr, .ldc = n};
+        const auto call = [&] {
+          if (!fp8) return (void)matmul(a, b);
+          if (!fp8_gemm_kernels().get(dev, DType::F8E4M3)(g))
+            throw std::runtime_error("the native FP8 GEMM refused an aligned square problem");
+        };
+        Fp8GemmArgs query = g;
+        query.query = true;
+        if (fp8 && !(fp8_gemm_kernels().has(dev, DType::F8E4M3) && fp8_gemm_kernels().get(dev, DType::F8E4M3)(query))) {
+          std::printf("%-8lld %-6s %10s %10s %9s  (no FP8 Tensor Cores: compute capability below 8.9)\n",
+                      static_cast<long long>(n), name, "-", "-", "-");
+          continue;
+        }
+        call();  // the handle, the workspace, cuBLAS's heuristics
         cuda::synchronize(0);
         const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
         // a batch long enough to hide the launch and the sync: about 50 ms at the expected speed
         const int per_batch = std::clamp(static_cast<int>(5e12 * 0.05 / flops), 1, 200);
         const double s = bench::median_seconds(
                              [&] {
-                               for (int k = 0; k < per_batch; ++k) (void)matmul(a, b);
+                               for (int k = 0; k < per_batch; ++k) call();
                                cuda::synchronize(0);
                              },
                              samples, 0.0) /
@@ -91,7 +112,7 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("F32 is true fp32 (halfgrad's default); TF32 rounds the F32 inputs to a 10-bit mantissa; all "
-                "accumulate in F32, F16/BF16/TF32 on Tensor Cores\n");
+                "accumulate in F32, F16/BF16/TF32/FP8 on Tensor Cores; FP8 is E4M3 x E4M3 -> F32, C = A B^T\n");
     return 0;
   });
 }

@@ -84,6 +84,12 @@ class DispatchTable : public DispatchTableBase {
   void set_floating(DeviceType d, Make&& make) {
     for_each_floating([&](auto tag, DType t) { set(d, t, make(tag)); });
   }
+  // Whether dev has a kernel for t (after loading dev's backend): for an optional kernel that an op can do
+  // without (ops/kernels/fp8.h's native FP8 GEMM). Marks nothing.
+  bool has(Device dev, DType t) const {
+    if (!dev.is_cpu()) load_backend(dev.type);
+    return fns_[static_cast<int>(dev.type)][static_cast<int>(t)] != nullptr;
+  }
   Fn get(Device dev, DType t) const {
     if (!dev.is_cpu()) load_backend(dev.type);
     Fn f = fns_[static_cast<int>(dev.type)][static_cast<int>(t)];

@@ -90,6 +90,10 @@ DeviceContext* create_context(int device) {
     t_current_device = device;
     HG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     HG_CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+    int major = 0, minor = 0;
+    HG_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    HG_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    c->compute_capability = 10 * major + minor;
     setup_memory_pool(*c);
     setup_blas(*c);
   } catch (...) {
@@ -132,6 +136,17 @@ DeviceContext& context_for(const void* device_ptr) {
   HG_CHECK(attr.type == cudaMemoryTypeDevice, "cuda: a kernel was given a pointer that is not device memory; "
            "move the tensor with .to(Device::cuda())");
   return context(attr.device);
+}
+
+cublasLtHandle_t lt_handle(DeviceContext& c) {
+  std::lock_guard<std::mutex> lock(g_create_mutex);
+  if (c.lt == nullptr) {
+    make_current(c.device);
+    cublasLtHandle_t h = nullptr;
+    HG_CUBLAS_CHECK(cublasLtCreate(&h));
+    c.lt = h;
+  }
+  return c.lt;
 }
 
 cudnnHandle_t dnn_handle(DeviceContext& c) {

@@ -3,6 +3,7 @@
 // program never touches the driver. All work of a device (kernels, cuBLAS, copies, stream-ordered
 // allocations and frees) is ordered on its one non-blocking stream; the host waits only when bytes
 // come back to the CPU. Only files under cuda/ (and tests) include this header.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -24,11 +25,13 @@ struct DeviceContext {
   void* blas_workspace = nullptr;
   size_t blas_workspace_bytes = 0;
   cudnnHandle_t dnn = nullptr;  // created on first use by dnn_handle(), bound to `stream`
-  // cuBLAS and cuDNN forbid two host threads using one handle at once: every call on `blas` or `dnn`
-  // holds this lock (cuda/blas.cpp, cuda/dnn.cpp).
+  cublasLtHandle_t lt = nullptr;  // created on first use by lt_handle(); shares blas_workspace (same stream)
+  // cuBLAS and cuDNN forbid two host threads using one handle at once: every call on `blas`, `lt` or `dnn`
+  // holds this lock (cuda/blas.cpp, cuda/blas_lt.cpp, cuda/dnn.cpp).
   std::mutex handle_mutex;
   bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
   int sm_count = 0;
+  int compute_capability = 0;  // 10 * major + minor: 80 for an A100, 89 for an L4 or RTX 4090, 90 for an H100/H200
 };
 
 // The devices cudaGetDeviceCount finds (0 when it fails); cached after the first call; never throws.
@@ -49,6 +52,9 @@ DeviceContext& context_for(const void* device_ptr);
 // c's cuDNN handle (cuda/dnn.cpp's convolutions), created on first use and bound to c.stream. Lazily,
 // because creating it loads cuDNN's sub-libraries and costs time and memory nothing else needs.
 cudnnHandle_t dnn_handle(DeviceContext& c);
+
+// c's cuBLASLt handle (cuda/blas_lt.cpp's FP8 GEMM), created on first use. Lt takes the stream per call.
+cublasLtHandle_t lt_handle(DeviceContext& c);
 
 // The allocator registered for DeviceType::CUDA (cuda/allocator.cpp).
 Allocator& allocator();

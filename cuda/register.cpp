@@ -25,6 +25,7 @@ void register_loss();  // cuda/kernels/loss.cu: cross-entropy / NLL (ops/loss_ma
 void register_dropout();  // cuda/kernels/dropout.cu: dropout (ops/dropout_math.h)
 void register_embedding();  // cuda/kernels/embedding.cu: embedding forward and backward
 void register_fp8();  // cuda/kernels/fp8.cu: per-tensor FP8 scaling (ops/kernels/fp8.h)
+void register_fp8_gemm();  // cuda/blas_lt.cpp: the native FP8 GEMM (ops/kernels/fp8.h)
 void register_rounding();  // cuda/kernels/rounding.cu: stochastic rounding (core/stochastic_round.h)
 void register_optim();  // cuda/kernels/optim.cu: optimizer updates and clipping (ops/kernels/optim.h)
 void register_norm();  // cuda/kernels/norm.cu: batch_norm and layer_norm (ops/norm_math.h)
@@ -53,6 +54,7 @@ void register_kernels() {
   register_dropout();
   register_embedding();
   register_fp8();
+  register_fp8_gemm();
   register_rounding();
   register_norm();
   register_optim();

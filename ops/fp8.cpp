@@ -25,6 +25,10 @@ DispatchTable<MxQuantizeKernel>& mx_quantize_kernels() {
   static DispatchTable<MxQuantizeKernel> t{"mx_quantize", cpu::register_mx_quantize};
   return t;
 }
+DispatchTable<Fp8GemmKernel>& fp8_gemm_kernels() {  // no CPU kernel: the CPU decodes to BF16 (fp8_linear.cpp)
+  static DispatchTable<Fp8GemmKernel> t{"fp8_gemm", [](auto&) {}};
+  return t;
+}
 DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels() {
   static DispatchTable<MxDequantizeKernel> t{"mx_dequantize", cpu::register_mx_dequantize};
   return t;

@@ -14,6 +14,7 @@
 #include "ops/gemm_op.h"
 #include "ops/kernels/fp8.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 
 namespace hg {
 
@@ -189,6 +190,36 @@ Tensor gemm_f32(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m,
 
 Tensor decoded(const Tensor& q) { return q.to(DType::BF16); }  // exact for both FP8 formats
 
+// (a stored as ta says: (k, m) when T) made (m, k) contiguous, as the native FP8 GEMM reads it.
+Tensor k_major(const Tensor& q, Trans t) { return t == Trans::N ? q : transpose(q, 0, 1); }  // a copy
+
+// op(a) (m,k) . op(b) (k,n) * (a.scale_inv * b.scale_inv) as F32 (m,n), for per-tensor FP8 operands stored
+// as their Trans says: on FP8 Tensor Cores when the device has them and takes the shape (ops/kernels/fp8.h),
+// else on the values decoded to BF16. The native GEMM wants a (m,k) and b (n,k), k innermost.
+Tensor scaled_gemm(Fp8LinearState& st, const PerTensor& a, Trans ta, const PerTensor& b, Trans tb, int64_t m,
+                   int64_t n, int64_t k) {
+  const Device dev = a.q.device();
+  if (fp8_gemm_kernels().has(dev, a.q.dtype())) {
+    const Fp8GemmKernel native = fp8_gemm_kernels().get(dev, a.q.dtype());
+    Fp8GemmArgs g{.m = m, .n = n, .k = k, .a_dtype = a.q.dtype(), .b_dtype = b.q.dtype(), .lda = k, .ldb = k,
+                  .scale_a = a.scale_inv.data<float>(), .scale_b = b.scale_inv.data<float>(), .ldc = n,
+                  .query = true};
+    if (native(g)) {
+      const Tensor ak = k_major(a.q, ta), bk = k_major(b.q, tb == Trans::T ? Trans::N : Trans::T);
+      Tensor c = empty(Shape{m, n}, {.dtype = DType::F32, .device = dev});
+      g.a = ak.data_ptr();
+      g.b = bk.data_ptr();
+      g.c = c.data<float>();
+      g.query = false;
+      if (native(g)) {
+        st.count_native_gemm();
+        return c;
+      }
+    }
+  }
+  return mul(gemm_f32(decoded(a.q), ta, decoded(b.q), tb, m, n, k), mul(a.scale_inv, b.scale_inv));
+}
+
 void check_args(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& st) {
   HG_CHECK(st != nullptr, "fp8_linear: the state is null; pass std::make_shared<Fp8LinearState>(recipe, device)");
   HG_CHECK(x.defined() && w.defined(), "fp8_linear: x or w is undefined");
@@ -253,7 +284,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::
     } else {
       qx = cast_role(st, Fp8Role::Input, x2, fwd);
       qw = cast_role(st, Fp8Role::Weight, w, fwd);
-      acc = mul(gemm_f32(decoded(qx.q), Trans::N, decoded(qw.q), Trans::T, m, o, i), mul(qx.scale_inv, qw.scale_inv));
+      acc = scaled_gemm(st, qx, Trans::N, qw, Trans::T, m, o, i);
     }
     if (b.defined()) acc = add(acc, b.dtype() == DType::F32 ? b : b.to(DType::F32));
     y = alias_with_shape(acc.dtype() == x.dtype() ? acc : acc.to(x.dtype()), out);
@@ -284,9 +315,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::
                                        mx_operand(s, Fp8Role::Input, x_kept, fdt, 0), Trans::N, o, i, m);
                      } else {
                        const PerTensor qg = cast_role(s, Fp8Role::GradOutput, dy, gdt);
-                       const Tensor gb = decoded(qg.q);
-                       if (needs[0]) dx = mul(gemm_f32(gb, Trans::N, decoded(qw.q), Trans::N, m, i, o), mul(qg.scale_inv, qw.scale_inv));
-                       if (needs[1]) dw = mul(gemm_f32(gb, Trans::T, decoded(qx.q), Trans::N, o, i, m), mul(qg.scale_inv, qx.scale_inv));
+                       if (needs[0]) dx = scaled_gemm(s, qg, Trans::N, qw, Trans::N, m, i, o);
+                       if (needs[1]) dw = scaled_gemm(s, qg, Trans::T, qx, Trans::N, o, i, m);
                      }
                      if (dx.defined()) g[0] = alias_with_shape(dx.dtype() == xdt ? dx : dx.to(xdt), xs);
                      if (dw.defined()) g[1] = dw.dtype() == wdt ? dw : dw.to(wdt);

@@ -11,11 +11,16 @@
 //     loss = cross_entropy(model(x), t); }
 //   loss.backward();
 //
-// How the GEMM runs: FP8 values are decoded exactly to BF16 (every E4M3 and E5M2 value is a BF16 value),
-// and the BF16 GEMM with an F32 result multiplies them (BF16 products are exact in F32) and sums in F32:
-// what an FP8 Tensor Core computes, up to the order of the F32 additions. On the CPU this is the BF16
-// GEMM of ops/cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening); on CUDA, cuBLAS's
-// BF16 GEMM (cuBLASLt's native FP8 GEMM with scale pointers, on sm_89/sm_90, is not wired up yet).
+// How the GEMM runs. On a GPU with FP8 Tensor Cores (compute capability 8.9 and later) the per-tensor
+// scalings run cuBLASLt's FP8 GEMM with the inverse scales as scale pointers (ops/kernels/fp8.h,
+// Fp8GemmArgs): the FP8 bytes are the operands, products exact, sums in F32, F32 out. cuBLASLt takes only
+// K-major operands ("TN"), so dgrad and wgrad first transpose their FP8 operands (1 byte per element, as
+// TE keeps transposed FP8 copies), and only when m, n and k are multiples of 16. Everywhere else (the CPU,
+// older GPUs, other shapes, MX): the FP8 values are decoded exactly to BF16 (every E4M3 and E5M2 value is
+// a BF16 value) and the BF16 GEMM with an F32 result multiplies them (BF16 products are exact in F32) and
+// sums in F32, the same arithmetic up to the order of the F32 additions: on the CPU the BF16 GEMM of
+// ops/cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening), on CUDA cuBLAS's.
+// Fp8LinearState::native_gemms() counts the GEMMs that ran natively.
 //
 // Scalings (Fp8Recipe::scaling):
 //   Delayed  per tensor role (input, weight, output gradient) an Fp8DelayedScaling: the cast uses the scale
@@ -85,6 +90,10 @@ class Fp8LinearState {
   const Fp8CastStats& stats(Fp8Role r) const { return stats_[static_cast<size_t>(r)]; }
   Fp8CastStats& stats(Fp8Role r) { return stats_[static_cast<size_t>(r)]; }
   int64_t calls() const { return calls_; }  // forward calls so far
+  // GEMMs (forward, dgrad, wgrad) that ran on FP8 Tensor Cores (ops/kernels/fp8.h's native FP8 GEMM: cuBLASLt
+  // on sm_89 and later) rather than on FP8 values decoded to BF16; always 0 on the CPU and under Mx.
+  int64_t native_gemms() const { return native_gemms_; }
+  void count_native_gemm() { ++native_gemms_; }
   // The scale (0-d F32) the last per-tensor cast of a role used; undefined before one and under Mx.
   const Tensor& last_scale(Fp8Role r) const { return last_scale_[static_cast<size_t>(r)]; }
   Tensor& last_scale(Fp8Role r) { return last_scale_[static_cast<size_t>(r)]; }
@@ -102,6 +111,7 @@ class Fp8LinearState {
   std::array<Fp8CastStats, 3> stats_{};
   std::array<Tensor, 3> last_scale_{};
   int64_t calls_ = 0;
+  int64_t native_gemms_ = 0;
 };
 
 // y = x w^T + b computed in FP8 per the state's recipe (x: (*, in) F32/F16/BF16; w: (out, in); b: (out) or

@@ -19,7 +19,7 @@
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
 # HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
-# bench_gemm_cuda (TFLOP/s of F32, TF32, F16 and BF16 GEMMs against the GPU's published dense peak), bench_fp8
+# bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
 # bench_reduce_cuda (GB/s of sums against a device copy's).
 #
@@ -189,12 +189,12 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   else
     recipe="FAILED (see amp_recipe.log)"
   fi
-  # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, TF32, F16, BF16)
+  # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, TF32, F16, BF16, FP8)
   case "$gpu_name" in
-    *H100*PCIe*) peak="F32=51,TF32=378,F16=756,BF16=756" ;;
-    *H100* | *H200*) peak="F32=67,TF32=495,F16=989,BF16=989" ;;
+    *H100*PCIe*) peak="F32=51,TF32=378,F16=756,BF16=756,FP8=1513" ;;
+    *H100* | *H200*) peak="F32=67,TF32=495,F16=989,BF16=989,FP8=1979" ;;
     *A100*) peak="F32=19.5,TF32=156,F16=312,BF16=312" ;;
-    *L40S*) peak="F32=91.6,TF32=183,F16=362,BF16=362" ;;
+    *L40S*) peak="F32=91.6,TF32=183,F16=362,BF16=362,FP8=733" ;;
     *) peak="" ;;
   esac
   if timeout 600 "$build/bench_gemm_cuda" ${peak:+--peak "$peak"} >"$logs/bench_gemm_cuda.log" 2>&1; then
@@ -210,7 +210,8 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   else
     gemm_lines+=("bench_reduce_cuda: FAILED (see bench_reduce_cuda.log)")
   fi
-  # the FP8 linear layer's step against BF16 on the device (emulated FP8: BF16 GEMMs on decoded values)
+  # the FP8 linear layer's step against BF16 on the device: cuBLASLt FP8 GEMMs on sm_89+ (the last column
+  # says the share that ran natively), BF16 GEMMs on decoded values elsewhere
   if [ -x "$build/bench_fp8" ]; then
     if timeout 300 "$build/bench_fp8" --quick --device cuda >"$logs/bench_fp8.log" 2>&1; then
       while IFS= read -r line; do gemm_lines+=("bench_fp8: $line"); done \

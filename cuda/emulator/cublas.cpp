@@ -24,7 +24,54 @@ struct cublasContext {
   cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
+namespace hg::emu {
+
+std::string hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// Whether batch b's [p + b*stride, + extent) elements lie in emulated device memory for every b. The
+// whole span of all batches is tried first (one lookup); only when it fails is each batch checked
+// (batches in different allocations would still work on a GPU). On failure the device faults with a
+// message naming the call, the matrix, the pointer and the extent. Arithmetic in 128 bits: lda*(k-1)
+// times the element size, or stride*(batch-1), can exceed 64.
+bool check_matrix(const char* fn, const char* name, const void* p, size_t elem, int64_t extent,
+                  const char* extent_formula, long long stride, int64_t batch) {
+  using I = __int128;
+  const I bytes = I(extent) * I(elem);
+  const auto in_device = [&](I offset, I length) {
+    const I start = I(reinterpret_cast<uintptr_t>(p)) + offset;
+    if (start < 0 || start + length > I(UINTPTR_MAX)) return false;
+    return is_device_range(reinterpret_cast<const void*>(static_cast<uintptr_t>(start)),
+                                    static_cast<size_t>(length));
+  };
+  const I last = I(stride) * I(batch - 1) * I(elem);
+  const I lo = std::min<I>(0, last), hi = std::max<I>(0, last) + bytes;
+  if (in_device(lo, hi - lo)) return true;
+  for (int64_t b = 0; b < batch; ++b) {
+    const I offset = I(stride) * I(b) * I(elem);
+    if (in_device(offset, bytes)) continue;
+    std::string why = std::string(fn) + ": matrix " + name + " at " + hex(p);
+    if (batch > 1) {
+      why += " (batch " + std::to_string(b) + " of " + std::to_string(batch) + ", stride " + std::to_string(stride) +
+             " elements)";
+    }
+    why += " spans " + std::to_string(extent) + " elements (" + extent_formula + ") of " + std::to_string(elem) +
+           " bytes, which are not inside one live device allocation: illegal address";
+    fail_sticky(why);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace hg::emu
+
 namespace {
+
+using hg::emu::check_matrix;
+using hg::emu::hex;
 
 // ---- the reference GEMM ----
 
@@ -112,46 +159,6 @@ size_t element_bytes(cudaDataType t) {
     case CUDA_R_16BF: return 2;
     default: return 0;
   }
-}
-
-std::string hex(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-
-// Whether batch b's [p + b*stride, + extent) elements lie in emulated device memory for every b. The
-// whole span of all batches is tried first (one lookup); only when it fails is each batch checked
-// (batches in different allocations would still work on a GPU). On failure the device faults with a
-// message naming the call, the matrix, the pointer and the extent. Arithmetic in 128 bits: lda*(k-1)
-// times the element size, or stride*(batch-1), can exceed 64.
-bool check_matrix(const char* fn, const char* name, const void* p, size_t elem, int64_t extent,
-                  const char* extent_formula, long long stride, int64_t batch) {
-  using I = __int128;
-  const I bytes = I(extent) * I(elem);
-  const auto in_device = [&](I offset, I length) {
-    const I start = I(reinterpret_cast<uintptr_t>(p)) + offset;
-    if (start < 0 || start + length > I(UINTPTR_MAX)) return false;
-    return hg::emu::is_device_range(reinterpret_cast<const void*>(static_cast<uintptr_t>(start)),
-                                    static_cast<size_t>(length));
-  };
-  const I last = I(stride) * I(batch - 1) * I(elem);
-  const I lo = std::min<I>(0, last), hi = std::max<I>(0, last) + bytes;
-  if (in_device(lo, hi - lo)) return true;
-  for (int64_t b = 0; b < batch; ++b) {
-    const I offset = I(stride) * I(b) * I(elem);
-    if (in_device(offset, bytes)) continue;
-    std::string why = std::string(fn) + ": matrix " + name + " at " + hex(p);
-    if (batch > 1) {
-      why += " (batch " + std::to_string(b) + " of " + std::to_string(batch) + ", stride " + std::to_string(stride) +
-             " elements)";
-    }
-    why += " spans " + std::to_string(extent) + " elements (" + extent_formula + ") of " + std::to_string(elem) +
-           " bytes, which are not inside one live device allocation: illegal address";
-    hg::emu::fail_sticky(why);
-    return false;
-  }
-  return true;
 }
 
 // Host pointer mode: alpha and beta are host memory. On a GPU, cuBLAS would dereference a device

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -41,6 +42,15 @@ void clear_fault();
 
 // Whether a stream is being captured right now (any stream: halfgrad captures in global mode).
 bool capturing();
+
+// ---- shared by the emulated cuBLAS and cuBLASLt (cublas.cpp) ----
+// "0x7f..." for a pointer, in messages.
+std::string hex(const void* p);
+// Whether batch b's [p + b*stride, + extent) elements of `elem` bytes lie in emulated device memory for
+// every b; on failure the device faults (fail_sticky) with a message naming the call `fn`, the matrix,
+// the pointer and the extent (`extent_formula` says how it was computed).
+bool check_matrix(const char* fn, const char* name, const void* p, size_t elem, int64_t extent,
+                  const char* extent_formula, long long stride, int64_t batch);
 
 // ---- the kernel executor (executor.cpp) ----
 // Runs the grid: every block, every thread of a block as a fiber, `body` once per thread. Checks the

@@ -38,6 +38,24 @@ void add_fp8_cases(std::vector<OpCase>& ops) {
                      }
                    return out;
                  }});
+  // the FP8 linear layer (current scaling, HYBRID: E5M2 gradients): shapes whose m, n and k are multiples of 16
+  // run the native FP8 GEMM on a device with FP8 Tensor Cores (the emulated sm_90 has them), the others the
+  // decode route; both are exact products summed in F32
+  ops.push_back({"fp8_linear", "fp8_gemm (native FP8 GEMM), fp8_quantize, fp8_scale_update, matmul, copy",
+                 Check::Gemm,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("fp8_linear", dt)), dt};
+                   return std::vector<Case>{
+                       {"(32,64) w(48,64) b(48)", {m.normal({32, 64}), m.normal({48, 64}, 0.2), m.normal({48})}, {true, true, true}},
+                       {"(2,16,64) w(32,64) b(32)", {m.normal({2, 16, 64}), m.normal({32, 64}, 0.2), m.normal({32})},
+                        {true, true, false}},
+                       {"(33,70) w(24,70) b(24)", {m.normal({33, 70}), m.normal({24, 70}, 0.2), m.normal({24})}, {true, true, true}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case&) {
+                   auto st = std::make_shared<Fp8LinearState>(Fp8Recipe{.scaling = Fp8Scaling::Current}, in[0].device());
+                   return std::vector<Tensor>{fp8_linear(in[0], in[1], in[2], st)};
+                 },
+                 {DType::F32, DType::BF16}});
   // stochastic rounding: the same Philox stream on both devices gives the same bits, to every narrow format
   ops.push_back({"stochastic_round", "stochastic_round", Check::Exact,
                  [](DType dt) {

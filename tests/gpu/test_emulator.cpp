@@ -1,13 +1,14 @@
 // The emulated device itself (HG_CUDA=EMULATE builds only): that its executor keeps CUDA's rules and
 // shows their breaches (a race changes results between thread orders, a divergent barrier or a bad
 // shuffle mask is a device fault), that capture refuses what the driver refuses, that freed memory is
-// poisoned, and that the cuBLAS stand-in validates like cuBLAS. The rest of tests/gpu runs the real
+// poisoned, and that the cuBLAS and cuBLASLt stand-ins validate like the libraries. The rest of tests/gpu runs the real
 // kernels on it.
 #if defined(HG_CUDA_EMULATE)
 #define HG_EMU_KERNEL_SOURCE 1  // this file's kernels see device.h's vocabulary, like cuda/kernels/*.cu
 #include "cuda/emulator/device.h"
 
 #include <catch2/catch.hpp>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <cmath>
@@ -287,6 +288,92 @@ TEST_CASE("emulator: the cuBLAS stand-in validates like cuBLAS and ignores C whe
                      CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
   for (float* p : {da, db, dc}) REQUIRE(cudaFree(p) == cudaSuccess);
   REQUIRE(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS);
+}
+
+// The cuBLASLt stand-in: an FP8 "TN" matmul with scale pointers computes scale_A * scale_B * A^T B exactly for
+// small integers; the FP8 kernels' rules are enforced (NN layout, E5M2 x E5M2, a leading dimension that is no
+// multiple of 16 bytes: no algorithm), and a scale pointer into host memory is an illegal address.
+TEST_CASE("emulator: the cuBLASLt stand-in runs FP8 TN matmuls with scale pointers and keeps their rules",
+          "[gpu][emulator]") {
+  cublasLtHandle_t h = nullptr;
+  REQUIRE(cublasLtCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const int k = 16, m = 16, n = 16;  // column-major A (k x m, read transposed), B (k x n), D (m x n)
+  std::vector<uint8_t> a(k * m), b(k * n);
+  std::vector<float> av(k * m), bv(k * n);
+  const float* e4m3 = hg::fp8_decode_table(hg::DType::F8E4M3);
+  for (int i = 0; i < k * m; ++i) {  // small integers, which E4M3 holds exactly: codes of 1, 2, -1
+    const float v = float(i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : -1);
+    a[size_t(i)] = hg::float_to_f8e4m3_bits(v);
+    av[size_t(i)] = v;
+  }
+  for (int i = 0; i < k * n; ++i) {
+    const float v = float(i % 4) - 1.0f;
+    b[size_t(i)] = hg::float_to_f8e4m3_bits(v);
+    bv[size_t(i)] = v;
+    REQUIRE(e4m3[b[size_t(i)]] == v);
+  }
+  uint8_t *da = device_alloc<uint8_t>(a.size()), *db = device_alloc<uint8_t>(b.size());
+  float *dd = device_alloc<float>(m * n), *scales = device_alloc<float>(2);
+  const float host_scales[2] = {0.5f, 4.0f};
+  REQUIRE(cudaMemcpy(da, a.data(), a.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(db, b.data(), b.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  REQUIRE(cudaMemcpy(scales, host_scales, sizeof host_scales, cudaMemcpyHostToDevice) == cudaSuccess);
+
+  cublasLtMatmulDesc_t op = nullptr;
+  REQUIRE(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+  const int32_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn) == CUBLAS_STATUS_SUCCESS);
+  const void* sa = scales;
+  const void* sb = scales + 1;
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb) == CUBLAS_STATUS_SUCCESS);
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr, la_e5 = nullptr, lb_e5 = nullptr, ld_odd = nullptr;
+  REQUIRE(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatrixLayoutCreate(&la_e5, CUDA_R_8F_E5M2, k, m, k) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatrixLayoutCreate(&lb_e5, CUDA_R_8F_E5M2, k, n, k) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatrixLayoutCreate(&ld_odd, CUDA_R_32F, m, n, m + 1) == CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t pref = nullptr;
+  REQUIRE(cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = -1;
+  REQUIRE(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(found == 1);
+  const float one = 1, zero = 0;
+  REQUIRE(cublasLtMatmul(h, op, &one, da, la, db, lb, &zero, dd, ld, dd, ld, &r.algo, nullptr, 0, nullptr) ==
+          CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> d = to_host(dd, m * n);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      float acc = 0;
+      for (int l = 0; l < k; ++l) acc += av[size_t(l + i * k)] * bv[size_t(l + j * k)];
+      INFO("D(" << i << ", " << j << ")");
+      CHECK(d[size_t(i + j * m)] == 2.0f * acc);  // 0.5 * 4
+    }
+  // what the FP8 kernels do not take: no algorithm
+  CHECK(cublasLtMatmulAlgoGetHeuristic(h, op, la_e5, lb_e5, ld, ld, pref, 1, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(found == 0);
+  CHECK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld_odd, ld_odd, pref, 1, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED);
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &nn, sizeof nn) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED);
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) == CUBLAS_STATUS_SUCCESS);
+  // a scale pointer into host memory: the GPU would fault on it
+  const void* host_scale = &host_scales[0];
+  REQUIRE(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &host_scale, sizeof host_scale) ==
+          CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasLtMatmul(h, op, &one, da, la, db, lb, &zero, dd, ld, dd, ld, &r.algo, nullptr, 0, nullptr) ==
+        CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+  hg::emu::clear_fault();
+  (void)cudaGetLastError();
+  for (cublasLtMatrixLayout_t l : {la, lb, ld, la_e5, lb_e5, ld_odd}) REQUIRE(cublasLtMatrixLayoutDestroy(l) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatmulPreferenceDestroy(pref) == CUBLAS_STATUS_SUCCESS);
+  REQUIRE(cublasLtMatmulDescDestroy(op) == CUBLAS_STATUS_SUCCESS);
+  for (void* p : {static_cast<void*>(da), static_cast<void*>(db), static_cast<void*>(dd), static_cast<void*>(scales)})
+    REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cublasLtDestroy(h) == CUBLAS_STATUS_SUCCESS);
 }
 
 #endif  // HG_CUDA_EMULATE

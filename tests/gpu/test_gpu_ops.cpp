@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "ops/kernels/fp8.h"  // the native FP8 GEMM's contract
 #include "test_util.h"
 
 using namespace hg;
@@ -426,6 +427,20 @@ TEST_CASE("gpu: MX block quantize and dequantize match the CPU bit for bit", "[g
   check_close(mx_dequantize(h3), mx_dequantize(d3), exact(), "mx_dequantize along dim 1 of 3");
 }
 
+// One forward and backward of fp8_linear on each device from the same x, w, b and output gradient: the
+// outputs and the x and w gradients agree to F32 rounding (the same casts, sums in another order).
+static void fp8_linear_step(const std::shared_ptr<Fp8LinearState>& hs, const std::shared_ptr<Fp8LinearState>& ds,
+                            const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy, const std::string& what) {
+  Tensor xh = x.detach().requires_grad_(), wh = w.detach().requires_grad_(), bh = b.detach().requires_grad_();
+  Tensor xd = gpu(x).requires_grad_(), wd = gpu(w).requires_grad_(), bd = gpu(b).requires_grad_();
+  const Tensor yh = fp8_linear(xh, wh, bh, hs), yd = fp8_linear(xd, wd, bd, ds);
+  sum(mul(yh, dy)).backward();
+  sum(mul(yd, gpu(dy))).backward();
+  check_close(yh, yd, {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear " + what);
+  check_close(xh.grad(), xd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dx " + what);
+  check_close(wh.grad(), wd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dw " + what);
+}
+
 // The FP8 linear layer on the device: the same casts (bit for bit, so the same scales and histories) and
 // the same exact products, summed in another order: forward and gradients agree to F32 rounding.
 TEST_CASE("gpu: the FP8 linear layer matches the CPU for every scaling", "[gpu]") {
@@ -434,20 +449,88 @@ TEST_CASE("gpu: the FP8 linear layer matches the CPU for every scaling", "[gpu]"
     auto host = std::make_shared<Fp8LinearState>(r), dev = std::make_shared<Fp8LinearState>(r, kGpu);
     const Tensor w = rnd({24, 70}, DType::F32, 0.2), b = rnd({24}, DType::F32);
     for (int step = 0; step < 3; ++step) {
-      const Tensor x = rnd({33, 70}, DType::F32, 3.0 * (step + 1)), dy = rnd({33, 24}, DType::F32);
-      Tensor xh = x.detach().requires_grad_(), wh = w.detach().requires_grad_(), bh = b.detach().requires_grad_();
-      Tensor xd = gpu(x).requires_grad_(), wd = gpu(w).requires_grad_(), bd = gpu(b).requires_grad_();
-      const Tensor yh = fp8_linear(xh, wh, bh, host), yd = fp8_linear(xd, wd, bd, dev);
-      sum(mul(yh, dy)).backward();
-      sum(mul(yd, gpu(dy))).backward();
       const std::string what = describe(r) + " step " + std::to_string(step);
-      check_close(yh, yd, {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear " + what);
-      check_close(xh.grad(), xd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dx " + what);
-      check_close(wh.grad(), wd.grad(), {.rtol = 1e-5, .atol = 1e-5}, "fp8_linear dw " + what);
+      fp8_linear_step(host, dev, rnd({33, 70}, DType::F32, 3.0 * (step + 1)), w, b, rnd({33, 24}, DType::F32), what);
       if (sc == Fp8Scaling::Delayed)
         for (const Fp8Role role : {Fp8Role::Input, Fp8Role::Weight, Fp8Role::GradOutput})
           check_close(host->delayed(role).amax_history(), dev->delayed(role).amax_history(), exact(), "history " + what);
     }
+    CHECK(dev->native_gemms() == 0);  // 33 rows, 70 inputs: not multiples of 16, so the decode route
+    CHECK(host->native_gemms() == 0);
+  }
+}
+
+// The same with m, n and k multiples of 16: on FP8 Tensor Cores (the emulated sm_90 has them) every GEMM runs
+// natively (forward; dgrad and wgrad on transposed FP8 copies, E5M2 gradients), and agrees with the CPU's
+// decode route to F32 rounding; a (batch, rows, in) input flattens to the same GEMMs.
+TEST_CASE("gpu: the FP8 linear layer runs its GEMMs on FP8 Tensor Cores when the shape allows", "[gpu]") {
+  for (const Fp8Scaling sc : {Fp8Scaling::Delayed, Fp8Scaling::Current}) {
+    const Fp8Recipe r{.scaling = sc, .amax_history_len = 4};
+    auto host = std::make_shared<Fp8LinearState>(r), dev = std::make_shared<Fp8LinearState>(r, kGpu);
+    const Tensor w = rnd({48, 64}, DType::F32, 0.2), b = rnd({48}, DType::F32);
+    const Tensor probe_scale = gpu(full(Shape{}, 1.0, {.dtype = DType::F32}));
+    const bool fp8_cores = fp8_gemm_kernels().get(kGpu, DType::F8E4M3)(
+        {.m = 32, .n = 48, .k = 64, .lda = 64, .ldb = 64, .scale_a = probe_scale.data<float>(),
+         .scale_b = probe_scale.data<float>(), .ldc = 48, .query = true});
+#if defined(HG_CUDA_EMULATE)
+    REQUIRE(fp8_cores);
+#endif
+    for (int step = 0; step < 3; ++step) {
+      const std::string what = describe(r) + " step " + std::to_string(step);
+      fp8_linear_step(host, dev, rnd({2, 16, 64}, DType::F32, 2.0 * (step + 1)), w, b, rnd({2, 16, 48}, DType::F32), what);
+      CHECK(dev->native_gemms() == (fp8_cores ? 3 * (step + 1) : 0));
+    }
+    CHECK(host->native_gemms() == 0);  // the CPU has no FP8 GEMM: always the decode route
+  }
+}
+
+// The native FP8 GEMM (ops/kernels/fp8.h; cuBLASLt on FP8 Tensor Cores): c = sa * sb * (a . b^T) for every
+// pair of formats the hardware multiplies, against the products of the decoded values summed in F32 over k in
+// order (the emulated cuBLASLt's order, so exact there; another order on a GPU). Shapes the kernel does not
+// take (E5M2 x E5M2, dimensions not multiples of 16) are refused, and a query answers as the call does.
+TEST_CASE("gpu: the native FP8 GEMM multiplies FP8 operands with their scales", "[gpu]") {
+  const Fp8GemmKernel native = fp8_gemm_kernels().get(kGpu, DType::F8E4M3);
+  const int64_t m = 48, n = 32, k = 80;
+  const Tensor sa = gpu(full(Shape{}, 0.375, {.dtype = DType::F32})), sb = gpu(full(Shape{}, 3.0, {.dtype = DType::F32}));
+  const auto args = [&](DType at, DType bt, int64_t mm) {
+    return Fp8GemmArgs{.m = mm, .n = n, .k = k, .a_dtype = at, .b_dtype = bt, .lda = k, .ldb = k,
+                       .scale_a = sa.data<float>(), .scale_b = sb.data<float>(), .ldc = n, .query = true};
+  };
+  const bool fp8_cores = native(args(DType::F8E4M3, DType::F8E4M3, m));
+#if defined(HG_CUDA_EMULATE)
+  REQUIRE(fp8_cores);  // the emulated device is an sm_90
+#endif
+  if (!fp8_cores) WARN("this GPU has no FP8 Tensor Cores (compute capability below 8.9): only the refusals run");
+  CHECK_FALSE(native(args(DType::F8E5M2, DType::F8E5M2, m)));  // no Tensor Core multiplies E5M2 by E5M2
+  CHECK_FALSE(native(args(DType::F8E4M3, DType::F8E4M3, 33)));  // m not a multiple of 16
+  if (!fp8_cores) return;
+  const std::pair<DType, DType> pairs[] = {{DType::F8E4M3, DType::F8E4M3}, {DType::F8E4M3, DType::F8E5M2},
+                                           {DType::F8E5M2, DType::F8E4M3}};
+  for (const auto& [at, bt] : pairs) {
+    INFO(dtype_name(at) << " x " << dtype_name(bt));
+    const Tensor a = rnd({m, k}, DType::F32, 4.0).to(at), b = rnd({n, k}, DType::F32, 4.0).to(bt);
+    const Tensor ad = gpu(a), bd = gpu(b);
+    Tensor c = gpu(full(Shape{m, n}, NAN, {.dtype = DType::F32}));
+    Fp8GemmArgs g = args(at, bt, m);
+    g.a = ad.data_ptr();
+    g.b = bd.data_ptr();
+    g.c = c.data<float>();
+    g.query = false;
+    REQUIRE(native(g));
+    const std::vector<float> av = a.to(DType::F32).to_vector<float>(), bv = b.to(DType::F32).to_vector<float>();
+    std::vector<float> ref(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0.0f;
+        for (int64_t l = 0; l < k; ++l) acc += av[size_t(i * k + l)] * bv[size_t(j * k + l)];
+        ref[size_t(i * n + j)] = (0.375f * 3.0f) * acc;
+      }
+#if defined(HG_CUDA_EMULATE)
+    const Tol tol = exact();
+#else
+    const Tol tol{1e-5, 1e-5};
+#endif
+    check_close(from_vector(ref, {m, n}), c, tol, "native FP8 GEMM");
   }
 }
 

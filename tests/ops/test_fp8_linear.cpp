@@ -18,6 +18,7 @@
 #include "nn/nn.h"
 #include "ops/fp8.h"
 #include "ops/fp8_linear.h"
+#include "ops/kernels/fp8.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
@@ -111,6 +112,9 @@ TEST_CASE("fp8 linear: current scaling is the exact FP8 GEMM times the inverse s
     for (int64_t c = 0; c < o; ++c) db[c] += dyv[r * o + c];
   check_near(b.grad(), db, "db (unquantized)");
   CHECK(st->calls() == 1);
+  // no CPU has FP8 arithmetic: the native FP8 GEMM's table is empty there, and every GEMM took the decode route
+  CHECK_FALSE(fp8_gemm_kernels().has(Device::cpu(), DType::F8E4M3));
+  CHECK(st->native_gemms() == 0);
 }
 
 TEST_CASE("fp8 linear: delayed scaling casts with the scale of past calls and updates after each", "[fp8][fp8_linear]") {

@@ -1,0 +1,294 @@
+// The emulated cuBLASLt (HG_CUDA=EMULATE): the calls cuda/blas_lt.cpp makes for the native FP8 GEMM, with
+// the real header's signatures and cuBLASLt's documented FP8 rules, which are checked, not assumed:
+// compute type CUBLAS_COMPUTE_32F with an F32 scale type; A and B E4M3 or E5M2 but not both E5M2; the "TN"
+// layout (A transposed, B not); leading dimensions multiples of 16 bytes; pointers 16-byte aligned; C and
+// D of one type, F32, BF16 or F16; a device of compute capability 8.9 or later (the emulated device is
+// sm_90). Anything else gets the status cuBLASLt gives (NOT_SUPPORTED, or no algorithm from the heuristic).
+//
+// The reference: every FP8 value decoded exactly (core/convert.h's tables), each product exact in F32 (a
+// product of two FP8 values has at most 8 significant bits and stays in F32's range), the products summed
+// in F32 over k in increasing order from 0, then D = (alpha * scale_A * scale_B) * sum + beta * C, rounded
+// once into D's type. The scales are read when the work runs, in stream order, as the GPU reads them.
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/convert.h"
+#include "core/half.h"
+#include "cuda/emulator/runtime.h"
+
+struct cublasLtContext {
+  int unused = 0;
+};
+
+namespace {
+
+struct Desc {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale_type = CUDA_R_32F;
+  int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  const void* a_scale = nullptr;
+  const void* b_scale = nullptr;
+  int8_t fast_accum = 0;  // kept; the reference always sums in F32
+};
+struct Layout {
+  cudaDataType type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+};
+struct Pref {
+  uint64_t workspace = 0;
+  uint32_t align[4] = {256, 256, 256, 256};  // A, B, C, D: cuBLASLt's defaults
+};
+static_assert(sizeof(Desc) <= sizeof(cublasLtMatmulDescOpaque_t));
+static_assert(sizeof(Layout) <= sizeof(cublasLtMatrixLayoutOpaque_t));
+static_assert(sizeof(Pref) <= sizeof(cublasLtMatmulPreferenceOpaque_t));
+
+// The emulator's state lives in the opaque struct's bytes, constructed there by the Create call.
+template <class S, class O> S& state(O* o) { return *std::launder(reinterpret_cast<S*>(o->data)); }
+
+template <class S, class O> cublasStatus_t create(O** out, const S& init) {
+  if (out == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  O* o = new (std::nothrow) O{};
+  if (o == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  new (o->data) S(init);
+  *out = o;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class O> cublasStatus_t destroy(O* o) {
+  delete o;  // the states are trivially destructible
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class T> bool read_attr(T& dst, const void* buf, size_t size) {
+  if (buf == nullptr || size != sizeof(T)) return false;
+  std::memcpy(&dst, buf, sizeof(T));
+  return true;
+}
+
+bool is_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+size_t out_bytes(cudaDataType t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 0; }
+constexpr uint64_t kAlgoTag = 0x4647454d55384c54ull;  // the one algorithm the heuristic hands out
+
+// The problem, validated as cuBLASLt does for FP8: (M, N, K) from the layouts, or the failing status.
+struct Problem {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  int64_t m = 0, n = 0, k = 0;
+};
+Problem check(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl) {
+  Problem p;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  const bool fp8 = is_fp8(a.type) && is_fp8(b.type) && !(a.type == CUDA_R_8F_E5M2 && b.type == CUDA_R_8F_E5M2);
+  if (!fp8 || d.compute != CUBLAS_COMPUTE_32F || d.scale_type != CUDA_R_32F || 10 * major + minor < 89 ||
+      d.transa != CUBLAS_OP_T || d.transb != CUBLAS_OP_N || c.type != dl.type || out_bytes(dl.type) == 0) {
+    p.status = CUBLAS_STATUS_NOT_SUPPORTED;  // this emulation runs FP8 "TN" matmuls only, like the FP8 kernels
+    return p;
+  }
+  // op(A) = A^T is M x K: A is K x M; B is K x N; C and D are M x N
+  p.k = static_cast<int64_t>(a.rows);
+  p.m = static_cast<int64_t>(a.cols);
+  p.n = static_cast<int64_t>(b.cols);
+  const auto fits = [](const Layout& l) { return l.ld >= static_cast<int64_t>(l.rows) && l.ld >= 1; };
+  if (static_cast<int64_t>(b.rows) != p.k || static_cast<int64_t>(dl.rows) != p.m ||
+      static_cast<int64_t>(dl.cols) != p.n || c.rows != dl.rows || c.cols != dl.cols || !fits(a) || !fits(b) ||
+      !fits(c) || !fits(dl)) {
+    p.status = CUBLAS_STATUS_INVALID_VALUE;
+    return p;
+  }
+  const int64_t ob = static_cast<int64_t>(out_bytes(dl.type));
+  if (a.ld % 16 != 0 || b.ld % 16 != 0 || (c.ld * ob) % 16 != 0 || (dl.ld * ob) % 16 != 0)
+    p.status = CUBLAS_STATUS_NOT_SUPPORTED;
+  return p;
+}
+
+struct Call {
+  int64_t m = 0, n = 0, k = 0;
+  const uint8_t* a = nullptr;
+  int64_t lda = 0;
+  const uint8_t* b = nullptr;
+  int64_t ldb = 0;
+  const void* c = nullptr;
+  int64_t ldc = 0;
+  void* d = nullptr;
+  int64_t ldd = 0;
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* ta = nullptr;  // decode tables of A's and B's formats
+  const float* tb = nullptr;
+};
+
+template <class TD> void reference(const Call& g) {
+  const float s = g.alpha * (g.a_scale ? *g.a_scale : 1.0f) * (g.b_scale ? *g.b_scale : 1.0f);
+  for (int64_t j = 0; j < g.n; ++j) {
+    const uint8_t* bj = g.b + j * g.ldb;
+    for (int64_t i = 0; i < g.m; ++i) {
+      const uint8_t* ai = g.a + i * g.lda;  // column i of the stored K x M A: row i of op(A)
+      float acc = 0.0f;
+      for (int64_t l = 0; l < g.k; ++l) acc += g.ta[ai[l]] * g.tb[bj[l]];
+      float v = s * acc;
+      if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const TD*>(g.c)[i + j * g.ldc]);
+      static_cast<TD*>(g.d)[i + j * g.ldd] = hg::store<TD>(v);
+    }
+  }
+}
+
+hg::DType hg_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 ? hg::DType::F8E4M3 : hg::DType::F8E5M2; }
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *handle = new (std::nothrow) cublasLtContext;
+  return *handle != nullptr ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t computeType,
+                                        cudaDataType_t scaleType) {
+  return create(desc, Desc{.compute = computeType, .scale_type = scaleType});
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) { return destroy(desc); }
+
+// The attributes cuda/blas_lt.cpp sets, and the harmless ones; any other is reported and refused.
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t size) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  Desc& d = state<Desc>(desc);
+  bool ok = false;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: ok = read_attr(d.transa, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: ok = read_attr(d.transb, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: ok = read_attr(d.a_scale, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER: ok = read_attr(d.b_scale, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM: ok = read_attr(d.fast_accum, buf, size); break;
+    default:
+      std::fprintf(stderr, "halfgrad emulator: cublasLtMatmulDescSetAttribute: attribute %d is not emulated\n",
+                   static_cast<int>(attr));
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (ok && (attr == CUBLASLT_MATMUL_DESC_TRANSA || attr == CUBLASLT_MATMUL_DESC_TRANSB)) {
+    const int32_t op = attr == CUBLASLT_MATMUL_DESC_TRANSA ? d.transa : d.transb;
+    ok = op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (rows > INT64_MAX || cols > INT64_MAX || ld < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  return create(layout, Layout{.type = type, .rows = rows, .cols = cols, .ld = ld});
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) { return destroy(layout); }
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) { return create(pref, Pref{}); }
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) { return destroy(pref); }
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                    size_t size) {
+  if (pref == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  Pref& p = state<Pref>(pref);
+  bool ok = false;
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: ok = read_attr(p.workspace, buf, size); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: ok = read_attr(p.align[0], buf, size); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: ok = read_attr(p.align[1], buf, size); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: ok = read_attr(p.align[2], buf, size); break;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: ok = read_attr(p.align[3], buf, size); break;
+    default:
+      std::fprintf(stderr, "halfgrad emulator: cublasLtMatmulPreferenceSetAttribute: attribute %d is not emulated\n",
+                   static_cast<int>(attr));
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+// One algorithm for a problem the FP8 rules allow, none otherwise (NOT_SUPPORTED, as cuBLASLt answers when
+// it has nothing). It needs no workspace and works at 16-byte alignment, so every preference admits it.
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                              cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int* count) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!desc || !A || !B || !C || !D || !pref || requested < 1 || !results || !count) return CUBLAS_STATUS_INVALID_VALUE;
+  *count = 0;
+  const Problem p = check(state<Desc>(desc), state<Layout>(A), state<Layout>(B), state<Layout>(C), state<Layout>(D));
+  if (p.status != CUBLAS_STATUS_SUCCESS) return p.status;
+  for (const uint32_t a : state<Pref>(pref).align)
+    if (a != 0 && a < 16) return CUBLAS_STATUS_NOT_SUPPORTED;  // the FP8 kernels need 16-byte operands
+  results[0] = cublasLtMatmulHeuristicResult_t{};
+  results[0].algo.data[0] = kAlgoTag;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *count = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+                              const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspaceSize, cudaStream_t stream) {
+  (void)workspace;
+  (void)workspaceSize;
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!desc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+  if (algo != nullptr && algo->data[0] != kAlgoTag) return CUBLAS_STATUS_INVALID_VALUE;  // not one we handed out
+  const Desc& d = state<Desc>(desc);
+  const Layout &la = state<Layout>(Adesc), &lb = state<Layout>(Bdesc), &lc = state<Layout>(Cdesc),
+               &ld = state<Layout>(Ddesc);
+  const Problem p = check(d, la, lb, lc, ld);
+  if (p.status != CUBLAS_STATUS_SUCCESS) return p.status;
+  if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (!aligned16(A) || !aligned16(B) || !aligned16(C) || !aligned16(D)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const char* fn = "cublasLtMatmul";
+  // alpha and beta are host memory (the default pointer mode); the scales are device memory
+  if (hg::emu::is_device_range(alpha, 4) || hg::emu::is_device_range(beta, 4)) {
+    hg::emu::fail_sticky(std::string(fn) + ": alpha or beta points into device memory, but the pointer mode is host");
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  for (const void* s : {d.a_scale, d.b_scale}) {
+    if (s == nullptr || hg::emu::is_device_range(s, sizeof(float))) continue;
+    hg::emu::fail_sticky(std::string(fn) + ": a scale pointer (" + hg::emu::hex(s) +
+                         ") is not device memory: illegal address");
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  Call g{.m = p.m, .n = p.n, .k = p.k,
+         .a = static_cast<const uint8_t*>(A), .lda = la.ld,
+         .b = static_cast<const uint8_t*>(B), .ldb = lb.ld,
+         .c = C, .ldc = lc.ld, .d = D, .ldd = ld.ld,
+         .a_scale = static_cast<const float*>(d.a_scale), .b_scale = static_cast<const float*>(d.b_scale),
+         .alpha = *static_cast<const float*>(alpha), .beta = *static_cast<const float*>(beta),
+         .ta = hg::fp8_decode_table(hg_fp8(la.type)), .tb = hg::fp8_decode_table(hg_fp8(lb.type))};
+  const size_t ob = out_bytes(ld.type);
+  if (p.k > 0 && (!hg::emu::check_matrix(fn, "A", A, 1, la.ld * (p.m - 1) + p.k, "lda*(m-1)+k", 0, 1) ||
+                  !hg::emu::check_matrix(fn, "B", B, 1, lb.ld * (p.n - 1) + p.k, "ldb*(n-1)+k", 0, 1)))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if ((g.beta != 0.0f && !hg::emu::check_matrix(fn, "C", C, ob, lc.ld * (p.n - 1) + p.m, "ldc*(n-1)+m", 0, 1)) ||
+      !hg::emu::check_matrix(fn, "D", D, ob, ld.ld * (p.n - 1) + p.m, "ldd*(n-1)+m", 0, 1))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  cudaError_t e;
+  if (ld.type == CUDA_R_32F) e = hg::emu::enqueue(stream, fn, [g] { reference<float>(g); });
+  else if (ld.type == CUDA_R_16BF) e = hg::emu::enqueue(stream, fn, [g] { reference<hg::bf16>(g); });
+  else e = hg::emu::enqueue(stream, fn, [g] { reference<hg::f16>(g); });
+  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+}  // extern "C"
