@@ -1,6 +1,7 @@
 // fp8_training: the Fashion-MNIST MLP trained with its Linear layers in FP8 (ops/fp8_linear.h), next to FP32 and
 // BF16 autocast, and the configurations that break FP8.
 //   ./build/fp8_training [--model mlp|cnn] [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]
+//                        [--device cpu|cuda]
 //
 // Every run starts from the same initial weights and data order (MLP 784-256-128-10, ReLU, batch 64, SGD lr 0.05
 // momentum 0.9, cross-entropy in F32):
@@ -29,6 +30,9 @@
 //
 // On a CPU, FP8 is emulated: the casts are extra passes over each tensor, and the GEMM is the BF16 one (FP8 values
 // decoded exactly to BF16), so an FP8 step costs more than a BF16 step; the timing column shows by how much.
+// --device cuda trains on the GPU (autocast for CUDA); on FP8 Tensor Cores (sm_89+) a GEMM whose m, n and k are
+// multiples of 16 runs natively (cuBLASLt), and the "native" column gives the share of the FP8 GEMMs that did (the
+// MLP's last layer has 10 outputs, so its GEMMs take the decode route).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -51,7 +55,7 @@ using hg::DType;
 using hg::Tensor;
 
 struct Options {
-  std::string data, csv, model = "mlp";
+  std::string data, csv, model = "mlp", device = "cpu";
   int threads = 1;
   int64_t steps = 2000;
   uint64_t seed = 0;
@@ -61,10 +65,12 @@ struct Options {
 [[noreturn]] void usage(const std::string& problem) {
   example::exit_with_usage("fp8_training", problem,
                            "[--model mlp|cnn] [--data DIR] [--steps N] [--seed N] [--threads N] [--csv DIR] [--quick]\n"
+                           "       [--device cpu|cuda]\n"
                            "  --model mlp|cnn    the MLP (default, nine runs) or the CNN (five runs, FP8 in its Linear layers)\n"
                            "  --steps N          training steps per run, batch 64 (default 2000, CNN 600; --quick: 300, CNN 100)\n"
                            "  --csv DIR          write DIR/fp8_stats.csv (amax, scale, saturated, flushed per step)\n"
-                           "  --quick            4096 training samples, 300 steps: a smoke run");
+                           "  --quick            4096 training samples, 300 steps: a smoke run\n"
+                           "  --device cpu|cuda  where the runs train (default cpu)");
 }
 
 Options parse(int argc, char** argv) {
@@ -77,6 +83,7 @@ Options parse(int argc, char** argv) {
     else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
     else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
     else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
+    else if (f == "--device" && (v == "cpu" || v == "cuda")) o.device = v;
     else return false;
     return true;
   };
@@ -93,6 +100,7 @@ struct Run {
   double acc = 0, loss = 0, ms_per_step = 0;
   double saturated[3] = {0, 0, 0}, flushed[3] = {0, 0, 0};  // mean over the sampled steps and layers, per role
   int64_t state_bytes = 0;
+  int64_t gemms = 0, native_gemms = 0;  // the training steps' FP8 GEMMs, and those run on FP8 Tensor Cores
 };
 
 constexpr int64_t kSampleEvery = 50;
@@ -129,14 +137,18 @@ void write_curves(std::ofstream& out, const Run& r, const hg::Fp8LinearState& st
   }
 }
 
+hg::Device device_of(const Options& o) { return o.device == "cuda" ? hg::Device::cuda() : hg::Device::cpu(); }
+
 void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   hg::manual_seed(o.seed);
+  const hg::Device dev = device_of(o);
   std::shared_ptr<nn::Sequential> model =
       o.model == "cnn" ? std::make_shared<nn::Sequential>(
                              nn::Conv2d(1, 32, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
                              nn::Conv2d(32, 64, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
                              nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10))
                        : example::fashion_mnist_mlp();
+  model->to(dev);
   hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = o.seed});
   const std::vector<nn::Linear*> layers = linears(*model);
@@ -146,12 +158,13 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   auto forward = [&](const Tensor& x) {
     std::optional<hg::amp::Autocast> ac;
     std::optional<hg::amp::Fp8Autocast> fp8;
-    if (r.kind == Run::BF16 || (r.kind == Run::FP8 && o.model == "cnn")) ac.emplace(hg::DeviceType::CPU, hg::DType::BF16);
+    if (r.kind == Run::BF16 || (r.kind == Run::FP8 && o.model == "cnn")) ac.emplace(dev.type, hg::DType::BF16);
     if (r.kind == Run::FP8) fp8.emplace(r.recipe);
     return model->forward(x).to(hg::DType::F32);
   };
   for (int64_t epoch = 0; step < o.steps; loader.set_epoch(static_cast<uint64_t>(++epoch))) {
-    for (auto& [x, y] : loader) {
+    for (auto& [xh, yh] : loader) {
+      const Tensor x = xh.to(dev), y = yh.to(dev);
       const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
       const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
       if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
@@ -190,6 +203,8 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
     r.saturated[role] /= std::max(samples, 1.0);
     r.flushed[role] /= std::max(samples, 1.0);
   }
+  for (nn::Linear* l : layers)
+    if (l->fp8_state) r.gemms += l->fp8_state->gemms(), r.native_gemms += l->fp8_state->native_gemms();
   r.ms_per_step = 1000.0 * seconds / static_cast<double>(std::max<int64_t>(timed, 1));
   r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_n, 1));
   for (nn::Linear* l : layers)
@@ -200,7 +215,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   hg::data::DataLoader test(d.test, {.batch_size = 1000, .shuffle = false, .prefetch = false});
   int64_t correct = 0;
   for (auto& [x, y] : test) {
-    const auto pred = hg::argmax(forward(x), 1).to_vector<int64_t>();
+    const auto pred = hg::argmax(forward(x.to(dev)), 1).to_vector<int64_t>();
     const auto lab = y.to_vector<int64_t>();
     for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == lab[i];
   }
@@ -214,12 +229,13 @@ int run(const Options& o) {
   if (o.quick) a.limit = 4096;
   const example::Data d = example::load_data(a);
   std::printf("fp8_training: %lld train / %lld test samples, %s, SGD lr 0.05 momentum 0.9, batch 64, "
-              "%lld steps, seed %llu, %d thread(s) on %s\n", static_cast<long long>(d.train.size()),
+              "%lld steps, seed %llu, %d thread(s) on %s, device %s\n", static_cast<long long>(d.train.size()),
               static_cast<long long>(d.test.size()),
               o.model == "cnn" ? "CNN conv32-conv64-3136-128-10 (FP8 runs: Linear in FP8, convolutions in BF16)"
                                : "MLP 784-256-128-10",
               static_cast<long long>(o.steps),
-              static_cast<unsigned long long>(o.seed), hg::get_num_threads(), hg::cpu_summary().c_str());
+              static_cast<unsigned long long>(o.seed), hg::get_num_threads(), hg::cpu_summary().c_str(),
+              o.device == "cuda" ? hg::cuda::version_info().c_str() : "cpu");
   std::vector<Run> runs = {
       {.label = "fp32", .kind = Run::F32},
       {.label = "bf16", .kind = Run::BF16},
@@ -248,22 +264,23 @@ int run(const Options& o) {
                 r.kind == Run::FP8 ? hg::describe(r.recipe).c_str() : r.kind == Run::BF16 ? "BF16 autocast" : "F32");
     std::fflush(stdout);
   }
-  std::printf("\n%-15s %9s %9s %10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "run", "test acc", "vs bf16", "last loss",
-              "ms/step", "sat x", "sat w", "sat dy", "flush x", "flush w", "flush dy", "fp8 state");
+  std::printf("\n%-15s %9s %9s %10s %8s %8s %8s %8s %8s %8s %8s %9s %7s\n", "run", "test acc", "vs bf16", "last loss",
+              "ms/step", "sat x", "sat w", "sat dy", "flush x", "flush w", "flush dy", "fp8 state", "native");
   const double bf16_acc = runs[1].acc;
   for (const Run& r : runs) {
     std::printf("%-15s %9.4f %+8.2fp %10.4f %8.2f", r.label.c_str(), r.acc, 100.0 * (r.acc - bf16_acc), r.loss, r.ms_per_step);
     if (r.kind == Run::FP8)
-      std::printf(" %7.3f%% %7.3f%% %7.3f%% %7.2f%% %7.2f%% %7.2f%% %8lldB\n", 100 * r.saturated[0], 100 * r.saturated[1],
-                  100 * r.saturated[2], 100 * r.flushed[0], 100 * r.flushed[1], 100 * r.flushed[2],
-                  static_cast<long long>(r.state_bytes));
+      std::printf(" %7.3f%% %7.3f%% %7.3f%% %7.2f%% %7.2f%% %7.2f%% %8lldB %6.0f%%\n", 100 * r.saturated[0],
+                  100 * r.saturated[1], 100 * r.saturated[2], 100 * r.flushed[0], 100 * r.flushed[1], 100 * r.flushed[2],
+                  static_cast<long long>(r.state_bytes), 100.0 * double(r.native_gemms) / double(std::max<int64_t>(r.gemms, 1)));
     else
-      std::printf(" %8s %8s %8s %8s %8s %8s %9s\n", "-", "-", "-", "-", "-", "-", "-");
+      std::printf(" %8s %8s %8s %8s %8s %8s %9s %7s\n", "-", "-", "-", "-", "-", "-", "-", "-");
   }
   std::printf("sat/flush: mean share of a tensor's elements that saturated (past the format's largest value after "
               "scaling) or were flushed to zero (non-zero, FP8 value 0), over the layers and the steps sampled every %lld "
               "(x: layer inputs, w: weights, dy: output gradients). fp8 state: the amax histories and scales a "
-              "checkpoint keeps (delayed scaling only). last loss: mean of the last 100 training steps.\n",
+              "checkpoint keeps (delayed scaling only). last loss: mean of the last 100 training steps. native: share of "
+              "the training steps' FP8 GEMMs run on FP8 Tensor Cores (0%% on a CPU: FP8 decoded to BF16).\n",
               static_cast<long long>(kSampleEvery));
   if (fig) {
     fig->hist.write_csv(o.csv + "/hist.csv");

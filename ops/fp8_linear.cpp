@@ -183,12 +183,20 @@ Tensor mx_operand(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8, i
 
 // ---- the GEMM ---------------------------------------------------------------------------------------------
 
-// op(a) (m,k) * op(b) (k,n) as an F32 (m,n) tensor; a and b BF16, contiguous, stored as op() says.
+// op(a) (m,k) * op(b) (k,n) as an F32 (m,n) tensor; a and b BF16, contiguous, stored as op() says. MX's GEMMs
+// (mx_gemm below) and the per-tensor decode route run here.
 Tensor gemm_f32(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n, int64_t k) {
   return alias_with_shape(gemm_op(a, ta, false, b, tb, false, 1, m, n, k, /*c_f32=*/true), {m, n});
 }
 
 Tensor decoded(const Tensor& q) { return q.to(DType::BF16); }  // exact for both FP8 formats
+
+// An MX GEMM: the block-scaled operands, already decoded and scaled (mx_operand), always on the BF16 GEMM.
+Tensor mx_gemm(Fp8LinearState& st, const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n,
+               int64_t k) {
+  st.count_gemm(false);
+  return gemm_f32(a, ta, b, tb, m, n, k);
+}
 
 // (a stored as ta says: (k, m) when T) made (m, k) contiguous, as the native FP8 GEMM reads it.
 Tensor k_major(const Tensor& q, Trans t) { return t == Trans::N ? q : transpose(q, 0, 1); }  // a copy
@@ -212,11 +220,12 @@ Tensor scaled_gemm(Fp8LinearState& st, const PerTensor& a, Trans ta, const PerTe
       g.c = c.data<float>();
       g.query = false;
       if (native(g)) {
-        st.count_native_gemm();
+        st.count_gemm(true);
         return c;
       }
     }
   }
+  st.count_gemm(false);
   return mul(gemm_f32(decoded(a.q), ta, decoded(b.q), tb, m, n, k), mul(a.scale_inv, b.scale_inv));
 }
 
@@ -279,8 +288,8 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::
     autograd::NoGradGuard ng;
     Tensor acc;
     if (r.scaling == Fp8Scaling::Mx) {
-      acc = gemm_f32(mx_operand(st, Fp8Role::Input, x2, fwd, 1), Trans::N, mx_operand(st, Fp8Role::Weight, w, fwd, 1),
-                     Trans::T, m, o, i);
+      acc = mx_gemm(st, mx_operand(st, Fp8Role::Input, x2, fwd, 1), Trans::N,
+                    mx_operand(st, Fp8Role::Weight, w, fwd, 1), Trans::T, m, o, i);
     } else {
       qx = cast_role(st, Fp8Role::Input, x2, fwd);
       qw = cast_role(st, Fp8Role::Weight, w, fwd);
@@ -308,11 +317,11 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::
                      Tensor dx, dw;
                      if (rr.scaling == Fp8Scaling::Mx) {
                        if (needs[0])  // dx (m,i) = dy (m,o) w (o,i): blocks along o
-                         dx = gemm_f32(mx_operand(s, Fp8Role::GradOutput, dy, gdt, 1), Trans::N,
-                                       mx_operand(s, Fp8Role::Weight, w_kept, fdt, 0), Trans::N, m, i, o);
+                         dx = mx_gemm(s, mx_operand(s, Fp8Role::GradOutput, dy, gdt, 1), Trans::N,
+                                      mx_operand(s, Fp8Role::Weight, w_kept, fdt, 0), Trans::N, m, i, o);
                        if (needs[1])  // dw (o,i) = dy^T (o,m) x (m,i): blocks along m
-                         dw = gemm_f32(mx_operand(s, Fp8Role::GradOutput, dy, gdt, 0), Trans::T,
-                                       mx_operand(s, Fp8Role::Input, x_kept, fdt, 0), Trans::N, o, i, m);
+                         dw = mx_gemm(s, mx_operand(s, Fp8Role::GradOutput, dy, gdt, 0), Trans::T,
+                                      mx_operand(s, Fp8Role::Input, x_kept, fdt, 0), Trans::N, o, i, m);
                      } else {
                        const PerTensor qg = cast_role(s, Fp8Role::GradOutput, dy, gdt);
                        if (needs[0]) dx = scaled_gemm(s, qg, Trans::N, qw, Trans::N, m, i, o);

@@ -90,10 +90,12 @@ class Fp8LinearState {
   const Fp8CastStats& stats(Fp8Role r) const { return stats_[static_cast<size_t>(r)]; }
   Fp8CastStats& stats(Fp8Role r) { return stats_[static_cast<size_t>(r)]; }
   int64_t calls() const { return calls_; }  // forward calls so far
-  // GEMMs (forward, dgrad, wgrad) that ran on FP8 Tensor Cores (ops/kernels/fp8.h's native FP8 GEMM: cuBLASLt
-  // on sm_89 and later) rather than on FP8 values decoded to BF16; always 0 on the CPU and under Mx.
+  // The FP8 GEMMs run so far (forward, dgrad, wgrad), and those of them that ran on FP8 Tensor Cores
+  // (ops/kernels/fp8.h's native FP8 GEMM: cuBLASLt on sm_89 and later) rather than on FP8 values decoded to
+  // BF16; native_gemms() is always 0 on the CPU and under Mx.
+  int64_t gemms() const { return gemms_; }
   int64_t native_gemms() const { return native_gemms_; }
-  void count_native_gemm() { ++native_gemms_; }
+  void count_gemm(bool native) { ++gemms_, native_gemms_ += native; }
   // The scale (0-d F32) the last per-tensor cast of a role used; undefined before one and under Mx.
   const Tensor& last_scale(Fp8Role r) const { return last_scale_[static_cast<size_t>(r)]; }
   Tensor& last_scale(Fp8Role r) { return last_scale_[static_cast<size_t>(r)]; }
@@ -111,7 +113,7 @@ class Fp8LinearState {
   std::array<Fp8CastStats, 3> stats_{};
   std::array<Tensor, 3> last_scale_{};
   int64_t calls_ = 0;
-  int64_t native_gemms_ = 0;
+  int64_t gemms_ = 0, native_gemms_ = 0;
 };
 
 // y = x w^T + b computed in FP8 per the state's recipe (x: (*, in) F32/F16/BF16; w: (out, in); b: (out) or

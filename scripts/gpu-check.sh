@@ -18,7 +18,8 @@
 # the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
-# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), amp_recipe --full --device cuda, and
+# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), fp8_training --device cuda --quick (the FP8
+# recipes' accuracy and the share of FP8 GEMMs run natively), amp_recipe --full --device cuda, and
 # bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
 # bench_reduce_cuda (GB/s of sums against a device copy's).
@@ -179,6 +180,15 @@ else
       train_failed=1
     fi
   done
+  # FP8 training on the device (the nine runs of --quick): accuracy against BF16, and the share of the FP8
+  # GEMMs that ran on FP8 Tensor Cores (cuBLASLt, sm_89+; the MLP's 10-output layer takes the decode route)
+  if HG_FASHION_MNIST_DIR="$data" timeout 900 "$build/fp8_training" --device cuda --quick >"$logs/fp8_training.log" 2>&1; then
+    while IFS= read -r line; do train_lines+=("fp8_training: $line"); done \
+      < <(sed -n '/^run  *test acc/,/^fp8-history-1 /p' "$logs/fp8_training.log")
+  else
+    train_lines+=("fp8_training: FAILED (see fp8_training.log)")
+    train_failed=1
+  fi
 fi
 
 # --- benchmarks --------------------------------------------------------------------------------

@@ -478,6 +478,7 @@ TEST_CASE("gpu: the FP8 linear layer runs its GEMMs on FP8 Tensor Cores when the
     for (int step = 0; step < 3; ++step) {
       const std::string what = describe(r) + " step " + std::to_string(step);
       fp8_linear_step(host, dev, rnd({2, 16, 64}, DType::F32, 2.0 * (step + 1)), w, b, rnd({2, 16, 48}, DType::F32), what);
+      CHECK(dev->gemms() == 3 * (step + 1));
       CHECK(dev->native_gemms() == (fp8_cores ? 3 * (step + 1) : 0));
     }
     CHECK(host->native_gemms() == 0);  // the CPU has no FP8 GEMM: always the decode route

@@ -114,6 +114,7 @@ TEST_CASE("fp8 linear: current scaling is the exact FP8 GEMM times the inverse s
   CHECK(st->calls() == 1);
   // no CPU has FP8 arithmetic: the native FP8 GEMM's table is empty there, and every GEMM took the decode route
   CHECK_FALSE(fp8_gemm_kernels().has(Device::cpu(), DType::F8E4M3));
+  CHECK(st->gemms() == 3);  // forward, dgrad, wgrad
   CHECK(st->native_gemms() == 0);
 }
 
