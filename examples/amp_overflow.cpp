@@ -329,12 +329,8 @@ void report_accuracy(const RunResult& clean, const RunResult& injected, const st
 
 // --- files ---------------------------------------------------------------------------------------------
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  HG_CHECK(f.good(), "amp_overflow: could not write '", path, "'; check that --out is a writable directory");
-}
+// Atomically (core/atomic_file.h): a failed write leaves the previous file as it was.
+void write_text(const std::string& path, const std::string& text) { hg::write_file_atomic("amp_overflow", path, text); }
 
 // Skipped steps go in the scale panel as events (plot.py draws a series named "@..." as markers), injected
 // overflows apart from natural ones (the scale outgrowing the gradients).

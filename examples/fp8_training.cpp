@@ -37,7 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -106,9 +106,10 @@ struct Run {
 constexpr int64_t kSampleEvery = 50;
 constexpr int64_t kHistSteps = 20;  // the fp32 run's last steps go into hist.csv
 
-// What --csv collects besides fp8_stats.csv.
+// What --csv collects: fp8_stats.csv and curves.csv are kept in memory and written atomically at the end
+// (core/atomic_file.h: a failed write leaves the previous files as they were), hist.csv by the histogram.
 struct Figures {
-  std::ofstream stats, curves;
+  std::ostringstream stats, curves;
   hg::amp::inspect::GradientHistogram hist;
 };
 
@@ -120,7 +121,7 @@ std::vector<nn::Linear*> linears(nn::Module& m) {
 }
 
 // curves.csv rows of one sampled step: the second Linear layer's input (x, after a ReLU) and output gradient (dy).
-void write_curves(std::ofstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step) {
+void write_curves(std::ostringstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step) {
   for (const Fp8Role role : {Fp8Role::Input, Fp8Role::GradOutput}) {
     const hg::Fp8CastStats& s = st.stats(role);
     const bool x = role == Fp8Role::Input;
@@ -252,9 +253,7 @@ int run(const Options& o) {
   if (!o.csv.empty()) {
     std::filesystem::create_directories(o.csv);
     fig = std::make_unique<Figures>();
-    fig->stats.open(o.csv + "/fp8_stats.csv");
-    fig->curves.open(o.csv + "/curves.csv");
-    HG_CHECK(fig->stats.good() && fig->curves.good(), "fp8_training: cannot write into ", o.csv, "; pass a writable --csv DIR");
+    (void)hg::atomic_write_target("fp8_training", o.csv + "/fp8_stats.csv");  // a directory there: the error now, not after the runs
     fig->stats << "run,step,layer,role,amax,scale,saturated,flushed\n";
     fig->curves << "series,step,value\n";
   }
@@ -283,6 +282,8 @@ int run(const Options& o) {
               "the training steps' FP8 GEMMs run on FP8 Tensor Cores (0%% on a CPU: FP8 decoded to BF16).\n",
               static_cast<long long>(kSampleEvery));
   if (fig) {
+    hg::write_file_atomic("fp8_training", o.csv + "/fp8_stats.csv", fig->stats.str());
+    hg::write_file_atomic("fp8_training", o.csv + "/curves.csv", fig->curves.str());
     fig->hist.write_csv(o.csv + "/hist.csv");
     std::printf("wrote %s/fp8_stats.csv, curves.csv, hist.csv\n", o.csv.c_str());
   }

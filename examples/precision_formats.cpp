@@ -11,18 +11,19 @@
 // of length K (inputs in [0,1) times weights of size 1/sqrt(K), all F16 as in an MLP's first layer)
 // with an F16 and with an F32 accumulator. Either alone skips the format table and the default values.
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "amp/inspect/formats.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/fp8.h"
 #include "core/half.h"
@@ -208,21 +209,18 @@ void print_decoded(const std::string& label, const std::vector<ins::Decoded>& ds
   }
 }
 
+// Written atomically (core/atomic_file.h): a failed write leaves an existing FILE as it was.
 void write_csv(const std::string& path, const Args& a) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  HG_CHECK(f != nullptr, "precision_formats: cannot open '", path, "' for writing: ", std::strerror(errno),
-           "; choose a writable path for --csv");
-  std::fprintf(f, "input,format,value,bits,hex,class,exponent,abs_error,rel_error,spacing\n");
+  std::ostringstream os;
+  os << "input,format,value,bits,hex,class,exponent,abs_error,rel_error,spacing\n";
   for (size_t i = 0; i < a.values.size(); ++i) {
     for (const ins::Decoded& d : decode_all(a.values[i])) {
-      std::fprintf(f, "%s,%s,%s,%s,%s,%s,%d,%s,%s,%s\n", shortest(d.input).c_str(), dtype_name(d.dtype),
-                   shortest(d.value).c_str(), d.bit_string.c_str(), ins::bits_hex(d.dtype, d.bits).c_str(),
-                   ins::value_class_name(d.value_class), d.exponent, shortest(d.abs_error).c_str(),
-                   shortest(d.rel_error).c_str(), shortest(d.spacing).c_str());
+      os << shortest(d.input) << ',' << dtype_name(d.dtype) << ',' << shortest(d.value) << ',' << d.bit_string << ','
+         << ins::bits_hex(d.dtype, d.bits) << ',' << ins::value_class_name(d.value_class) << ',' << d.exponent << ','
+         << shortest(d.abs_error) << ',' << shortest(d.rel_error) << ',' << shortest(d.spacing) << '\n';
     }
   }
-  const bool ok = std::fclose(f) == 0;
-  HG_CHECK(ok, "precision_formats: writing '", path, "' failed; check the disk and the path");
+  hg::write_file_atomic("precision_formats", path, os.str());
   std::printf("\nwrote %zu rows to %s\n", a.values.size() * decode_all(0.0).size(), path.c_str());
 }
 

@@ -2,7 +2,8 @@
 # Smoke test of examples/precision_formats.cpp's FP32-accumulation lesson: 4096 addends of fl16(0.1) sum to
 # exactly 409.5 in an F32 running sum but stop at 256 in an F16 one (the 2048 rule: 0.1 is below half the
 # spacing of F16 numbers from 256 on); 10000 draws from U(0,1) stop at 2048 in F16; an F32 accumulator's
-# dot-product error is at least 100x below an F16 accumulator's. Bad flags exit with status 2.
+# dot-product error is at least 100x below an F16 accumulator's. --csv writes its rows (and refuses a directory).
+# Bad flags exit with status 2.
 #   precision_formats.sh EXE
 set -euo pipefail
 exe="$1"
@@ -21,5 +22,13 @@ grep -Eq '^  F16 +2048 .*after step' "$dir/log" || fail "the F16 sum of U(0,1) d
 "$exe" --dot 784 >"$dir/log" 2>&1 || fail "--dot 784 exited with $?"
 ratio="$(sed -nE 's/^error is ([0-9]+)x smaller.*/\1/p' "$dir/log")"
 [ -n "$ratio" ] && [ "$ratio" -ge 100 ] || fail "the F32 accumulator is not 100x more accurate (ratio '${ratio}')"
+# --csv writes one row per value and format (atomically, core/atomic_file.h); a path that is a directory is
+# refused with an error naming it (status 2)
+"$exe" 0.1 1e-8 --csv "$dir/v.csv" >"$dir/log" 2>&1 || fail "--csv exited with $?"
+[ "$(head -1 "$dir/v.csv")" = "input,format,value,bits,hex,class,exponent,abs_error,rel_error,spacing" ] || fail "bad CSV header"
+[ "$(grep -c '^0.1,' "$dir/v.csv")" = 5 ] || fail "not 5 rows (one per format) for 0.1"
+mkdir "$dir/adir"
+rc=0; "$exe" 0.5 --csv "$dir/adir" >"$dir/log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "is a directory" "$dir/log" || fail "--csv DIR: status $rc, no 'is a directory' error"
 check_bad_flags "$exe" precision_formats "--sum 0 0.1" "--sum 10 x" "--sum 5" "--dot" "--dot -3" "--sum 4 1 --csv $dir/x.csv"
 echo "precision_formats.sh: ok"
