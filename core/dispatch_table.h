@@ -86,13 +86,9 @@ class DispatchTable : public DispatchTableBase {
   }
   // Whether dev has a kernel for t (after loading dev's backend): for an optional kernel that an op can do
   // without (ops/kernels/fp8.h's native FP8 GEMM). Marks nothing.
-  bool has(Device dev, DType t) const {
-    if (!dev.is_cpu()) load_backend(dev.type);
-    return fns_[static_cast<int>(dev.type)][static_cast<int>(t)] != nullptr;
-  }
+  bool has(Device dev, DType t) const { return slot(dev, t) != nullptr; }
   Fn get(Device dev, DType t) const {
-    if (!dev.is_cpu()) load_backend(dev.type);
-    Fn f = fns_[static_cast<int>(dev.type)][static_cast<int>(t)];
+    Fn f = slot(dev, t);
     if (f == nullptr && is_fp8(t)) fail_storage_only(t, name());
     HG_CHECK(f != nullptr, name(), ": no kernel for dtype ", t, " on device ", dev,
              "; supported dtypes are the floating ones (F32, F16, BF16, F64) unless the op says otherwise");
@@ -101,6 +97,10 @@ class DispatchTable : public DispatchTableBase {
   }
 
  private:
+  Fn slot(Device dev, DType t) const {  // loads dev's backend first (a CUDA slot is filled then)
+    if (!dev.is_cpu()) load_backend(dev.type);
+    return fns_[static_cast<int>(dev.type)][static_cast<int>(t)];
+  }
   Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
 };
 

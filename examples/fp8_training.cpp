@@ -55,7 +55,8 @@ using hg::DType;
 using hg::Tensor;
 
 struct Options {
-  std::string data, csv, model = "mlp", device = "cpu";
+  std::string data, csv, model = "mlp";
+  hg::Device device = hg::Device::cpu();
   int threads = 1;
   int64_t steps = 2000;
   uint64_t seed = 0;
@@ -83,7 +84,7 @@ Options parse(int argc, char** argv) {
     else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
     else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
     else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
-    else if (f == "--device" && (v == "cpu" || v == "cuda")) o.device = v;
+    else if (f == "--device" && (v == "cpu" || v == "cuda")) o.device = v == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
     else return false;
     return true;
   };
@@ -138,11 +139,9 @@ void write_curves(std::ostringstream& out, const Run& r, const hg::Fp8LinearStat
   }
 }
 
-hg::Device device_of(const Options& o) { return o.device == "cuda" ? hg::Device::cuda() : hg::Device::cpu(); }
-
 void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   hg::manual_seed(o.seed);
-  const hg::Device dev = device_of(o);
+  const hg::Device dev = o.device;
   std::shared_ptr<nn::Sequential> model =
       o.model == "cnn" ? std::make_shared<nn::Sequential>(
                              nn::Conv2d(1, 32, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}),
@@ -236,7 +235,7 @@ int run(const Options& o) {
                                : "MLP 784-256-128-10",
               static_cast<long long>(o.steps),
               static_cast<unsigned long long>(o.seed), hg::get_num_threads(), hg::cpu_summary().c_str(),
-              o.device == "cuda" ? hg::cuda::version_info().c_str() : "cpu");
+              o.device.is_cpu() ? "cpu" : hg::cuda::version_info().c_str());
   std::vector<Run> runs = {
       {.label = "fp32", .kind = Run::F32},
       {.label = "bf16", .kind = Run::BF16},

@@ -8,9 +8,9 @@
 
 #include "autograd/node.h"
 #include "core/fp8.h"
+#include "core/convert.h"
 #include "ops/autocast/autocast.h"
 #include "ops/elementwise.h"
-#include "core/convert.h"
 #include "ops/gemm_op.h"
 #include "ops/kernels/fp8.h"
 #include "ops/reduce.h"
@@ -97,7 +97,6 @@ void Fp8LinearState::load_from(const std::map<std::string, Tensor>& in, const st
 namespace {
 
 // ---- statistics of a cast (opt-in: host copies) -------------------------------------------------------
-
 
 // scale_at(i): the factor element i was multiplied by before rounding (per-tensor: the scale; MX: 1/X).
 template <class F>
@@ -198,9 +197,6 @@ Tensor mx_gemm(Fp8LinearState& st, const Tensor& a, Trans ta, const Tensor& b, T
   return gemm_f32(a, ta, b, tb, m, n, k);
 }
 
-// (a stored as ta says: (k, m) when T) made (m, k) contiguous, as the native FP8 GEMM reads it.
-Tensor k_major(const Tensor& q, Trans t) { return t == Trans::N ? q : transpose(q, 0, 1); }  // a copy
-
 // op(a) (m,k) . op(b) (k,n) * (a.scale_inv * b.scale_inv) as F32 (m,n), for per-tensor FP8 operands stored
 // as their Trans says: on FP8 Tensor Cores when the device has them and takes the shape (ops/kernels/fp8.h),
 // else on the values decoded to BF16. The native GEMM wants a (m,k) and b (n,k), k innermost.
@@ -213,7 +209,9 @@ Tensor scaled_gemm(Fp8LinearState& st, const PerTensor& a, Trans ta, const PerTe
                   .scale_a = a.scale_inv.data<float>(), .scale_b = b.scale_inv.data<float>(), .ldc = n,
                   .query = true};
     if (native(g)) {
-      const Tensor ak = k_major(a.q, ta), bk = k_major(b.q, tb == Trans::T ? Trans::N : Trans::T);
+      // K-major copies where the operand is stored the other way (transpose copies: 1 byte per element)
+      const Tensor ak = ta == Trans::N ? a.q : transpose(a.q, 0, 1);  // (m, k)
+      const Tensor bk = tb == Trans::T ? b.q : transpose(b.q, 0, 1);  // (n, k)
       Tensor c = empty(Shape{m, n}, {.dtype = DType::F32, .device = dev});
       g.a = ak.data_ptr();
       g.b = bk.data_ptr();

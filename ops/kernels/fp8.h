@@ -221,8 +221,8 @@ DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels();
 // 16-byte aligned, both operands E5M2, or no algorithm found): the op then decodes the FP8 values to BF16
 // and runs the BF16 GEMM (fp8_linear.cpp). With query set, the kernel only answers (a, b and c unread; the
 // scales are needed, as they name the device), so an op makes its operands K-major only when the answer is
-// yes. Keyed by a's dtype; only backends with
-// FP8 Tensor Cores register it (fp8_gemm_kernels().has() is false on the CPU).
+// yes. Keyed by a's dtype; only backends with FP8 Tensor Cores register it (fp8_gemm_kernels().has() is
+// false on the CPU).
 struct Fp8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   DType a_dtype = DType::F8E4M3, b_dtype = DType::F8E4M3;
