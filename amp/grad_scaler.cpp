@@ -247,16 +247,16 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
-    const bool deferred = g.dtype() == DType::F16;  // optim/amp_step.h: the update kernel unscales it
+    const bool deferred = g.dtype() == DType::F16;  // autograd/grad_unscale.h: the update kernel unscales it
     unscale_grad(g, inv_scale, !deferred && !bad_inv, found);
-    if (deferred) pending_->set(params[i], {.host = inv_scale});
+    if (deferred) params[i].set_grad_unscale({.host = inv_scale});
   }
   st.found_inf = found.any() || bad_inv;
   st.stage = Stage::Unscaled;
 }
 
 // The device path's unscale_: 1/scale and a zero flag on the device, then one unscale-and-check pass
-// per gradient reading them there; F16 gradients get the device inv_scale as their pending factor.
+// per gradient reading them there; F16 gradients carry the device inv_scale as their factor.
 void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
   const int64_t slot = slot_for(opt);
   run({.op = ScalerOp::PrepareUnscale, .slot = slot});
@@ -269,10 +269,10 @@ void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
     HG_CHECK(g.device() == dev_.device, "GradScaler.unscale_: the gradient of parameter ", i, " is on ", g.device(),
              " but the scaler's state lives on ", dev_.device, " (the device of its first loss); keep the model and "
              "the loss on one device, or use one scaler per device");
-    const bool deferred = g.dtype() == DType::F16;  // optim/amp_step.h: the update kernel unscales it
+    const bool deferred = g.dtype() == DType::F16;  // autograd/grad_unscale.h: the update kernel unscales it
     unscale_kernels().get(g.device(), g.dtype())(
         {.n = g.numel(), .grad = g.data_ptr(), .write = !deferred, .found_inf = found, .inv_scale_at = inv});
-    if (deferred) pending_->set(params[i], {.inv_scale = inv});
+    if (deferred) params[i].set_grad_unscale({.inv_scale = inv, .inv_scale_memory = dev_.inv_scale});
   }
   st.stage = Stage::Unscaled;
 }
@@ -291,13 +291,12 @@ StepResult GradScaler::step(optim::Optimizer& opt) {
   st.stage = Stage::Stepped;
   if (on_device()) {  // the update kernels read found_inf and skip on the device (torch's fused path)
     const int64_t slot = slot_for(opt);
-    opt.step(pending_->take(opt.parameters(), static_cast<const float*>(dev_.found_inf.data_ptr()) + slot));
+    opt.step(optim::AmpStep{.found_inf = static_cast<const float*>(dev_.found_inf.data_ptr()) + slot});
     Tensor snapshot = empty(Shape{3}, {.dtype = DType::F32, .device = dev_.device});
     run({.op = ScalerOp::Snapshot, .slot = slot, .out = static_cast<float*>(snapshot.data_ptr())});
     return StepResult(std::move(snapshot), options_.max_skipped_in_a_row);
   }
-  if (st.found_inf) pending_->drop(opt.parameters());  // skipped: torch does not call optimizer.step()
-  else opt.step(pending_->take(opt.parameters(), nullptr));
+  if (!st.found_inf) opt.step();  // skipped: torch does not call optimizer.step()
   return StepResult(st.found_inf, static_cast<double>(state_.scale));
 }
 

@@ -14,7 +14,8 @@
 // READY. unscale_ twice, step twice, or unscale_ after step throw hg::Error naming the misuse.
 //
 // F32/BF16/F64 gradients are unscaled in place (g * inv_scale, inv_scale = 1/scale in F32) with the
-// finite check in the same pass; F16 gradients stay scaled and the update unscales them (optim/amp_step.h).
+// finite check in the same pass; F16 gradients stay scaled, carrying their factor (Tensor::grad_unscale),
+// and the update unscales them.
 // Host path (a CPU loss) or device path (a CUDA loss, or StepSkip::Kernel: no host sync, capturable);
 // both run the same math. How the scale travels, and why: docs/ARCHITECTURE.md, "The loss scale".
 #include <cstdint>
@@ -149,7 +150,6 @@ class GradScaler {
   bool path_chosen_ = false;
   std::unordered_map<const optim::Optimizer*, OptimizerState> per_optimizer_;
   // The factors of the F16 gradients unscale_ left scaled, until step() hands them to the optimizer.
-  std::shared_ptr<optim::PendingUnscales> pending_ = optim::PendingUnscales::make();
   mutable bool warned_below_one_ = false;
 };
 

@@ -203,11 +203,11 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
   for (auto& [key, slot] : leaf_grads) {
     AutogradMeta& m = *slot.first;
     Tensor g = run_hooks(m.hooks, std::move(slot.second));
-    if (m.grad.defined()) m.grad = grad_accumulate(m.grad, g);
+    if (m.grad.defined()) m.set_grad(grad_accumulate(m.grad, g));
     // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
     // the storage's owners are counted, not the handle's
-    else if (g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1) m.grad = std::move(g);
-    else m.grad = g.clone();
+    else if (g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1) m.set_grad(std::move(g));
+    else m.set_grad(g.clone());
   }
 }
 

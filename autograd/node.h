@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/grad_unscale.h"
 #include "core/hook.h"
 #include "core/tensor.h"
 
@@ -20,9 +21,15 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, con
 
 struct AutogradMeta {
   bool requires_grad = false;
-  Tensor grad;                    // accumulated gradient of a leaf
+  Tensor grad;                    // accumulated gradient of a leaf; replace it with set_grad
+  GradUnscale grad_unscale;       // the factor `grad` still carries (autograd/grad_unscale.h)
   std::shared_ptr<Node> grad_fn;  // null for a leaf
   std::shared_ptr<HookList<GradHook>> hooks;  // hooks of a leaf (a non-leaf's hooks live on its grad_fn)
+  // A new gradient: the factor of the old one no longer applies.
+  void set_grad(Tensor g) {
+    grad = std::move(g);
+    grad_unscale = {};
+  }
 };
 
 struct Edge {

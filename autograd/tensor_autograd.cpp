@@ -35,11 +35,23 @@ void Tensor::set_grad(const Tensor& g) {
            "set_grad: gradient shape ", g.defined() ? g.shape().str() : "", " dtype ",
            g.defined() ? dtype_name(g.dtype()) : "", " must match the tensor's shape ", shape(), " dtype ", dtype());
   if (!m) m = std::make_shared<AutogradMeta>();
-  m->grad = g;
+  m->set_grad(g);
 }
 
 void Tensor::zero_grad() {
-  if (auto& m = impl().autograd) m->grad = Tensor();
+  if (auto& m = impl().autograd) m->set_grad(Tensor());
+}
+
+GradUnscale Tensor::grad_unscale() const {
+  const auto& m = impl().autograd;
+  return m ? m->grad_unscale : GradUnscale{};
+}
+
+void Tensor::set_grad_unscale(const GradUnscale& f) const {
+  const auto& m = impl().autograd;
+  HG_CHECK(m && m->grad.defined(), "set_grad_unscale: the tensor has no gradient to carry the factor; run backward "
+           "(or set_grad) first");
+  m->grad_unscale = f;
 }
 
 std::shared_ptr<Node> Tensor::grad_fn() const {

@@ -31,6 +31,7 @@ struct Storage {
 };
 
 struct AutogradMeta;  // autograd/node.h
+struct GradUnscale;   // autograd/grad_unscale.h
 struct Node;
 class Tensor;
 
@@ -125,6 +126,11 @@ class Tensor {
   Tensor grad() const;   // undefined until a backward reached this leaf
   void set_grad(const Tensor& g);
   void zero_grad();      // drops the accumulated gradient
+  // The factor this leaf's gradient still carries (autograd/grad_unscale.h): the unscaled gradient is
+  // grad() times it. amp::GradScaler::unscale_ sets it on F16 gradients; set_grad, zero_grad and a
+  // backward that accumulates into the gradient drop it. Not pending() when nothing is left to apply.
+  GradUnscale grad_unscale() const;
+  void set_grad_unscale(const GradUnscale& f) const;  // the gradient must be defined
   std::shared_ptr<Node> grad_fn() const;
   void backward(const Tensor& seed = Tensor(), BackwardOptions opts = {}) const;
   Tensor detach() const;  // shares storage, never requires grad

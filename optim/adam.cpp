@@ -48,7 +48,7 @@ void AdamBase<Options>::step(const AmpStep& amp) {
       this->check_grad(kName, index, p, g);
       this->ensure_state(kName, index, p, num_buffers);
       typename Optimizer::ParamState& s = this->state_[index];
-      const GradUnscale& u = this->unscale_of(amp, index);
+      const GradUnscale u = p.grad_unscale();
       const DeviceStep dev = this->device_step(index, gi, p, amp.found_inf, u, s.step, true, hyper);
       if (dev.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
       AdamArgs args{.n = p.numel(),

@@ -18,8 +18,8 @@ void check_norm_type(double norm_type) {
 }
 
 // F64 (3) on the gradients' device: the sum of every gradient's weighted |g|^p (or the max |g|), the
-// total norm, and the factor clip_coef makes of it. unscale[k] is gradient k's pending factor or null.
-Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradUnscale*>& unscale, double norm_type,
+// total norm, and the factor clip_coef makes of it. unscale[k] is the factor gradient k still carries.
+Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradUnscale>& unscale, double norm_type,
                        double max_norm) {
   const Device dev = grads.front().device();
   for (const Tensor& g : grads)
@@ -28,16 +28,16 @@ Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradU
   Tensor buf = zeros({3}, {.dtype = DType::F64, .device = dev});
   auto* acc = static_cast<double*>(buf.data_ptr());
   for (size_t k = 0; k < grads.size(); ++k) {
-    const GradUnscale* f = unscale[k];
-    HG_CHECK(f == nullptr || f->clip == nullptr, "clip_grad_norm_: this gradient, still scaled by the grad scaler, "
+    const GradUnscale& f = unscale[k];
+    HG_CHECK(f.clip == nullptr, "clip_grad_norm_: this gradient, still scaled by the grad scaler, "
              "was already clipped on the device in this step; clip once between scaler.unscale_ and scaler.step");
     // |f g|^p = |f|^p |g|^p: the norm kernel weighs a still-scaled gradient by its factor
     grad_norm_kernels().get(dev, grads[k].dtype())({.n = grads[k].numel(),
                                                      .grad = grads[k].data_ptr(),
                                                      .norm_type = norm_type,
                                                      .result = acc,
-                                                     .inv_scale = f ? f->inv_scale : nullptr,
-                                                     .host = f ? f->host : 1.0});
+                                                     .inv_scale = f.inv_scale,
+                                                     .host = f.host});
   }
   clip_coef_kernels().get(dev, DType::F64)({.acc = acc, .norm_type = norm_type, .max_norm = max_norm, .out = acc + 1});
   return buf;
@@ -46,15 +46,16 @@ Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradU
 // g *= the factor in buf: read on the host for a CPU gradient (which a factor of exactly 1 leaves alone),
 // by the kernel on a device. A gradient the grad scaler left scaled keeps its values: the factor joins its
 // GradUnscale, which the update applies.
-void scale_grad(const Tensor& g, GradUnscale* unscale, const Tensor& buf) {
+void scale_grad(const Tensor& param, const Tensor& g, GradUnscale unscale, const Tensor& buf) {
   const auto* coef = static_cast<const double*>(buf.data_ptr()) + 2;
-  if (unscale != nullptr) {
+  if (unscale.pending()) {
     if (!g.device().is_cpu()) {
-      unscale->clip = coef;  // read by the update kernel
-      unscale->clip_memory = buf;
+      unscale.clip = coef;  // read by the update kernel
+      unscale.clip_memory = buf;
     } else {
-      unscale->host *= *coef;  // in double, as the device path forms host * inv_scale * clip
+      unscale.host *= *coef;  // in double, as the device path forms host * inv_scale * clip
     }
+    param.set_grad_unscale(unscale);
     return;
   }
   GradTransformArgs a{.n = g.numel(), .grad = g.data_ptr(), .op = GradTransform::Scale};
@@ -70,10 +71,10 @@ void scale_grad(const Tensor& g, GradUnscale* unscale, const Tensor& buf) {
 // The total norm, a 0-d F64 tensor on buf's device (a copy: buf is the clipping's own).
 Tensor total_of(const Tensor& buf) { return buf.slice(0, 1, 2).reshape({}); }
 
-// The defined gradients of params and the factor each still carries (null: none).
+// The parameters with a defined gradient, their gradients and the factor each still carries.
 struct Grads {
-  std::vector<Tensor> grads;
-  std::vector<GradUnscale*> unscale;
+  std::vector<Tensor> params, grads;
+  std::vector<GradUnscale> unscale;
 };
 Grads defined_grads(const std::vector<Tensor>& params) {
   Grads out;
@@ -81,8 +82,9 @@ Grads defined_grads(const std::vector<Tensor>& params) {
     if (!p.defined()) continue;
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    out.params.push_back(p);
     out.grads.push_back(std::move(g));
-    out.unscale.push_back(find_pending_unscale(p));
+    out.unscale.push_back(p.grad_unscale());
   }
   return out;
 }
@@ -92,10 +94,10 @@ Grads defined_grads(const std::vector<Tensor>& params) {
 Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   check_norm_type(norm_type);
   NoGradGuard no_grad;
-  const Grads g = defined_grads(params);
+  Grads g = defined_grads(params);
   if (g.grads.empty()) return zeros({}, {.dtype = DType::F64});
   const Tensor buf = norm_and_factor(g.grads, g.unscale, norm_type, max_norm);
-  for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.grads[k], g.unscale[k], buf);
+  for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.params[k], g.grads[k], g.unscale[k], buf);
   return total_of(buf);
 }
 
@@ -118,12 +120,12 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   for (size_t k = 0; k < g.grads.size(); ++k) {
     const Tensor& grad = g.grads[k];
     double bound = clip_value;
-    if (const GradUnscale* f = g.unscale[k]) {
+    if (const GradUnscale& f = g.unscale[k]; f.pending()) {
       // clamp(s g, -c, c) = s clamp(g, -c/s, c/s) for the factor s > 0: the bound moves, the values stay scaled
-      HG_CHECK(f->inv_scale == nullptr && f->clip == nullptr, "clip_grad_value_: a gradient on ", grad.device(),
+      HG_CHECK(f.inv_scale == nullptr && f.clip == nullptr, "clip_grad_value_: a gradient on ", grad.device(),
                " is still scaled by the grad scaler's device path (an F16 gradient after scaler.unscale_), and its "
                "factor lives on the device; clip by norm (clip_grad_norm_), or clip before mixed precision");
-      bound = clip_value / f->host;
+      bound = clip_value / f.host;
     }
     grad_transform_kernels().get(grad.device(), grad.dtype())(
         {.n = grad.numel(), .grad = grad.data_ptr(), .op = GradTransform::Clamp, .value = bound});

@@ -15,8 +15,8 @@ namespace hg::optim {
 // A NaN or inf norm scales every gradient by NaN or 0, as torch does with error_if_nonfinite=False.
 //
 // After amp::GradScaler::unscale_ an F16 gradient is still scaled, its 1/scale pending for the update
-// (optim/amp_step.h). Clipping finds that factor by parameter: the norm counts such a gradient as if
-// unscaled, and its clip factor joins the pending one instead of being written into the F16 values. So
+// (Tensor::grad_unscale). Clipping reads that factor from the parameter: the norm counts such a gradient as
+// if unscaled, and its clip factor joins the pending one instead of being written into the F16 values. So
 // the norm is the unscaled gradients' whichever parameters are passed (model.parameters() under O2
 // included). On a CUDA device the norm and the factor are computed on the device (the scaler's device
 // 1/scale is read there) and the update kernel reads the factor; only returning the norm as a double

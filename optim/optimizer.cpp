@@ -29,10 +29,7 @@ void Optimizer::zero_grad() {
     for (Tensor p : group_params(g)) p.zero_grad();  // a handle: drops the shared tensor's gradient
 }
 
-void Optimizer::step() {
-  if (!any_pending_unscale()) return step(AmpStep{});  // the common case: no copy of the parameter list
-  step(pending_amp_step(parameters()));
-}
+void Optimizer::step() { step(AmpStep{}); }
 
 void Optimizer::set_master_weights(MasterWeights mode) {
   HG_CHECK(mode == MasterWeights::Off || rounding_ == ParamRounding::Nearest, "Optimizer.set_master_weights: the "

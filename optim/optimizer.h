@@ -59,12 +59,13 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // One update of every parameter that has a gradient; a parameter without one is skipped (torch).
-  // A gradient the grad scaler left scaled (optim/amp_step.h) is unscaled by the update, so calling
-  // step() after scaler.unscale_(opt) is right too (torch's recipe without scaler.step skips no step).
+  // A gradient the grad scaler left scaled carries its factor (Tensor::grad_unscale), which the update
+  // applies, so calling step() after scaler.unscale_(opt) is right too (torch's recipe without
+  // scaler.step skips no step).
   void step();
-  // The grad scaler's step (amp::GradScaler::step): `amp` carries the factors of the gradients it left
-  // scaled and, on its device path, the found_inf flag the update kernels read (a set flag leaves every
-  // parameter, master and state untouched, and the step is not counted).
+  // The grad scaler's step (amp::GradScaler::step): on its device path `amp` carries the found_inf flag
+  // the update kernels read (a set flag leaves every parameter, master and state untouched, and the step
+  // is not counted).
   virtual void step(const AmpStep& amp) = 0;
   // Drops every parameter's gradient (torch's zero_grad(set_to_none=True)).
   void zero_grad();
@@ -152,11 +153,6 @@ class Optimizer {
   // it is replayed.
   DeviceStep device_step(size_t i, size_t g, const Tensor& p, const float* found_inf, const GradUnscale& unscale,
                          int64_t steps_so_far, bool counts, std::span<const double> hyper);
-  // Parameter i's factor in amp (1 when none is pending).
-  static const GradUnscale& unscale_of(const AmpStep& amp, size_t i) {
-    static const GradUnscale none;
-    return i < amp.unscale.size() ? amp.unscale[i] : none;
-  }
   // Group g's hyper-parameters in device memory (made at its first step on a CUDA device) follow the
   // host's values: an upload (which does not wait for the device) when one changed.
   void upload_hyper(size_t g, std::span<const double> hyper);

@@ -41,7 +41,7 @@ void SGD::step(const AmpStep& amp) {
       if (!g.defined()) continue;
       check_grad(kName, index, p, g);
       const bool first = ensure_state(kName, index, p, num_buffers);
-      const GradUnscale& u = unscale_of(amp, index);
+      const GradUnscale u = p.grad_unscale();
       const SgdArgs args{.n = p.numel(),
                          .param = p.data_ptr(),
                          .grad = g.data_ptr(),

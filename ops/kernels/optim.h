@@ -11,7 +11,7 @@
 // Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
 // buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
 // update then reads and writes the master and rounds it into the parameter (docs/ARCHITECTURE.md, Principles 6).
-// `unscale` (1 unless the grad scaler left an F16 gradient scaled: optim/amp_step.h) multiplies the
+// `unscale` (1 unless the grad scaler left an F16 gradient scaled: autograd/grad_unscale.h) multiplies the
 // gradient in C before anything else, so unscaling costs no extra pass over memory.
 //
 // The grad scaler's device path (DeviceStep below) hands the kernels pointers instead of values: the
@@ -178,7 +178,8 @@ struct GradTransformFn {
 // ---- what an update kernel reads from device memory ------------------------------------------------
 
 // Pointers into memory of the parameter's device (host memory for a CPU parameter), made by
-// Optimizer::step from its AmpStep (optim/amp_step.h) and its own device state; all null on the host
+// Optimizer::step from its AmpStep (optim/amp_step.h), each gradient's factor (autograd/grad_unscale.h)
+// and its own device state; all null on the host
 // path, where the kernels behave exactly as without them.
 // On a CUDA device hyper and steps are always there (and clip after clip_grad_norm_), so that the
 // values a captured step reads are read when a graph replays it, not when it was captured.

@@ -50,17 +50,16 @@ StepResult iterate(GradScaler& s, optim::Optimizer& opt, const Tensor& p, const 
 
 // The factor p's gradient still carries (1 when none), as the update forms it: host * inv_scale * clip.
 double pending(const Tensor& p) {
-  const optim::GradUnscale* f = optim::find_pending_unscale(p);
-  if (f == nullptr) return 1.0;
-  double v = f->host;
-  if (f->inv_scale != nullptr) {
+  const GradUnscale f = p.grad_unscale();
+  double v = f.host;
+  if (f.inv_scale != nullptr) {
     float x = 0.0f;
-    copy_bytes(&x, Device::cpu(), f->inv_scale, p.device(), sizeof x);
+    copy_bytes(&x, Device::cpu(), f.inv_scale, p.device(), sizeof x);
     v *= static_cast<double>(x);
   }
-  if (f->clip != nullptr) {
+  if (f.clip != nullptr) {
     double c = 0.0;
-    copy_bytes(&c, Device::cpu(), f->clip, p.device(), sizeof c);
+    copy_bytes(&c, Device::cpu(), f.clip, p.device(), sizeof c);
     v *= c;
   }
   return v;
@@ -357,13 +356,15 @@ TEST_CASE("GradScaler: F16 gradients stay scaled, the optimizer unscales them in
   s.update();
   ref_opt.step();
   CHECK(values(opt.master(0)) == values(ref));  // the F32 unscale, fused in the update
-  CHECK(pending(p) == 1.0);
+  CHECK(pending(p) == 1.0 / 1024);  // the gradient is still scaled: its factor stays with it
   // An inf F16 gradient skips the step and leaves the master as it was.
   const Vec master = values(opt.master(0));
   set_grad(p, {kInf, 1.0});
   CHECK_FALSE(s.step(opt).stepped());
   s.update();
   CHECK(values(opt.master(0)) == master);
+  CHECK(pending(p) == 1.0 / 1024);  // checked at the scale of its step (update backs off afterwards)
+  opt.zero_grad();
   CHECK(pending(p) == 1.0);
 }
 
@@ -576,7 +577,7 @@ TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its ker
   CHECK(after_one != Vec{1.0, 2.0});
   set_grad(p, {kInf, 1.0});
   s.unscale_(opt);
-  CHECK(optim::find_pending_unscale(p) != nullptr);
+  CHECK(p.grad_unscale().inv_scale != nullptr);
   CHECK(pending(p) == 1.0 / 128);  // the device factor, read back
   const StepResult r2 = s.step(opt);
   s.update();
@@ -586,11 +587,27 @@ TEST_CASE("GradScaler: on the kernel path the optimizer always steps and its ker
   CHECK(s.get_scale() == 64.0);
   CHECK(values(opt.master(0)) == after_one);  // skipped in the update kernel
   CHECK(opt.state_dict().at("state.0.step").item<double>() == 1.0);  // the skipped step is not counted
-  CHECK(optim::find_pending_unscale(p) == nullptr);  // handed to the step
+  CHECK(pending(p) == 1.0 / 128);  // the factor stays with the gradient it describes
   REQUIRE_THROWS_WITH(s.update(), Catch::Contains("no inf checks were recorded"));
   set_grad(p, {1.0, 1.0});
   s.unscale_(opt);
   REQUIRE_THROWS_WITH(s.unscale_(opt), Catch::Contains("unscale_() has already been called"));
+}
+
+TEST_CASE("GradScaler: a device factor outlives the scaler that made it, and any reader of the gradient sees it",
+          "[amp][scaler]") {
+  Tensor p = make_param({1.0, 2.0}, DType::F16);
+  optim::SGD opt({p}, {.lr = 0.5});
+  {
+    GradScaler s({.init_scale = 32.0, .step_skip = StepSkip::Kernel});
+    s.scale(sum(p)).backward();
+    s.unscale_(opt);
+  }  // the scaler and its device state go; the factor keeps the memory it points into
+  CHECK(p.grad_unscale().inv_scale != nullptr);
+  CHECK(pending(p) == 1.0 / 32);
+  CHECK(optim::clip_grad_norm_(std::vector<Tensor>{p}, 100.0) == Approx(std::sqrt(2.0)));  // the unscaled norm
+  opt.step();  // the update reads the factor from the parameter
+  CHECK(values(opt.master(0)) == Vec{0.5, 1.5});
 }
 
 // ---- issue 12: a collapsing scale is stopped, never trained through --------------------------------

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/reduce.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "test_util.h"
@@ -162,7 +163,7 @@ TEST_CASE("Masters: Off gives pure low-precision updates and refuses a state dic
   REQUIRE_THROWS_WITH(f32.load_state_dict(bad), Catch::Contains("only F16/BF16 parameters have masters"));
 }
 
-TEST_CASE("step(AmpStep): a gradient's pending unscale multiplies it in F32, in that step only", "[optim][master]") {
+TEST_CASE("step(): the factor a gradient carries multiplies it in F32, for as long as it has that gradient", "[optim][master]") {
   for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
     for (int kind = 0; kind < 4; ++kind) {
       INFO(dt << " optimizer " << kind);
@@ -177,27 +178,36 @@ TEST_CASE("step(AmpStep): a gradient's pending unscale multiplies it in F32, in 
         for (size_t i = 0; i < g.size(); ++i) scaled[i] = g[i] * scale;  // exact: a power of two
         set_grad(a, scaled);
         set_grad(b, g);
-        oa->step(optim::AmpStep{.unscale = {{.host = 1.0 / scale}}});
+        a.set_grad_unscale({.host = 1.0 / scale});
+        oa->step();
         ob->step();
       }
       const Tensor m = dt == DType::F32 ? a : oa->master(0);
       CHECK(values(m) == values(b));
     }
   }
-  // A pending factor belongs to the gradient it was made for: zero_grad or a new gradient ends it.
+  // A factor belongs to the gradient it was made for: zero_grad, set_grad or a backward that accumulates
+  // into the gradient ends it; a step does not (the gradient's values are still scaled).
   Tensor p = make_param(kInit, DType::F16);
+  CHECK_FALSE(p.grad_unscale().pending());
+  REQUIRE_THROWS_WITH(p.set_grad_unscale({.host = 0.5}), Catch::Contains("no gradient to carry the factor"));
   set_grad(p, grad_at(0, kInit.size(), DType::F16));
-  auto pending = optim::PendingUnscales::make();
-  pending->set(p, {.host = 0.5});
-  REQUIRE(optim::find_pending_unscale(p) != nullptr);
-  CHECK(optim::find_pending_unscale(p)->host == 0.5);
+  p.set_grad_unscale({.host = 0.5});
+  CHECK(p.grad_unscale().pending());
+  CHECK(p.grad_unscale().host == 0.5);
   SGD opt({p}, {.lr = 0.1});
+  opt.step();
+  CHECK(p.grad_unscale().host == 0.5);
+  Tensor alias = p;  // a handle: the same leaf, the same factor
+  CHECK(alias.grad_unscale().host == 0.5);
   opt.zero_grad();
-  CHECK(optim::find_pending_unscale(p) == nullptr);
+  CHECK_FALSE(p.grad_unscale().pending());
   set_grad(p, grad_at(1, kInit.size(), DType::F16));
-  CHECK(optim::find_pending_unscale(p) == nullptr);
-  pending->set(p, {.host = 0.25});
-  CHECK(optim::find_pending_unscale(p) != nullptr);
-  pending.reset();  // a scaler that dies takes its factors with it
-  CHECK(optim::find_pending_unscale(p) == nullptr);
+  CHECK_FALSE(p.grad_unscale().pending());
+  p.set_grad_unscale({.host = 0.25});
+  set_grad(p, grad_at(2, kInit.size(), DType::F16));
+  CHECK_FALSE(p.grad_unscale().pending());
+  p.set_grad_unscale({.host = 0.25});
+  sum(p.to(DType::F32)).backward();  // accumulates into the gradient: a new gradient
+  CHECK_FALSE(p.grad_unscale().pending());
 }
