@@ -149,7 +149,6 @@ class GradScaler {
   DeviceState dev_;   // undefined tensors on the host path
   bool path_chosen_ = false;
   std::unordered_map<const optim::Optimizer*, OptimizerState> per_optimizer_;
-  // The factors of the F16 gradients unscale_ left scaled, until step() hands them to the optimizer.
   mutable bool warned_below_one_ = false;
 };
 

@@ -185,7 +185,7 @@ Tensor mx_operand(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8, i
 // op(a) (m,k) * op(b) (k,n) as an F32 (m,n) tensor; a and b BF16, contiguous, stored as op() says. MX's GEMMs
 // (mx_gemm below) and the per-tensor decode route run here.
 Tensor gemm_f32(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n, int64_t k) {
-  return alias_with_shape(gemm_op(a, ta, false, b, tb, false, 1, m, n, k, /*c_f32=*/true), {m, n});
+  return alias_with_shape(gemm_op({.x = a, .tx = ta, .y = b, .ty = tb, .m = m, .n = n, .k = k, .c_f32 = true}), {m, n});
 }
 
 Tensor decoded(const Tensor& q) { return q.to(DType::BF16); }  // exact for both FP8 formats

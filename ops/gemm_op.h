@@ -10,7 +10,18 @@
 
 namespace hg {
 
-Tensor gemm_op(const Tensor& x, Trans tx, bool x_shared, const Tensor& y, Trans ty, bool y_shared, int64_t batch,
-               int64_t m, int64_t n, int64_t k, bool c_f32 = false);
+// One call, by field name: gemm_op({.x = dy, .y = w, .m = m, .n = i, .k = o}).
+struct GemmOp {
+  Tensor x;                 // op(x) is (m, k): x is (m, k) when tx == N, (k, m) when T
+  Trans tx = Trans::N;
+  bool x_shared = false;    // one matrix for every batch (batch stride 0)
+  Tensor y;                 // op(y) is (k, n): y is (k, n) when ty == N, (n, k) when T
+  Trans ty = Trans::N;
+  bool y_shared = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool c_f32 = false;       // F16/BF16 operands into an F32 C
+};
+
+Tensor gemm_op(const GemmOp& g);
 
 }  // namespace hg

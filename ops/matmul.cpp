@@ -74,14 +74,18 @@ Tensor finish_grad(const Tensor& g, bool shared, const Shape& shape) {
 // dA = dY op(B)^T (or its transpose when A is stored transposed); dB = op(A)^T dY (likewise).
 Tensor grad_a(const Problem& p, const Tensor& b, const Tensor& dy, MatmulOptions o, const Shape& a_shape) {
   const Tensor g = o.trans_a == Trans::N
-                       ? gemm_op(dy, Trans::N, false, b, flip(o.trans_b), p.shared_b, p.batch, p.m, p.k, p.n)
-                       : gemm_op(b, o.trans_b, p.shared_b, dy, Trans::T, false, p.batch, p.k, p.m, p.n);
+                       ? gemm_op({.x = dy, .y = b, .ty = flip(o.trans_b), .y_shared = p.shared_b, .batch = p.batch,
+                                  .m = p.m, .n = p.k, .k = p.n})
+                       : gemm_op({.x = b, .tx = o.trans_b, .x_shared = p.shared_b, .y = dy, .ty = Trans::T,
+                                  .batch = p.batch, .m = p.k, .n = p.m, .k = p.n});
   return finish_grad(g, p.shared_a, a_shape);
 }
 Tensor grad_b(const Problem& p, const Tensor& a, const Tensor& dy, MatmulOptions o, const Shape& b_shape) {
   const Tensor g = o.trans_b == Trans::N
-                       ? gemm_op(a, flip(o.trans_a), p.shared_a, dy, Trans::N, false, p.batch, p.k, p.n, p.m)
-                       : gemm_op(dy, Trans::T, false, a, o.trans_a, p.shared_a, p.batch, p.n, p.k, p.m);
+                       ? gemm_op({.x = a, .tx = flip(o.trans_a), .x_shared = p.shared_a, .y = dy, .batch = p.batch,
+                                  .m = p.k, .n = p.n, .k = p.m})
+                       : gemm_op({.x = dy, .tx = Trans::T, .y = a, .ty = o.trans_a, .y_shared = p.shared_a,
+                                  .batch = p.batch, .m = p.n, .n = p.k, .k = p.m});
   return finish_grad(g, p.shared_b, b_shape);
 }
 
@@ -120,18 +124,19 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t
 
 // (batch, m, n) = op(x) * op(y) (ops/gemm_op.h): x and y contiguous and stored as op() says; a shared
 // operand gets batch stride 0.
-Tensor gemm_op(const Tensor& x, Trans tx, bool x_shared, const Tensor& y, Trans ty, bool y_shared, int64_t batch,
-               int64_t m, int64_t n, int64_t k, bool c_f32) {
-  const TensorOptions opts{.dtype = c_f32 ? DType::F32 : x.dtype(), .device = x.device()};
-  if (k == 0) return zeros({batch, m, n}, opts);
-  Tensor c = empty({batch, m, n}, opts);
+Tensor gemm_op(const GemmOp& o) {
+  const int64_t m = o.m, n = o.n, k = o.k;
+  const TensorOptions opts{.dtype = o.c_f32 ? DType::F32 : o.x.dtype(), .device = o.x.device()};
+  if (k == 0) return zeros({o.batch, m, n}, opts);
+  Tensor c = empty({o.batch, m, n}, opts);
   if (c.numel() == 0) return c;
-  const GemmArgs g{.dtype = x.dtype(), .trans_a = tx, .trans_b = ty, .m = m, .n = n, .k = k,
-                   .a = x.data_ptr(), .lda = tx == Trans::N ? k : m,
-                   .b = y.data_ptr(), .ldb = ty == Trans::N ? n : k,
-                   .c = c.data_ptr(), .ldc = n, .batch = batch,
-                   .stride_a = x_shared ? 0 : m * k, .stride_b = y_shared ? 0 : k * n, .stride_c = m * n, .c_f32 = c_f32};
-  gemm_kernels().get(x.device(), x.dtype())(g);
+  const GemmArgs g{.dtype = o.x.dtype(), .trans_a = o.tx, .trans_b = o.ty, .m = m, .n = n, .k = k,
+                   .a = o.x.data_ptr(), .lda = o.tx == Trans::N ? k : m,
+                   .b = o.y.data_ptr(), .ldb = o.ty == Trans::N ? n : k,
+                   .c = c.data_ptr(), .ldc = n, .batch = o.batch,
+                   .stride_a = o.x_shared ? 0 : m * k, .stride_b = o.y_shared ? 0 : k * n, .stride_c = m * n,
+                   .c_f32 = o.c_f32};
+  gemm_kernels().get(o.x.device(), o.x.dtype())(g);
   return c;
 }
 
@@ -159,8 +164,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
                                                                                            const GradMask& needs) {
     const Tensor dy = alias_with_shape(dy_in, {m, o});
     std::vector<Tensor> g(needs.size());
-    if (needs[0]) g[0] = alias_with_shape(gemm_op(dy, Trans::N, false, w_kept, Trans::N, false, 1, m, i, o), xs);
-    if (needs[1]) g[1] = alias_with_shape(gemm_op(dy, Trans::T, false, x_kept, Trans::N, false, 1, o, i, m), Shape{o, i});
+    if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dy, .y = w_kept, .m = m, .n = i, .k = o}), xs);
+    if (needs[1]) g[1] = alias_with_shape(gemm_op({.x = dy, .tx = Trans::T, .y = x_kept, .m = o, .n = i, .k = m}), Shape{o, i});
     if (needs.size() > 2 && needs[2]) g[2] = sum(dy, {0});
     return g;
   });
@@ -176,7 +181,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   const Tensor a = a_in.dtype() == dt ? a_in : a_in.to(dt);
   const Tensor b = b_in.dtype() == dt ? b_in : b_in.to(dt);
   const Problem p = resolve(a, b, o);
-  Tensor y = alias_with_shape(gemm_op(a, o.trans_a, p.shared_a, b, o.trans_b, p.shared_b, p.batch, p.m, p.n, p.k),
+  Tensor y = alias_with_shape(gemm_op({.x = a, .tx = o.trans_a, .x_shared = p.shared_a, .y = b, .ty = o.trans_b,
+                                       .y_shared = p.shared_b, .batch = p.batch, .m = p.m, .n = p.n, .k = p.k}),
                               p.out);
   autograd::record(y, "matmul", {a, b}, [a, b, p, o](const Tensor& dy, const GradMask& needs) {
     return std::vector<Tensor>{needs[0] ? grad_a(p, b, dy, o, a.shape()) : Tensor(),
