@@ -80,7 +80,7 @@ cudnnDataType_t data_type(DType t) {
   HG_FAIL("conv2d (cuDNN): dtype ", t, " is not supported; use F32, F16, BF16 or F64");
 }
 
-// F16/BF16 accumulate in F32 (DESIGN §2); F64 in F64.
+// F16/BF16 accumulate in F32 (docs/ARCHITECTURE.md, Principles 2); F64 in F64.
 cudnnDataType_t compute_type(DType t) { return t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
 
 BackendDesc make_tensor(int64_t uid, const int64_t (&dims)[4], const ConvPlanKey& key) {

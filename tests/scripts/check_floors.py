@@ -22,7 +22,8 @@ LIBRARY = ("core", "autograd", "ops", "nn", "optim", "amp", "cuda", "data", "hal
 SOURCE = re.compile(r"\.(h|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CITED_DOC = re.compile(r"([A-Za-z0-9_./-]+\.md)\b")
-OUTSIDE_NOTES = re.compile(r"\b(cuda-notes|cpu-notes|amp-anchors)\b")
+# the research notes, and the design document the project started from cited by name and section ("DESIGN §2")
+OUTSIDE_NOTES = re.compile(r"\b(cuda-notes|cpu-notes|amp-anchors|DESIGN(?=\s*§|\s+section|\b))")
 CITING = ("core", "autograd", "ops", "nn", "optim", "amp", "cuda", "data", "halfgrad.h", "tests", "examples",
           "benchmarks", "scripts", "CMakeLists.txt", ".ci")
 CITING_SOURCE = re.compile(r"(\.(h|cpp|cu|cuh|sh|py|txt|cmake)|/run)$")
@@ -156,6 +157,8 @@ def self_test():
         os.remove(os.path.join(tmp, "nn", "d.h"))
         open(os.path.join(tmp, "core", "b.h"), "w").write("// as DESIGN.md says\n")
         citation_caught = not check(tmp)
+        open(os.path.join(tmp, "core", "b.h"), "w").write("// accumulate in F32 (DESIGN \u00a72)\n")
+        citation_caught = citation_caught and not check(tmp)
     finally:
         shutil.rmtree(tmp)
     if not (ok and upward_caught and unmapped_caught and citation_caught):

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Every repository path the user's and the developer's documents cite exists.
+
+    python3 tests/scripts/check_doc_paths.py [ROOT]     # ROOT: the repository (default: this file's ../..)
+    python3 tests/scripts/check_doc_paths.py --self-test
+
+Reads README.md and docs/*.md. A citation is a `code span` or a Markdown link target that looks like a path
+of the repository: it starts with one of the repository's top-level folders (core/, ops/, tests/, ...) or
+is a top-level file (CMakeLists.txt, halfgrad.h). A span may name several paths ("ops/cpu/gemm.*" matches
+any extension; "ops/kernels/<family>.h" with <...> stands for a pattern and is left alone; a trailing
+":123" or "#anchor" is dropped). A folder must exist as a folder, a file as a file."""
+import glob
+import os
+import re
+import sys
+
+CODE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+TOKEN = re.compile(r"[A-Za-z0-9_.*/{},+-]+")
+
+
+def top_level(root):
+    names = set()
+    for n in os.listdir(root):
+        if n.startswith(".") or n.startswith("build"):
+            continue
+        names.add(n + "/" if os.path.isdir(os.path.join(root, n)) else n)
+    return names
+
+
+FILE_NAME = re.compile(r"^[A-Za-z0-9_*-]+\.(h|cpp|cu|py|sh|md|json)$")
+
+
+def candidates(text, tops):
+    """(path, line) pairs: the tokens of code spans and link targets that start with a top-level name, and
+    in a table row whose first cell is a folder (`core/`), the bare file names of its other cells."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else []
+        folder = re.fullmatch(r"`([A-Za-z0-9_/]+/)`", cells[0]) if cells else None
+        if folder and folder.group(1).split("/")[0] + "/" in tops:
+            for cell in cells[1:]:
+                for m in CODE.finditer(cell):
+                    for tok in TOKEN.findall(m.group(1)):
+                        if FILE_NAME.match(tok):
+                            out.append((folder.group(1) + tok, lineno))
+        spans = [m.group(1) for m in CODE.finditer(line)] + [m.group(1) for m in LINK.finditer(line)]
+        for span in spans:
+            if "<" in span or "://" in span:
+                continue
+            for tok in TOKEN.findall(span):
+                tok = tok.split("#")[0].rstrip(".,")
+                tok = re.sub(r":\d+(-\d+)?$", "", tok)
+                while tok.startswith("../"):
+                    tok = tok[3:]
+                if not tok or tok.startswith("/"):
+                    continue
+                head = tok.split("/")[0] + ("/" if "/" in tok else "")
+                if head in tops and (tok in tops or "/" in tok):
+                    out.append((tok, lineno))
+    return out
+
+
+def expand(path):
+    """a/{b,c}.h -> [a/b.h, a/c.h] (shell brace expansion, one level at a time)."""
+    m = re.search(r"\{([^{}]*)\}", path)
+    if not m:
+        return [path]
+    return [q for alt in m.group(1).split(",") for q in expand(path[:m.start()] + alt + path[m.end():])]
+
+
+def exists(root, path):
+    if "{" in path:
+        return all(exists(root, p) for p in expand(path))
+    full = os.path.join(root, path)
+    if "*" in path:
+        return bool(glob.glob(full))
+    if path.endswith("/"):
+        return os.path.isdir(full)
+    return os.path.exists(full)
+
+
+def check(root):
+    tops = top_level(root)
+    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    problems, cited = [], 0
+    for doc in docs:
+        if not os.path.exists(doc):
+            continue
+        rel = os.path.relpath(doc, root)
+        base = os.path.dirname(rel)
+        text = open(doc, encoding="utf-8").read()
+        for path, lineno in candidates(text, tops):
+            cited += 1
+            # a link in docs/ is relative to docs/ (../core/x.h was stripped to core/x.h above)
+            if not exists(root, path) and not (base and exists(root, os.path.join(base, path))):
+                problems.append(f"{rel}:{lineno} cites `{path}`, which does not exist")
+    for p in problems:
+        print("check_doc_paths: " + p)
+    print(f"check_doc_paths: {len(docs)} documents, {cited} path citations, {len(problems)} problem(s)")
+    return not problems
+
+
+def self_test():
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp()
+    try:
+        os.makedirs(os.path.join(tmp, "core"))
+        os.makedirs(os.path.join(tmp, "docs"))
+        open(os.path.join(tmp, "core", "a.h"), "w").write("")
+        open(os.path.join(tmp, "core", "a.cpp"), "w").write("")
+        open(os.path.join(tmp, "README.md"), "w").write("`core/a.h`, `core/a.*`, [x](core/a.cpp), `core/<x>.h`, "
+                                                        "`core/a.{h,cpp}`\n")
+        open(os.path.join(tmp, "docs", "B.md"), "w").write("[a](../core/a.h:3), `core/`\n")
+        ok = check(tmp)
+        open(os.path.join(tmp, "docs", "B.md"), "w").write("`core/gone.h`\n")
+        missing_caught = not check(tmp)
+        open(os.path.join(tmp, "docs", "B.md"), "w").write("`core/a.h/`\n")
+        folder_caught = not check(tmp)
+        open(os.path.join(tmp, "docs", "B.md"), "w").write("`core/a.{h,hpp}`\n")
+        folder_caught = folder_caught and not check(tmp)
+        open(os.path.join(tmp, "docs", "B.md"), "w").write("| `core/` | `a.h` (x), `b.h` |\n")
+        missing_caught = missing_caught and not check(tmp)
+    finally:
+        shutil.rmtree(tmp)
+    if not (ok and missing_caught and folder_caught):
+        print(f"check_doc_paths self-test FAILED: clean passed={ok}, missing caught={missing_caught}, "
+              f"file-as-folder caught={folder_caught}")
+        return False
+    print("check_doc_paths self-test: existing paths pass; a missing file and a file cited as a folder fail")
+    return True
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(0 if self_test() else 1)
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    sys.exit(0 if check(os.path.normpath(root)) else 1)
