@@ -1,9 +1,12 @@
 #pragma once
-// Shared by the op tests: the relative tolerance of a result stored in each dtype, against the F64
-// result of the same rounded inputs (about a few units of the dtype's last place, with room for
-// F32 accumulation order).
+// Shared by the tests: dtype tolerances, seeded random inputs, comparisons of results with references,
+// parameters with gradients, temporary directories, captured stderr and threads.
+#include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -14,10 +17,14 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 
 namespace hg::test {
 
+// The relative tolerance of a result stored in each dtype, against the F64 result of the same rounded
+// inputs (about a few units of the dtype's last place, with room for F32 accumulation order).
 inline double dtype_tolerance(DType dt) {
   switch (dt) {
     case DType::BF16: return 1e-2;  // 8-bit significand: 2^-8 = 3.9e-3 per rounding
@@ -25,6 +32,83 @@ inline double dtype_tolerance(DType dt) {
     case DType::F64: return 1e-12;
     default: return 1e-5;
   }
+}
+
+// N(0,1) values from Generator(seed), times scale plus shift, drawn in F64 and rounded to dt once. Drawing
+// in dt rounds the same F64 draws the same way (through float), so each seed gives one set of values.
+// Scale and shift are applied only when given, so the plain draws reach dt untouched.
+inline Tensor randn_t(Shape s, DType dt, uint64_t seed, double scale = 1.0, double shift = 0.0) {
+  Generator gen(seed);
+  Tensor t = randn(std::move(s), {.dtype = DType::F64}, &gen);
+  if (scale != 1.0) t = mul(t, scale);
+  if (shift != 0.0) t = add(t, shift);
+  return t.to(dt);
+}
+
+// Whether got is within atol + rtol * |want| of want. A NaN is met only by a NaN (a mean over nothing).
+inline bool is_close(double got, double want, double rtol, double atol) {
+  return std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= atol + rtol * std::fabs(want);
+}
+
+namespace detail {
+// One assertion per element; stop makes a miss a REQUIRE, which ends the test there.
+inline void compare_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
+                          bool stop) {
+  REQUIRE(got.size() == want.size());
+  INFO("rtol " << rtol << " atol " << atol);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << " want " << want[i]);
+    const bool close = is_close(got[i], want[i], rtol, atol);
+    if (stop) REQUIRE(close);
+    else CHECK(close);
+  }
+}
+}  // namespace detail
+
+// Every element of got close to want's (is_close), one CHECK each: every miss is reported.
+inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
+  detail::compare_close(got, want, rtol, atol, false);
+}
+
+// As check_close, but each element is a REQUIRE: the test stops at the first miss.
+inline void require_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
+  detail::compare_close(got, want, rtol, atol, true);
+}
+
+namespace detail {
+// One CHECK that ok(i) holds for every element, naming the first that does not.
+template <class Ok>
+inline void check_each(const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
+                       const Ok& ok) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = got.size();
+  for (size_t i = 0; i < got.size() && bad == got.size(); ++i)
+    if (!ok(i)) bad = i;
+  INFO(what << ": first mismatch at " << bad << " of " << got.size()
+            << (bad < got.size() ? ": got " + std::to_string(got[bad]) + " want " + std::to_string(want[bad])
+                                 : std::string()));
+  CHECK(bad == got.size());
+}
+}  // namespace detail
+
+// |got - want| <= t * max(scale, min_scale) for every element, where scale is the magnitude of the
+// computation (the sum of |terms| a result adds up): a result near 0 may be a large cancelling sum. A NaN
+// or infinity on either side misses, so an output a kernel never wrote (left NaN) fails.
+inline void check_close_scaled(const std::string& what, const std::vector<double>& got, const std::vector<double>& want,
+                               const std::vector<double>& scale, double t, double min_scale) {
+  detail::check_each(what, got, want,
+                     [&](size_t i) { return std::fabs(got[i] - want[i]) <= t * std::max(scale[i], min_scale); });
+}
+
+// The same bound with min_scale 1, for results that may be NaN or infinite: there a NaN must meet a NaN
+// and an infinity the same infinity. An empty scale measures against |want|.
+inline void check_same_or_close_scaled(const std::string& what, const std::vector<double>& got,
+                                       const std::vector<double>& want, const std::vector<double>& scale, double t) {
+  detail::check_each(what, got, want, [&](size_t i) {
+    if (std::isnan(want[i]) || std::isnan(got[i])) return std::isnan(want[i]) == std::isnan(got[i]);
+    if (std::isinf(want[i]) || std::isinf(got[i])) return got[i] == want[i];
+    return !(std::fabs(got[i] - want[i]) > t * std::max(1.0, scale.empty() ? std::fabs(want[i]) : scale[i]));
+  });
 }
 
 // A 1-D parameter (or of shape s) holding v in dtype dt, requiring grad.

@@ -16,10 +16,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "conv_problems.h"
 #include "core/error.h"
 #include "cuda/available.h"
 #include "cuda/context.h"
@@ -29,6 +31,10 @@
 using namespace hg;
 using namespace hg::cuda::dnn;
 using Catch::Matchers::Contains;
+using test::ConvProblem;
+using test::kCnnConv1;
+using test::kCnnConv2;
+using test::kConvProblems;
 
 namespace {
 
@@ -75,29 +81,10 @@ BackendDesc a100() {
   return device_prop_from_json(read_fixture("a100_sm80.json"));
 }
 
-struct Problem {
-  const char* name;
-  int64_t n, c, h, w, k, r, s, stride, pad, dil, groups;
-};
-
-// The CNN's two convolutions, then the awkward ones: strided + dilated + grouped with a non-square
-// kernel and odd sizes, a C=3 stem, depthwise, grouped 1x1.
-const Problem kProblems[] = {
-    {"cnn conv1", 128, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},
-    {"cnn conv2", 128, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
-    {"strided dilated grouped", 8, 16, 17, 19, 32, 3, 5, 2, 2, 2, 4},
-    {"rgb stem 7x7 stride 2", 8, 3, 32, 32, 16, 7, 7, 2, 3, 1, 1},
-    {"depthwise", 4, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8},
-    {"grouped 1x1", 4, 6, 9, 9, 6, 1, 1, 1, 0, 1, 3},
-};
-
-ConvPlanKey key_of(const Problem& p, ConvDir dir, DType dt) {
-  ConvPlanKey k{.dir = dir, .dtype = dt, .n = p.n, .c = p.c, .h = p.h, .w = p.w, .k = p.k, .r = p.r, .s = p.s,
-                .stride_h = p.stride, .stride_w = p.stride, .pad_h = p.pad, .pad_w = p.pad, .dil_h = p.dil,
-                .dil_w = p.dil, .groups = p.groups};
-  k.oh = (p.h + 2 * p.pad - p.dil * (p.r - 1) - 1) / p.stride + 1;
-  k.ow = (p.w + 2 * p.pad - p.dil * (p.s - 1) - 1) / p.stride + 1;
-  return k;
+ConvPlanKey key_of(const ConvProblem& p, ConvDir dir, DType dt) {
+  return {.dir = dir, .dtype = dt, .n = p.n, .c = p.c, .h = p.h, .w = p.w, .k = p.k, .r = p.r, .s = p.s,
+          .oh = p.oh(), .ow = p.ow(), .stride_h = p.stride, .stride_w = p.stride, .pad_h = p.pad, .pad_w = p.pad,
+          .dil_h = p.dil, .dil_w = p.dil, .groups = p.groups};
 }
 
 constexpr ConvDir kDirs[] = {ConvDir::Fprop, ConvDir::Dgrad, ConvDir::Wgrad};
@@ -127,7 +114,9 @@ TEST_CASE("cudnn: deviceless plans finalize for every conv in every dtype and di
   const bool verbose = std::getenv("HG_CUDNN_VERBOSE") != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   int problems = 0;
-  for (const Problem& p : kProblems)
+  std::vector<ConvProblem> all(std::begin(kConvProblems), std::end(kConvProblems));
+  all.push_back(kCnnConv2);  // the CNN's conv2 at its training batch of 128
+  for (const ConvProblem& p : all)
     for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64})
       for (ConvDir dir : kDirs) {
         const ConvPlanKey key = key_of(p, dir, dt);
@@ -157,13 +146,13 @@ TEST_CASE("cudnn: deviceless plans finalize for every conv in every dtype and di
       }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (verbose) std::printf("%d problems planned in %.2f s\n", problems, s);
-  CHECK(problems == 6 * 4 * 3);
+  CHECK(problems == static_cast<int>(all.size()) * 4 * 3);
 }
 
 TEST_CASE("cudnn: the executor's single plan and the TF32 switch", "[cudnn][cuda]") {
   const BackendDesc dev = a100();
   const PlanTarget target{.device_prop = dev.get()};
-  const ConvPlanKey key = key_of(kProblems[1], ConvDir::Fprop, DType::F32);
+  const ConvPlanKey key = key_of(kCnnConv2, ConvDir::Fprop, DType::F32);
   const ConvPlans one = build_conv_plans(key, target);  // the executor's default: the first plan only
   CHECK(one.plans.size() == 1);
   const ConvPlans strict = build_conv_plans(key, target, {.max_plans = 64});
@@ -182,12 +171,12 @@ TEST_CASE("cudnn: the executor's single plan and the TF32 switch", "[cudnn][cuda
 TEST_CASE("cudnn: views aligned only to their element size still get plans", "[cudnn][cuda]") {
   const BackendDesc dev = a100();
   for (ConvDir dir : kDirs) {
-    ConvPlanKey key = key_of(kProblems[1], dir, DType::F16);
+    ConvPlanKey key = key_of(kCnnConv2, dir, DType::F16);
     key.alignment = 2;
     INFO(key.str());
     CHECK(!build_conv_plans(key, {.device_prop = dev.get()}).plans.empty());
   }
-  ConvPlanKey f32 = key_of(kProblems[1], ConvDir::Fprop, DType::F32);
+  ConvPlanKey f32 = key_of(kCnnConv2, ConvDir::Fprop, DType::F32);
   f32.alignment = 2;
   CHECK_THROWS_WITH(build_conv_plans(f32, {.device_prop = dev.get()}),
                     Contains("alignment=2 must be a power of two >= the element size 4"));
@@ -213,12 +202,12 @@ TEST_CASE("cudnn: inconsistent problems are rejected with the problem named", "[
   CHECK_THROWS_WITH(build_conv_plans(g, target), Contains("groups=3 must divide c=16 and k=30"));
   CHECK_THROWS_WITH(build_conv_plans(g, target, {.shape_check = ShapeCheck::CudnnOnly}),
                     Contains("CUDNN_STATUS_BAD_PARAM") && Contains("w=(30,5,3,3)"));
-  ConvPlanKey empty = key_of(kProblems[0], ConvDir::Wgrad, DType::BF16);
+  ConvPlanKey empty = key_of(kCnnConv1, ConvDir::Wgrad, DType::BF16);
   empty.n = 0;
   CHECK_THROWS_WITH(build_conv_plans(empty, target), Contains("every size must be >= 1") && Contains("x=(0,1,28,28)"));
-  ConvPlanKey i64 = key_of(kProblems[0], ConvDir::Fprop, DType::I64);
+  ConvPlanKey i64 = key_of(kCnnConv1, ConvDir::Fprop, DType::I64);
   CHECK_THROWS_WITH(build_conv_plans(i64, target), Contains("dtype I64 is not supported"));
-  CHECK_THROWS_WITH(build_conv_plans(key_of(kProblems[0], ConvDir::Fprop, DType::F32), PlanTarget{}),
+  CHECK_THROWS_WITH(build_conv_plans(key_of(kCnnConv1, ConvDir::Fprop, DType::F32), PlanTarget{}),
                     Contains("exactly one of a handle or a device-property descriptor"));
 }
 

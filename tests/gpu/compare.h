@@ -1,6 +1,7 @@
 #pragma once
-// What the GPU op tests (test_gpu_ops.cpp, test_gpu_fp8.cpp) share: inputs made on the CPU, the GPU result
-// compared with the CPU's (the oracle) per element or by relative norm, and the dtype tolerances.
+// What the GPU tests (test_gpu_ops.cpp, test_gpu_fp8.cpp, test_gpu_nn.cpp, test_gpu_amp.cpp) share: inputs
+// made on the CPU, the GPU result compared with the CPU's (the oracle) per element or by relative norm, and
+// the dtype tolerances.
 #include <catch2/catch.hpp>
 
 #include <cmath>

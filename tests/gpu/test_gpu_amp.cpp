@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "cuda/graph.h"
+#include "gpu/compare.h"
 #include "halfgrad.h"
 #include "test_util.h"
 
 
 using namespace hg;
 using namespace hg::amp;
+using hg::gpu_test::check_close;
 using Vec = std::vector<double>;
 
 namespace {
@@ -40,16 +42,6 @@ Tensor param_on(const Vec& v, DType dt, Device d) {
 void set_grad_on(const Tensor& p, const Vec& g) {
   Tensor q = p;
   q.set_grad(from_vector(g, p.shape(), {.dtype = p.dtype()}).to(p.device()));
-}
-
-void check_close(const Tensor& cpu, const Tensor& gpu, double rtol, const std::string& what) {
-  INFO(what);
-  const Vec a = cpu.to_vector<double>(), b = gpu.to(Device::cpu()).to_vector<double>();
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("element " << i << ": cpu " << a[i] << " gpu " << b[i]);
-    CHECK(std::fabs(a[i] - b[i]) <= rtol * std::fabs(a[i]) + 1e-7);
-  }
 }
 
 struct Run {
@@ -105,9 +97,10 @@ TEST_CASE("GPU GradScaler: the device path skips, backs off and grows as the hos
       for (size_t k = 0; k < cpu.rows.size(); ++k) CHECK(gpu.rows[k] == cpu.rows[k]);
       // FMA contraction on the GPU: the last bits may differ; an F16 parameter by one rounding
       const double rtol = dt == DType::F16 ? 2e-3 : 1e-5;
-      check_close(cpu.a, gpu.a, rtol, "parameter a");
-      check_close(cpu.b, gpu.b, 1e-5, "parameter b");
-      if (dt == DType::F16) check_close(cpu.opt->master(0), gpu.opt->master(0), 1e-5, "master of a");
+      check_close(cpu.a, gpu.a, {.rtol = rtol, .atol = 1e-7}, "parameter a");
+      check_close(cpu.b, gpu.b, {.rtol = 1e-5, .atol = 1e-7}, "parameter b");
+      if (dt == DType::F16)
+        check_close(cpu.opt->master(0), gpu.opt->master(0), {.rtol = 1e-5, .atol = 1e-7}, "master of a");
       if (adam)
         CHECK(gpu.opt->state_dict().at("state.0.step").item<double>() ==
               cpu.opt->state_dict().at("state.0.step").item<double>());

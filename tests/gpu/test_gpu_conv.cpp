@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_problems.h"
 #include "halfgrad.h"
 #include "ops/conv.h"
 #include "ops/kernels/conv.h"
@@ -30,36 +31,21 @@ std::string device_prop_json(int device);  // cuda/dnn.h (which needs cudnn.h, n
 }
 
 using namespace hg;
+using test::ConvProblem;
+using test::kCnnConv2Batch64;
+using test::kConvProblems;
 
 namespace {
 
 const Device kGpu = Device::cuda();
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
-struct Problem {
-  const char* name;
-  int64_t n, c, h, w, k, r, s, stride, pad, dil, groups;
-};
-
-const Problem kProblems[] = {
-    {"cnn conv1", 128, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1},
-    {"cnn conv2", 64, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
-    {"strided dilated grouped", 8, 16, 17, 19, 32, 3, 5, 2, 2, 2, 4},
-    {"rgb stem 7x7 stride 2", 8, 3, 32, 32, 16, 7, 7, 2, 3, 1, 1},
-    {"depthwise", 4, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8},
-    {"grouped 1x1", 4, 6, 9, 9, 6, 1, 1, 1, 0, 1, 3},
-    {"odd sizes", 3, 5, 7, 11, 7, 2, 3, 1, 0, 1, 1},
-};
-
 double bound(DType dt) { return test::dtype_tolerance(dt); }
 
-ConvArgs args_of(const Problem& p, DType dt) {
-  ConvArgs a{.dtype = dt, .n = p.n, .c = p.c, .h = p.h, .w = p.w, .k = p.k, .r = p.r, .s = p.s,
-             .stride_h = p.stride, .stride_w = p.stride, .pad_h = p.pad, .pad_w = p.pad, .dil_h = p.dil,
-             .dil_w = p.dil, .groups = p.groups};
-  a.oh = (p.h + 2 * p.pad - p.dil * (p.r - 1) - 1) / p.stride + 1;
-  a.ow = (p.w + 2 * p.pad - p.dil * (p.s - 1) - 1) / p.stride + 1;
-  return a;
+ConvArgs args_of(const ConvProblem& p, DType dt) {
+  return {.dtype = dt, .n = p.n, .c = p.c, .h = p.h, .w = p.w, .k = p.k, .r = p.r, .s = p.s, .oh = p.oh(),
+          .ow = p.ow(), .stride_h = p.stride, .stride_w = p.stride, .pad_h = p.pad, .pad_w = p.pad, .dil_h = p.dil,
+          .dil_w = p.dil, .groups = p.groups};
 }
 
 // The inputs of one problem, rounded to dt once, on the CPU.
@@ -112,7 +98,7 @@ void check_rel(const Tensor& ref, const Tensor& got, double limit, const std::st
   CHECK(rel <= limit);
 }
 
-std::string describe(const char* part, const Problem& p, DType dt) {
+std::string describe(const char* part, const ConvProblem& p, DType dt) {
   std::ostringstream os;
   os << part << " " << p.name << " " << dt << " n=" << p.n << " c=" << p.c << " h=" << p.h << " w=" << p.w
      << " k=" << p.k << " r=" << p.r << " s=" << p.s << " stride=" << p.stride << " pad=" << p.pad
@@ -134,7 +120,7 @@ TEST_CASE("gpu conv: the device's cuDNN properties as JSON", "[gpu][conv]") {
 }
 
 TEST_CASE("gpu conv: forward and both backward passes against the CPU", "[gpu][conv]") {
-  for (const Problem& p : kProblems)
+  for (const ConvProblem& p : kConvProblems)
     for (DType dt : kTypes) {
       const ConvArgs a = args_of(p, dt);
       const Inputs in = make_inputs(a, dt);
@@ -148,7 +134,7 @@ TEST_CASE("gpu conv: forward and both backward passes against the CPU", "[gpu][c
 }
 
 TEST_CASE("gpu conv: a cached plan gives the same forward result again", "[gpu][conv]") {
-  const ConvArgs a = args_of(kProblems[1], DType::F16);
+  const ConvArgs a = args_of(kCnnConv2Batch64, DType::F16);
   const Inputs in = make_inputs(a, DType::F16);
   const Outputs first = run(a, in, DType::F16, kGpu);
   const Outputs second = run(a, in, DType::F16, kGpu);

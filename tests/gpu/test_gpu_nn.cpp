@@ -12,10 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "gpu/compare.h"
 #include "halfgrad.h"
 #include "test_util.h"
 
 using namespace hg;
+using hg::gpu_test::check_close;
+using hg::gpu_test::Tol;
 
 namespace {
 
@@ -34,23 +37,10 @@ double tol(DType t) {
 
 Tensor rnd(Shape s, DType dt, double scale = 1.0) { return mul(randn(std::move(s), {.dtype = DType::F64}), scale).to(dt); }
 
-// Relative to the value, with a floor of 0.05: a loss near 0 is a difference of two log-sum-exps of the
-// logits' size, accurate to an ulp of those (F32: 0.0019186 came out 1.2e-7 apart on the two devices).
-void check_close(const Tensor& cpu, const Tensor& gpu, double rtol, const std::string& what) {
-  INFO(what);
-  REQUIRE(gpu.device() == kGpu);
-  REQUIRE(cpu.shape() == gpu.shape());
-  const std::vector<double> a = cpu.to_vector<double>(), b = gpu.to(Device::cpu()).to_vector<double>();
-  int64_t bad = 0, first = -1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i] ||
-                      std::fabs(a[i] - b[i]) <= rtol * (std::fabs(a[i]) + 0.05);
-    if (!same && bad++ == 0) first = static_cast<int64_t>(i);
-  }
-  // (an INFO inside an if would end with its block, before the CHECK it should explain)
-  if (bad) UNSCOPED_INFO("first mismatch at " << first << ": cpu " << a[size_t(first)] << " gpu " << b[size_t(first)]);
-  CHECK(bad == 0);
-}
+// rtol relative to the value with a floor of 0.05, rtol * (|cpu| + 0.05): a loss near 0 is a difference of
+// two log-sum-exps of the logits' size, accurate to an ulp of those (F32: 0.0019186 came out 1.2e-7 apart
+// on the two devices).
+Tol floored(double rtol) { return {.rtol = rtol, .atol = 0.05 * rtol}; }
 
 // Runs f on CPU copies and GPU copies of the inputs (with gradients), backpropagates the same upstream
 // gradient, and compares the outputs and every input's gradient.
@@ -66,13 +56,14 @@ void check_op(const std::vector<Tensor>& inputs, const std::vector<bool>& differ
     }
   }
   const Tensor yc = f(c), yg = f(g);
-  check_close(yc, yg, rtol, what + ": forward");
+  check_close(yc, yg, floored(rtol), what + ": forward");
   if (!yc.requires_grad()) return;
   const Tensor dy = rnd(yc.shape(), yc.dtype());
   yc.backward(dy);
   yg.backward(dy.to(kGpu));
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (differentiable[i]) check_close(c[i].grad(), g[i].grad(), rtol, what + ": grad of input " + std::to_string(i));
+    if (differentiable[i])
+      check_close(c[i].grad(), g[i].grad(), floored(rtol), what + ": grad of input " + std::to_string(i));
 }
 
 Tensor targets(Shape s, int64_t classes, uint64_t seed, int64_t ignore_every = 0, int64_t ignore_index = -100) {
@@ -125,11 +116,11 @@ TEST_CASE("gpu: dropout draws the CPU's Philox mask and scales by 1/(1-p)", "[gp
       const Tensor yc = dropout(xc, {.p = p, .generator = &gc});
       const Tensor yg = dropout(xg, {.p = p, .generator = &gg});
       const std::string what = std::string("dropout ") + dtype_name(dt) + " p=" + std::to_string(p);
-      check_close(yc, yg, 0.0, what);  // the same bits: same mask, same scaling
+      check_close(yc, yg, gpu_test::exact(), what);  // the same bits: same mask, same scaling
       const Tensor dy = rnd(x.shape(), dt);
       yc.backward(dy);
       yg.backward(dy.to(kGpu));
-      check_close(xc.grad(), xg.grad(), 0.0, what + " grad");
+      check_close(xc.grad(), xg.grad(), gpu_test::exact(), what + " grad");
       CHECK(gc.state().offset == gg.state().offset);
     }
   }
@@ -204,7 +195,8 @@ void check_optimizer(DType dt, const std::string& what,
     oc->step();
     og->step();
   }
-  for (size_t i = 0; i < pc.size(); ++i) check_close(pc[i], pg[i], 4 * tol(dt), what + " param " + std::to_string(i));
+  for (size_t i = 0; i < pc.size(); ++i)
+    check_close(pc[i], pg[i], floored(4 * tol(dt)), what + " param " + std::to_string(i));
 }
 
 }  // namespace
@@ -277,7 +269,7 @@ TEST_CASE("gpu: GradScaler unscales BF16 and F64 gradients as on the CPU", "[gpu
     sg.step(og);
     sc.update();
     sg.update();
-    check_close(pc[0], pg[0], tol(dt), std::string("GradScaler step ") + dtype_name(dt));
+    check_close(pc[0], pg[0], floored(tol(dt)), std::string("GradScaler step ") + dtype_name(dt));
     CHECK(sc.get_scale() == sg.get_scale());
   }
 }

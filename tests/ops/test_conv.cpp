@@ -17,6 +17,8 @@
 
 using namespace hg;
 using Catch::Contains;
+using test::check_close_scaled;
+using test::randn_t;
 
 namespace {
 
@@ -43,11 +45,6 @@ const Cfg kCfgs[] = {
     {2, 6, 5, 7, 9, 1, 1, {.stride = 2, .groups = 3}},
     {2, 1, 10, 10, 5, 5, 5, {.stride = 3, .padding = 2, .dilation = 2}},
 };
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  return randn(std::move(s), {.dtype = dt}, &gen);
-}
 
 // Calls f(x index, w index, y index) for every product x*w that the convolution sums.
 template <class F>
@@ -102,17 +99,8 @@ Refs reference(const Cfg& g, const std::vector<double>& x, const std::vector<dou
   return r;
 }
 
-// |got - want| <= t * max(mag, 1e-3) for every element; reports the first offender.
-void check_close(const char* what, const std::vector<double>& got, const Ref& want, double t) {
-  REQUIRE(got.size() == want.val.size());
-  size_t bad = got.size();
-  for (size_t i = 0; i < got.size() && bad == got.size(); ++i)
-    if (!(std::fabs(got[i] - want.val[i]) <= t * std::max(want.mag[i], 1e-3))) bad = i;
-  INFO(what << ": first mismatch at " << bad << " of " << got.size()
-            << (bad < got.size() ? ": got " + std::to_string(got[bad]) + " want " + std::to_string(want.val[bad])
-                                 : std::string()));
-  CHECK(bad == got.size());
-}
+// The least magnitude an error is measured against: t * max(mag, kMinMag).
+constexpr double kMinMag = 1e-3;
 
 struct Inputs {
   Tensor x, w, b, dy;
@@ -153,10 +141,10 @@ TEST_CASE("conv2d forward and backward match a direct-loop reference in every dt
       y.backward(in.dy);
       const Refs r = reference(g, in);
       const double t = test::dtype_tolerance(dt);
-      check_close("y", y.to_vector<double>(), r.y, t);
-      check_close("dx", in.x.grad().to_vector<double>(), r.dx, t);
-      check_close("dw", in.w.grad().to_vector<double>(), r.dw, t);
-      if (g.bias) check_close("db", in.b.grad().to_vector<double>(), r.db, t);
+      check_close_scaled("y", y.to_vector<double>(), r.y.val, r.y.mag, t, kMinMag);
+      check_close_scaled("dx", in.x.grad().to_vector<double>(), r.dx.val, r.dx.mag, t, kMinMag);
+      check_close_scaled("dw", in.w.grad().to_vector<double>(), r.dw.val, r.dw.mag, t, kMinMag);
+      if (g.bias) check_close_scaled("db", in.b.grad().to_vector<double>(), r.db.val, r.db.mag, t, kMinMag);
     }
 }
 
@@ -179,12 +167,12 @@ TEST_CASE("conv2d computes only the gradients that are needed", "[cpu][conv]") {
   in.b.requires_grad_();  // only the bias: db is the sum of dy over N, OH, OW
   conv2d(in.x, in.w, in.b, g.o).backward(in.dy);
   const Refs r = reference(g, in);
-  check_close("db", in.b.grad().to_vector<double>(), r.db, 1e-12);
+  check_close_scaled("db", in.b.grad().to_vector<double>(), r.db.val, r.db.mag, 1e-12, kMinMag);
   CHECK_FALSE(in.w.grad().defined());
   Inputs in2 = make_inputs(g, DType::F64, 3);
   in2.x.requires_grad_();  // only x
   conv2d(in2.x, in2.w, in2.b, g.o).backward(in2.dy);
-  check_close("dx", in2.x.grad().to_vector<double>(), r.dx, 1e-12);
+  check_close_scaled("dx", in2.x.grad().to_vector<double>(), r.dx.val, r.dx.mag, 1e-12, kMinMag);
 }
 
 TEST_CASE("conv2d oneDNN kernels agree with the im2col kernels", "[cpu][conv]") {
@@ -222,10 +210,11 @@ TEST_CASE("conv2d oneDNN kernels agree with the im2col kernels", "[cpu][conv]") 
       const Ref* refs[] = {&r.y, &r.dx, &r.dw, &r.db};
       const char* names[] = {"y", "dx", "dw", "db"};
       for (int i = 0; i < 4; ++i) {
-        Ref other = *refs[i];
-        other.val = results[1][static_cast<size_t>(i)];  // im2col's result, with the reference's scale
-        check_close(names[i], results[0][static_cast<size_t>(i)], other, t);
-        check_close(names[i], results[1][static_cast<size_t>(i)], *refs[i], t);
+        const std::vector<double>& by_dispatch = results[0][static_cast<size_t>(i)];
+        const std::vector<double>& by_im2col = results[1][static_cast<size_t>(i)];
+        // the dispatched kernel against im2col's result, with the reference's scale
+        check_close_scaled(names[i], by_dispatch, by_im2col, refs[i]->mag, t, kMinMag);
+        check_close_scaled(names[i], by_im2col, refs[i]->val, refs[i]->mag, t, kMinMag);
       }
     }
 }

@@ -16,16 +16,13 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/reduce.h"
+#include "test_util.h"
 
 using namespace hg;
 using Catch::Contains;
+using test::randn_t;
 
 namespace {
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  return randn(std::move(s), {.dtype = DType::F64}, &gen).to(dt);
-}
 
 void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs) {
   const GradcheckResult r = gradcheck(f, inputs);

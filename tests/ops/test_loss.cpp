@@ -22,16 +22,13 @@
 
 using namespace hg;
 using Catch::Contains;
+using test::randn_t;
+using test::require_close;
 
 namespace {
 
 const Reduction kReductions[] = {Reduction::Mean, Reduction::Sum, Reduction::None};
 const char* rname(Reduction r) { return r == Reduction::Mean ? "mean" : r == Reduction::Sum ? "sum" : "none"; }
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed, double scale = 1.0) {
-  Generator gen(seed);
-  return mul(randn(std::move(s), {.dtype = DType::F64}, &gen), scale).to(dt);
-}
 
 // Random class indices in [0, classes), about `ignore_frac` of them replaced by ignore.
 Tensor random_targets(Shape s, int64_t classes, uint64_t seed, double ignore_frac = 0.0, int64_t ignore = -100) {
@@ -93,15 +90,6 @@ std::vector<double> ref_reduce(const std::vector<double>& rows, const Tensor& ta
   return {r == Reduction::Sum ? s : s / double(count)};
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " want " << want[i]);
-    if (std::isnan(want[i])) REQUIRE(std::isnan(got[i]));  // the mean over no targets
-    else REQUIRE(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
-  }
-}
-
 void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs) {
   const GradcheckResult r = gradcheck(f, inputs);
   INFO(r.message);
@@ -128,7 +116,7 @@ TEST_CASE("cross_entropy matches the torch definition in F64 for every shape and
           const Tensor loss = cross_entropy(x, t, {.reduction = red, .ignore_index = 2, .label_smoothing = eps});
           CHECK(loss.dtype() == DType::F64);
           CHECK(loss.shape() == (red == Reduction::None ? t.shape() : Shape{}));
-          check_close(loss.to_vector<double>(), ref_reduce(ref_rows(x, t, 2, eps), t, 2, red), 1e-12);
+          require_close(loss.to_vector<double>(), ref_reduce(ref_rows(x, t, 2, eps), t, 2, red), 1e-12, 1e-12);
         }
 }
 
@@ -139,13 +127,14 @@ TEST_CASE("cross_entropy equals -log_softmax gathered at the target, and nll_los
   const std::vector<int64_t> tv = t.to_vector<int64_t>();
   std::vector<double> want;
   for (int64_t r = 0; r < 16; ++r) want.push_back(-lsm[static_cast<size_t>(r * 10 + tv[static_cast<size_t>(r)])]);
-  check_close(cross_entropy(x, t, {.reduction = Reduction::None}).to_vector<double>(), want, 1e-12);
-  check_close(nll_loss(log_softmax(x, 1), t, {.reduction = Reduction::None}).to_vector<double>(), want, 1e-12);
+  require_close(cross_entropy(x, t, {.reduction = Reduction::None}).to_vector<double>(), want, 1e-12, 1e-12);
+  require_close(nll_loss(log_softmax(x, 1), t, {.reduction = Reduction::None}).to_vector<double>(), want, 1e-12,
+                1e-12);
   // and the gradients agree with the composed path
   Tensor a = x.detach().clone().requires_grad_(), b = x.detach().clone().requires_grad_();
   cross_entropy(a, t).backward();
   nll_loss(log_softmax(b, 1), t).backward();
-  check_close(a.grad().to_vector<double>(), b.grad().to_vector<double>(), 1e-10, 1e-14);
+  require_close(a.grad().to_vector<double>(), b.grad().to_vector<double>(), 1e-10, 1e-14);
 }
 
 TEST_CASE("cross_entropy mean divides by the non-ignored targets, all ignored gives NaN and zero grads", "[loss][cpu]") {
@@ -220,7 +209,7 @@ TEST_CASE("nll_loss picks -x at the target with ignore_index and torch's mean", 
   for (Reduction red : kReductions) {
     INFO(rname(red));
     const Tensor l = nll_loss(x, t, {.reduction = red, .ignore_index = 7});
-    check_close(l.to_vector<double>(), ref_reduce(ref_rows(x, t, 7, 0.0, true), t, 7, red), 1e-14);
+    require_close(l.to_vector<double>(), ref_reduce(ref_rows(x, t, 7, 0.0, true), t, 7, red), 1e-14, 1e-12);
   }
 }
 
@@ -235,14 +224,14 @@ TEST_CASE("cross_entropy on F16/BF16 logits returns an F32 loss and a gradient i
         const Tensor loss = cross_entropy(xg, t, {.reduction = red, .label_smoothing = eps});
         REQUIRE(loss.dtype() == DType::F32);
         const Tensor x64 = x.to(DType::F64);  // the same rounded inputs, in double
-        check_close(loss.to_vector<double>(), ref_reduce(ref_rows(x64, t, -100, eps), t, -100, red), 1e-5, 1e-6);
+        require_close(loss.to_vector<double>(), ref_reduce(ref_rows(x64, t, -100, eps), t, -100, red), 1e-5, 1e-6);
         sum(loss).backward();
         REQUIRE(xg.grad().dtype() == dt);
         Tensor x64g = x64.detach().clone().requires_grad_();
         sum(cross_entropy(x64g, t, {.reduction = red, .label_smoothing = eps})).backward();
         // one rounding of each gradient element to dt
         // (F16 stores |g| < 6.1e-5 as subnormals spaced 6e-8 apart: an absolute bound covers them)
-        check_close(xg.grad().to_vector<double>(), x64g.grad().to_vector<double>(), test::dtype_tolerance(dt), 1e-7);
+        require_close(xg.grad().to_vector<double>(), x64g.grad().to_vector<double>(), test::dtype_tolerance(dt), 1e-7);
       }
 }
 
@@ -266,7 +255,8 @@ TEST_CASE("cross_entropy of a large batch is the same on any thread count", "[lo
   Tensor a = x.detach().clone().requires_grad_();
   const Tensor la = cross_entropy(a, t, {.label_smoothing = 0.1});
   la.backward();
-  check_close({la.item()}, ref_reduce(ref_rows(x.to(DType::F64), t, -100, 0.1), t, -100, Reduction::Mean), 1e-5);
+  require_close({la.item()}, ref_reduce(ref_rows(x.to(DType::F64), t, -100, 0.1), t, -100, Reduction::Mean), 1e-5,
+                1e-12);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   Tensor b = x.detach().clone().requires_grad_();
@@ -291,11 +281,11 @@ TEST_CASE("cross_entropy over long rows and strided class dims matches the refer
       Tensor xg = x.detach().clone().requires_grad_();
       const Tensor l = cross_entropy(xg, t, {.reduction = Reduction::Sum, .label_smoothing = 0.05});
       const Tensor x64 = x.to(DType::F64);
-      check_close({l.item()}, ref_reduce(ref_rows(x64, t, -100, 0.05), t, -100, Reduction::Sum), 1e-5);
+      require_close({l.item()}, ref_reduce(ref_rows(x64, t, -100, 0.05), t, -100, Reduction::Sum), 1e-5, 1e-12);
       l.backward();
       Tensor x64g = x64.detach().clone().requires_grad_();
       cross_entropy(x64g, t, {.reduction = Reduction::Sum, .label_smoothing = 0.05}).backward();
-      check_close(xg.grad().to_vector<double>(), x64g.grad().to_vector<double>(), test::dtype_tolerance(dt), 1e-7);
+      require_close(xg.grad().to_vector<double>(), x64g.grad().to_vector<double>(), test::dtype_tolerance(dt), 1e-7);
     }
 }
 
@@ -333,8 +323,8 @@ TEST_CASE("mse_loss and l1_loss match their definitions for every reduction and 
       CHECK(m.dtype() == want);
       CHECK(l.dtype() == want);
       const double rtol = dt == DType::F64 ? 1e-12 : 1e-5;
-      check_close(m.to_vector<double>(), ref_reduce(sq, ids, -100, red), rtol, 1e-6);
-      check_close(l.to_vector<double>(), ref_reduce(ab, ids, -100, red), rtol, 1e-6);
+      require_close(m.to_vector<double>(), ref_reduce(sq, ids, -100, red), rtol, 1e-6);
+      require_close(l.to_vector<double>(), ref_reduce(ab, ids, -100, red), rtol, 1e-6);
     }
 }
 
@@ -377,7 +367,8 @@ TEST_CASE("binary_cross_entropy_with_logits matches the definition, with and wit
       std::vector<double> rows;
       for (size_t i = 0; i < xv.size(); ++i) rows.push_back(ref_bce(xv[i], tv[i], weighted ? (i % 3 == 0 ? 0.5 : i % 3 == 1 ? 2.0 : 3.0) : 1.0));
       const Tensor l = binary_cross_entropy_with_logits(x, t, {.reduction = red, .pos_weight = weighted ? pw : Tensor()});
-      check_close(l.to_vector<double>(), ref_reduce(rows, zeros({6, 3}, {.dtype = DType::I64}), -100, red), 1e-12);
+      require_close(l.to_vector<double>(), ref_reduce(rows, zeros({6, 3}, {.dtype = DType::I64}), -100, red), 1e-12,
+                    1e-12);
     }
 }
 

@@ -14,6 +14,8 @@
 #include "test_util.h"
 
 using namespace hg;
+using test::check_close_scaled;
+using test::randn_t;
 
 namespace {
 
@@ -23,11 +25,6 @@ const Trans kTrans[] = {Trans::N, Trans::T};
 double tol(DType dt) { return test::dtype_tolerance(dt); }
 
 const char* tname(Trans t) { return t == Trans::N ? "N" : "T"; }
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  return randn(std::move(s), {.dtype = dt}, &gen);
-}
 
 // The stored shape of an operand whose op() is (rows, cols), with an optional batch (0: 2-D).
 Shape stored(int64_t batch, int64_t rows, int64_t cols, Trans t) {
@@ -64,17 +61,8 @@ Ref ref_matmul(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t bat
   return r;
 }
 
-void check_close(const std::vector<double>& got, const Ref& want, double t) {
-  REQUIRE(got.size() == want.val.size());
-  size_t bad = got.size();
-  for (size_t i = 0; i < got.size() && bad == got.size(); ++i)
-    if (!(std::fabs(got[i] - want.val[i]) <= t * std::max(1e-300, want.mag[i]))) bad = i;
-  const std::string where = bad == got.size() ? std::string("none")
-                                              : "element " + std::to_string(bad) + ": got " + std::to_string(got[bad]) +
-                                                    " want " + std::to_string(want.val[bad]);
-  INFO("first mismatch: " << where);
-  CHECK(bad == got.size());
-}
+// The least magnitude an error is measured against: next to none, so a sum of zero products must be 0.
+constexpr double kMinMag = 1e-300;
 
 // One forward case: a has batch ba (0: 2-D), b has batch bb; checks shape, dtype and values.
 void check_case(DType dt, Trans ta, Trans tb, int64_t ba, int64_t bb, int64_t m, int64_t n, int64_t k) {
@@ -85,7 +73,8 @@ void check_case(DType dt, Trans ta, Trans tb, int64_t ba, int64_t bb, int64_t m,
   const int64_t batch = std::max(ba, bb);
   REQUIRE(c.shape() == (batch ? Shape{batch, m, n} : Shape{m, n}));
   REQUIRE(c.dtype() == dt);
-  check_close(c.to_vector<double>(), ref_matmul(a, ta, b, tb, std::max<int64_t>(batch, 1), m, n, k), tol(dt));
+  const Ref r = ref_matmul(a, ta, b, tb, std::max<int64_t>(batch, 1), m, n, k);
+  check_close_scaled("c", c.to_vector<double>(), r.val, r.mag, tol(dt), kMinMag);
 }
 
 using V = std::vector<Tensor>;
@@ -123,7 +112,8 @@ TEST_CASE("matmul promotes dtypes and handles empty sizes", "[cpu][matmul]") {
   const Tensor a = randn_t({3, 4}, DType::F16, 1), b = randn_t({4, 2}, DType::F32, 2);
   const Tensor c = matmul(a, b);
   REQUIRE(c.dtype() == DType::F32);
-  check_close(c.to_vector<double>(), ref_matmul(a, Trans::N, b, Trans::N, 1, 3, 2, 4), 1e-5);
+  const Ref r = ref_matmul(a, Trans::N, b, Trans::N, 1, 3, 2, 4);
+  check_close_scaled("c", c.to_vector<double>(), r.val, r.mag, 1e-5, kMinMag);
   CHECK(matmul(randn_t({3, 4}, DType::BF16, 1), randn_t({4, 2}, DType::F16, 1)).dtype() == DType::F32);
   CHECK(matmul(zeros({3, 0}), zeros({0, 2})).to_vector<double>() == std::vector<double>(6, 0.0));
   CHECK(matmul(zeros({0, 4}), zeros({4, 2})).shape() == Shape{0, 2});

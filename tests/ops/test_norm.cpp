@@ -21,13 +21,10 @@
 
 using namespace hg;
 using Catch::Contains;
+using test::randn_t;
+using test::require_close;
 
 namespace {
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed, double scale = 1.0, double shift = 0.0) {
-  Generator gen(seed);
-  return add(mul(randn(std::move(s), {.dtype = DType::F64}, &gen), scale), shift).to(dt);
-}
 
 // Per-channel statistics of x viewed as (N, C, S) in double: mean and biased variance.
 struct ChannelStats {
@@ -66,14 +63,6 @@ std::vector<double> ref_affine_norm(const Tensor& x, const std::vector<double>& 
   return y;
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " want " << want[i]);
-    REQUIRE(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]));
-  }
-}
-
 void require_gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs) {
   const GradcheckResult r = gradcheck(f, inputs);
   INFO(r.message);
@@ -97,8 +86,8 @@ TEST_CASE("batch_norm in training normalises with the batch statistics", "[norm]
         const ChannelStats st = channel_stats(x);
         const std::vector<double> wv = affine ? w.to_vector<double>() : std::vector<double>{};
         const std::vector<double> bv = affine ? b.to_vector<double>() : std::vector<double>{};
-        check_close(y.to_vector<double>(), ref_affine_norm(x, st.mean, st.var, wv, bv, 1e-5),
-                    dt == DType::F64 ? 1e-12 : 1e-5, dt == DType::F64 ? 1e-12 : 1e-5);
+        require_close(y.to_vector<double>(), ref_affine_norm(x, st.mean, st.var, wv, bv, 1e-5),
+                      dt == DType::F64 ? 1e-12 : 1e-5, dt == DType::F64 ? 1e-12 : 1e-5);
       }
 }
 
@@ -114,8 +103,8 @@ TEST_CASE("batch_norm updates the running statistics with momentum and the unbia
       want_m[c] = 0.8 * want_m[c] + 0.2 * st.mean[c];
       want_v[c] = 0.8 * want_v[c] + 0.2 * st.var[c] * double(st.n) / double(st.n - 1);
     }
-    check_close(rm.to_vector<double>(), want_m, 1e-5, 1e-6);
-    check_close(rv.to_vector<double>(), want_v, 1e-5, 1e-6);
+    require_close(rm.to_vector<double>(), want_m, 1e-5, 1e-6);
+    require_close(rv.to_vector<double>(), want_v, 1e-5, 1e-6);
   }
   // the update is not recorded: the running statistics never join the graph
   CHECK_FALSE(rm.requires_grad());
@@ -130,10 +119,10 @@ TEST_CASE("batch_norm in eval mode uses the running statistics and leaves them a
   const Tensor rv = from_vector(std::vector<double>{1.5, 0.2, 3.0}, {3}, {.dtype = DType::F64});
   const Tensor w = randn_t({3}, DType::F64, 22), b = randn_t({3}, DType::F64, 23);
   const Tensor y = batch_norm(x, rm, rv, w, b, {.training = false, .eps = 1e-3});
-  check_close(y.to_vector<double>(),
-              ref_affine_norm(x, rm.to_vector<double>(), rv.to_vector<double>(), w.to_vector<double>(),
-                              b.to_vector<double>(), 1e-3),
-              1e-12, 1e-12);
+  require_close(y.to_vector<double>(),
+                ref_affine_norm(x, rm.to_vector<double>(), rv.to_vector<double>(), w.to_vector<double>(),
+                                b.to_vector<double>(), 1e-3),
+                1e-12, 1e-12);
   CHECK(rm.to_vector<double>() == std::vector<double>{0.1, -0.3, 0.7});
   CHECK(rv.to_vector<double>() == std::vector<double>{1.5, 0.2, 3.0});
 }
@@ -166,9 +155,9 @@ TEST_CASE("batch_norm on F16/BF16 x with F32 parameters keeps x's dtype and F32 
     const Tensor y = batch_norm(xg, rm, rv, w, b);
     REQUIRE(y.dtype() == dt);
     const ChannelStats st = channel_stats(x);  // of the rounded inputs
-    check_close(y.to_vector<double>(),
-                ref_affine_norm(x, st.mean, st.var, w.to_vector<double>(), b.to_vector<double>(), 1e-5),
-                test::dtype_tolerance(dt), test::dtype_tolerance(dt));
+    require_close(y.to_vector<double>(),
+                  ref_affine_norm(x, st.mean, st.var, w.to_vector<double>(), b.to_vector<double>(), 1e-5),
+                  test::dtype_tolerance(dt), test::dtype_tolerance(dt));
     CHECK(rm.dtype() == DType::F32);
     for (size_t c = 0; c < 4; ++c) CHECK(rm.to_vector<double>()[c] == Approx(0.1 * st.mean[c]).epsilon(1e-5));
     sum(mul(y, y)).backward();
@@ -224,10 +213,10 @@ TEST_CASE("layer_norm normalises over the trailing dims, with and without affine
         const Tensor y = layer_norm(x, ns, w, b, {.eps = 1e-4});
         REQUIRE(y.dtype() == dt);
         const double t = dt == DType::F64 ? 1e-5 : test::dtype_tolerance(dt);  // F32 weights in the F64 case
-        check_close(y.to_vector<double>(),
-                    ref_layer_norm(x, ps.numel(), affine ? w.to_vector<double>() : std::vector<double>{},
-                                   affine ? b.to_vector<double>() : std::vector<double>{}, 1e-4),
-                    t, t);
+        require_close(y.to_vector<double>(),
+                      ref_layer_norm(x, ps.numel(), affine ? w.to_vector<double>() : std::vector<double>{},
+                                     affine ? b.to_vector<double>() : std::vector<double>{}, 1e-4),
+                      t, t);
       }
 }
 
@@ -373,8 +362,8 @@ TEST_CASE("batch_norm updates running statistics of another dtype than x, rounde
       want_v[c] = 0.7 * v0[c] + 0.3 * st.var[c] * double(st.n) / double(st.n - 1);
     }
     const double tol = rdt == DType::F64 ? 1e-6 : test::dtype_tolerance(rdt);
-    check_close(rm.to_vector<double>(), want_m, tol, tol);
-    check_close(rv.to_vector<double>(), want_v, tol, tol);
+    require_close(rm.to_vector<double>(), want_m, tol, tol);
+    require_close(rv.to_vector<double>(), want_v, tol, tol);
   }
 }
 

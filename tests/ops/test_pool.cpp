@@ -17,6 +17,8 @@
 
 using namespace hg;
 using Catch::Contains;
+using test::check_same_or_close_scaled;
+using test::randn_t;
 
 namespace {
 
@@ -171,25 +173,6 @@ PoolRef reference(const PoolCfg& c, const std::vector<double>& x, const std::vec
   return r;
 }
 
-Tensor randn_t(Shape s, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  return randn(std::move(s), {.dtype = dt}, &gen);
-}
-
-// |got - want| <= t * max(scale, 1) elementwise (NaN must match NaN); reports the first offender.
-void check_close(const char* what, const std::vector<double>& got, const std::vector<double>& want,
-                 const std::vector<double>& scale, double t) {
-  REQUIRE(got.size() == want.size());
-  size_t bad = got.size();
-  for (size_t i = 0; i < got.size() && bad == got.size(); ++i) {
-    const double s = scale.empty() ? std::fabs(want[i]) : scale[i];
-    if (std::isnan(got[i]) != std::isnan(want[i]) || std::fabs(got[i] - want[i]) > t * std::max(s, 1.0)) bad = i;
-  }
-  INFO(what << ": first mismatch at " << bad
-            << (bad < got.size() ? ": got " + std::to_string(got[bad]) + " want " + std::to_string(want[bad]) : ""));
-  CHECK(bad == got.size());
-}
-
 }  // namespace
 
 TEST_CASE("pooling forward and backward match direct-loop references in every dtype", "[cpu][pool]") {
@@ -205,8 +188,8 @@ TEST_CASE("pooling forward and backward match direct-loop references in every dt
       REQUIRE(y.dtype() == dt);
       // A maximum is copied, so it is exact; averages and gradient sums round once from F32.
       const double t = c.kind == PoolKind::Max ? 0.0 : test::dtype_tolerance(dt);
-      check_close("y", y.to_vector<double>(), r.y, {}, t);
-      check_close("dx", x.grad().to_vector<double>(), r.dx, r.dx_mag, test::dtype_tolerance(dt));
+      check_same_or_close_scaled("y", y.to_vector<double>(), r.y, {}, t);
+      check_same_or_close_scaled("dx", x.grad().to_vector<double>(), r.dx, r.dx_mag, test::dtype_tolerance(dt));
     }
 }
 

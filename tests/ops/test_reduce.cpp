@@ -17,6 +17,8 @@
 #include "test_util.h"
 
 using namespace hg;
+using test::check_same_or_close_scaled;
+using test::randn_t;
 
 namespace {
 
@@ -24,11 +26,6 @@ const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double tol(DType dt) { return test::dtype_tolerance(dt); }
-
-Tensor randn_t(Shape s, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  return randn(std::move(s), {.dtype = dt}, &gen);
-}
 
 enum class RefOp { Sum, Max, Min };
 
@@ -84,27 +81,6 @@ Shape out_shape(const Shape& s, const std::vector<bool>& mask, bool keepdim) {
   return Shape(o);
 }
 
-// |got - want| <= t * scale for all i (NaN must match NaN); reports the first offender.
-void check_close(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& scale,
-                 double t) {
-  REQUIRE(got.size() == want.size());
-  size_t bad = got.size();
-  for (size_t i = 0; i < got.size() && bad == got.size(); ++i) {
-    if (std::isnan(want[i]) || std::isnan(got[i])) {
-      if (std::isnan(want[i]) != std::isnan(got[i])) bad = i;
-    } else if (std::isinf(want[i]) || std::isinf(got[i])) {
-      if (got[i] != want[i]) bad = i;
-    } else if (std::fabs(got[i] - want[i]) > t * std::max(1.0, scale[i])) {
-      bad = i;
-    }
-  }
-  const std::string where = bad == got.size() ? std::string("none")
-                                              : "element " + std::to_string(bad) + ": got " + std::to_string(got[bad]) +
-                                                    " want " + std::to_string(want[bad]);
-  INFO("first mismatch: " << where);
-  CHECK(bad == got.size());
-}
-
 GradcheckResult check_grad(const GradcheckFn& f, Shape s, uint64_t seed = 7) {
   Tensor x = randn_t(std::move(s), DType::F64, seed);
   x.requires_grad_();
@@ -146,7 +122,7 @@ TEST_CASE("sum and mean match a double reference over dims, keepdim and negative
             std::vector<double> want = r.val, mag = r.mag;
             if (is_mean)
               for (size_t i = 0; i < want.size(); ++i) want[i] /= n, mag[i] /= n;
-            check_close(y.to_vector<double>(), want, mag, tol(dt));
+            check_same_or_close_scaled(is_mean ? "mean" : "sum", y.to_vector<double>(), want, mag, tol(dt));
           }
       }
     }
@@ -299,7 +275,7 @@ TEST_CASE("var with correction 0 and 1 over one and several dims", "[cpu][reduce
           for (size_t i = 0; i < xv.size(); ++i) dev[i] = (xv[i] - mb[i]) * (xv[i] - mb[i]);
           Ref ss = ref_reduce(dev, s, mask, RefOp::Sum);
           for (double& e : ss.val) e /= (n - static_cast<double>(corr));
-          check_close(v.to_vector<double>(), ss.val, ss.val, tol(dt));
+          check_same_or_close_scaled("var", v.to_vector<double>(), ss.val, ss.val, tol(dt));
         }
   CHECK(var(from_vector(std::vector<double>{1, 2, 3, 4}, {4})).item() == Approx(5.0 / 3.0));
   CHECK(var(from_vector(std::vector<double>{1, 2, 3, 4}, {4}), {}, {.correction = 0}).item() == Approx(1.25));
@@ -318,7 +294,7 @@ TEST_CASE("sum_to sums broadcast dims back", "[cpu][reduce]") {
   const Tensor a = sum_to(x, {3, 1, 2});
   REQUIRE(a.shape() == Shape{3, 1, 2});
   const Ref r = ref_reduce(xv, x.shape(), {true, false, true, false}, RefOp::Sum);
-  check_close(a.to_vector<double>(), r.val, r.mag, 1e-12);
+  check_same_or_close_scaled("sum_to", a.to_vector<double>(), r.val, r.mag, 1e-12);
   CHECK(sum_to(x, {}).item() == Approx(ref_reduce(xv, x.shape(), make_mask(4, {}), RefOp::Sum).val[0]));
   CHECK(sum_to(x, {1, 1, 5, 2}).shape() == Shape{1, 1, 5, 2});
   CHECK(sum_to(x, x.shape()).same(x));
@@ -347,7 +323,7 @@ TEST_CASE("softmax and log_softmax match a double reference over any dim", "[cpu
         const std::vector<double> w = want.to_vector<double>();
         std::vector<double> scale(w.size(), 1.0);
         if (log) for (size_t i = 0; i < w.size(); ++i) scale[i] = std::fabs(w[i]);
-        check_close(y.to_vector<double>(), w, scale, tol(dt));
+        check_same_or_close_scaled(log ? "log_softmax" : "softmax", y.to_vector<double>(), w, scale, tol(dt));
         if (!log) {  // rows sum to 1
           const Ref rs = ref_reduce(y.to_vector<double>(), s, mask, RefOp::Sum);
           for (double v : rs.val) CHECK(v == Approx(1.0).epsilon(4 * tol(dt)));
@@ -371,7 +347,7 @@ TEST_CASE("softmax is stable for huge inputs and log_softmax equals log(softmax)
     const std::vector<double> b = hg::log(softmax(y.to(DType::F64), 1)).to_vector<double>();
     std::vector<double> mag(b.size());
     for (size_t i = 0; i < b.size(); ++i) mag[i] = std::fabs(b[i]);
-    check_close(a, b, mag, 2 * tol(dt));
+    check_same_or_close_scaled("log_softmax", a, b, mag, 2 * tol(dt));
   }
   const double inf = std::numeric_limits<double>::infinity();
   for (DType dt : kFloatTypes) {  // torch: a NaN poisons its row, -inf entries get exactly 0, all -inf is NaN
