@@ -13,8 +13,8 @@
 
 #include "autograd/node.h"
 #include "core/parallel.h"
-#include "ops/cpu/register.h"
 #include "ops/elementwise.h"
+#include "ops/kernels/scaler.h"
 
 namespace hg::amp {
 namespace {
@@ -119,17 +119,6 @@ void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const cha
 }
 
 }  // namespace
-
-// The scaler's tables (ops/kernels/scaler.h), built as every table is; their CPU kernels are ops/cpu/scaler.cpp's.
-DispatchTable<UnscaleKernel>& unscale_kernels() {
-  static DispatchTable<UnscaleKernel> t{"GradScaler.unscale_", cpu::register_unscale};
-  return t;
-}
-
-DispatchTable<ScalerStateKernel>& scaler_state_kernels() {
-  static DispatchTable<ScalerStateKernel> t{"GradScaler (device state)", cpu::register_scaler_state};
-  return t;
-}
 
 const StepResult::Values& StepResult::read() const {
   if (!values_) {

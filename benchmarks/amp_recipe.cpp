@@ -17,7 +17,7 @@
 #include "amp/inspect/memory.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
-#include "ops/cpu/gemm.h"
+#include "cpu/gemm.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "benchmarks/bench_util.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
-#include "ops/cpu/gemm.h"
+#include "cpu/gemm.h"
 
 using namespace hg;
 

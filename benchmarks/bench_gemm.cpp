@@ -27,8 +27,8 @@
 
 #include "core/cpu_features.h"
 #include "core/half.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/onednn.h"
+#include "cpu/gemm.h"
+#include "cpu/onednn.h"
 
 #if HG_HAS_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>

@@ -17,7 +17,7 @@
 #include "examples/cli.h"
 #include "halfgrad.h"
 #include "nn/nn.h"
-#include "ops/cpu/gemm.h"
+#include "cpu/gemm.h"
 #include "ops/loss.h"
 #include "optim/adam.h"
 #include "optim/lr_scheduler.h"

@@ -114,8 +114,16 @@ class CpuAllocator final : public Allocator {
 
 // Never destroyed: tensors held in static objects may still free blocks after main returns.
 CpuAllocator& g_cpu_allocator = *new CpuAllocator;
-std::atomic<void (*)(DeviceType)> g_backend_loader{nullptr};
 std::atomic<Allocator*> g_allocators[kNumDeviceTypes] = {&g_cpu_allocator, nullptr};
+
+// Each device type's backend registration and whether it has run; constant-initialized, so a backend's
+// start-up code may announce itself before or after this file's dynamic initializers run.
+struct Backends {
+  std::atomic<void (*)()> registration[kNumDeviceTypes] = {};
+  std::atomic<bool> loaded[kNumDeviceTypes] = {};
+  std::once_flag once[kNumDeviceTypes];
+};
+constinit Backends g_backends;
 
 }  // namespace
 
@@ -137,18 +145,25 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 void set_allocator(DeviceType t, Allocator* a) { g_allocators[static_cast<int>(t)] = a; }
-void set_backend_loader(void (*loader)(DeviceType)) { g_backend_loader = loader; }
+void set_backend_registration(DeviceType t, void (*register_kernels)()) {
+  g_backends.registration[static_cast<int>(t)] = register_kernels;
+}
 void load_backend(DeviceType t) {
-  if (t == DeviceType::CPU) return;
-  if (auto load = g_backend_loader.load()) load(t);
+  const int i = static_cast<int>(t);
+  if (g_backends.loaded[i].load(std::memory_order_acquire)) [[likely]] return;
+  void (*reg)() = g_backends.registration[i].load();
+  if (reg == nullptr) return;  // no backend for t in this build: the lookup or allocation says so
+  // a registration that throws (no driver, no device) leaves the flag unset: the next call tries again
+  std::call_once(g_backends.once[i], [&] {
+    reg();
+    g_backends.loaded[i].store(true, std::memory_order_release);
+  });
 }
 Allocator* get_allocator(DeviceType t) {
   Allocator* a = g_allocators[static_cast<int>(t)];
-  if (a == nullptr && t != DeviceType::CPU) {
-    if (auto load = g_backend_loader.load()) {
-      load(t);  // throws a clear hg::Error when the backend is missing or has no device
-      a = g_allocators[static_cast<int>(t)];
-    }
+  if (a == nullptr) {
+    load_backend(t);  // throws a clear hg::Error when the backend is missing or has no device
+    a = g_allocators[static_cast<int>(t)];
   }
   return a;
 }

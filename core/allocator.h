@@ -26,11 +26,16 @@ class Allocator {
 // Registers the allocator for a device type (the CUDA backend does this on first use).
 void set_allocator(DeviceType t, Allocator* a);
 Allocator* get_allocator(DeviceType t);
-// ops/ registers the function that loads a backend on first use, so that allocating on a device
-// (empty(..., {.device = Device::cuda()})) works even before any op has touched that device.
-void set_backend_loader(void (*loader)(DeviceType));
-// Loads device type t's backend through that function (once; a failure throws hg::Error naming what is
-// missing and is retried next time); nothing for the CPU. Dispatch tables call it before a lookup.
+// A backend's one registration entry (docs/ARCHITECTURE.md, "Dispatch and registration"): it fills the
+// backend's slots of every kernel table and sets its allocator. Each backend announces its own at start-up
+// (cpu/register.cpp; cuda/api/loader.cpp, which loads libhalfgrad_cuda and calls its register_kernels).
+void set_backend_registration(DeviceType t, void (*register_kernels)());
+// The announcement as a namespace-scope object: `const BackendRegistration g{DeviceType::CPU, &f};`.
+struct BackendRegistration {
+  BackendRegistration(DeviceType t, void (*register_kernels)()) { set_backend_registration(t, register_kernels); }
+};
+// Runs device type t's registration once, at the first kernel lookup or allocation on t (a failure throws
+// hg::Error naming what is missing and is retried next time). Dispatch tables call it before a lookup.
 void load_backend(DeviceType t);
 
 // Allocates through the device's allocator and records the bytes; nbytes == 0 gives nullptr.

@@ -7,7 +7,7 @@
 // can prove the lower paths:
 //   HG_CONVERT_ISA=avx512 (no cap), =f16c (the AVX2 tier: F16C conversions, AVX2+FMA loops),
 //   =scalar (baseline loops, scalar conversions).
-// oneDNN has its own cap, DNNL_MAX_CPU_ISA (ops/cpu/onednn.h reports what it runs).
+// oneDNN has its own cap, DNNL_MAX_CPU_ISA (cpu/onednn.h reports what it runs).
 #include <string>
 
 namespace hg {

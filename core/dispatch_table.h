@@ -1,9 +1,11 @@
 #pragma once
-// Kernel tables indexed by [device][dtype]: what an op looks its kernel up in. A table is built in one
-// way, `static DispatchTable<Fn> t{"name", fill}`, where `fill` sets the CPU's entries when the table is
-// first used; the CUDA backend (cuda/register.cpp) fills its own entries the first time a CUDA tensor
-// reaches a table, so a CPU-only program never touches the CUDA driver. Public ops look kernels up in
-// tables and never include backend headers (docs/ARCHITECTURE.md, "Dispatch and registration").
+// Kernel tables indexed by [device][dtype]: what an op looks its kernel up in. A table is one line of its
+// family's contract header (ops/kernels/<family>.h):
+//   HG_KERNEL_TABLE(GemmKernel, gemm_kernels, "matmul");
+// Every backend is a peer with one registration entry that fills its slots of every table
+// (cpu/register.cpp, cuda/register.cpp), run once by load_backend at the first lookup on its device, so a
+// CPU-only program never touches the CUDA driver. Public ops look kernels up in tables and never include
+// backend headers (docs/ARCHITECTURE.md, "Dispatch and registration").
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -66,11 +68,7 @@ class DispatchTableBase {
 template <class Fn>
 class DispatchTable : public DispatchTableBase {
  public:
-  // `fill(table)` sets the CPU's entries (ops/cpu/register.h), once, when the table is built.
-  template <class Fill>
-  DispatchTable(const char* name, Fill&& fill) : DispatchTableBase(name) {
-    fill(*this);
-  }
+  explicit DispatchTable(const char* name) : DispatchTableBase(name) {}
   void set(DeviceType d, DType t, Fn f) {
     fns_[static_cast<int>(d)][static_cast<int>(t)] = f;
     mark_set(d, t);
@@ -97,11 +95,26 @@ class DispatchTable : public DispatchTableBase {
   }
 
  private:
-  Fn slot(Device dev, DType t) const {  // loads dev's backend first (a CUDA slot is filled then)
-    if (!dev.is_cpu()) load_backend(dev.type);
+  Fn slot(Device dev, DType t) const {  // loads dev's backend first (its registration fills the slot)
+    load_backend(dev.type);
     return fns_[static_cast<int>(dev.type)][static_cast<int>(t)];
   }
   Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
 };
+
+// The accessor of one kernel table, declared by one line in its contract header. Everywhere it declares
+// `DispatchTable<Fn>& accessor();`; in ops/kernels/tables.cpp, which defines HG_DEFINE_KERNEL_TABLES before
+// including every contract, it defines it (a function-local static table named `name`), so each table
+// exists once and is built at its first use.
+#ifdef HG_DEFINE_KERNEL_TABLES
+#define HG_KERNEL_TABLE(Fn, accessor, name) \
+  DispatchTable<Fn>& accessor() {           \
+    static DispatchTable<Fn> t{name};       \
+    return t;                               \
+  }                                         \
+  static_assert(true, "a table line ends with ;")
+#else
+#define HG_KERNEL_TABLE(Fn, accessor, name) DispatchTable<Fn>& accessor()
+#endif
 
 }  // namespace hg

@@ -10,6 +10,7 @@
 #include "cuda/available.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/register.h"
 #include "ops/kernels/gemm.h"
 
 namespace hg::cuda {
@@ -43,7 +44,7 @@ void check_int(const char* name, int64_t v) {
            "); split the matmul into smaller pieces");
 }
 
-// The same contract as the CPU backend's checks (ops/cpu/gemm.cpp), plus cuBLAS's int limits.
+// The same contract as the CPU backend's checks (cpu/gemm.cpp), plus cuBLAS's int limits.
 void validate(const GemmArgs& g) {
   HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
   HG_CHECK(!g.c_f32 || g.dtype == DType::F16 || g.dtype == DType::BF16, "gemm: c_f32 (an F32 C) takes F16 or BF16 ",
@@ -124,5 +125,7 @@ void gemm(const GemmArgs& g) {
     run(ctx, c, g.dtype, g.c_f32, &g.alpha, &g.beta);
   }
 }
+
+void register_gemm() { gemm_kernels().set_all_floating(DeviceType::CUDA, &gemm); }
 
 }  // namespace hg::cuda

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/register.h"
 #include "ops/kernels/fp8.h"
 
 namespace hg::cuda {

@@ -28,6 +28,7 @@
 #if defined(HG_CUDA_EMULATE)
 #include "cuda/emulator/conv.h"
 #endif
+#include "cuda/register.h"
 #include "cuda/workspace.h"
 #include "ops/kernels/conv.h"
 
@@ -577,7 +578,7 @@ void conv2d_backward_weight(const ConvArgs& a) {
 
 namespace hg::cuda {
 
-void register_dnn() {
+void register_conv() {
   conv2d_forward_kernels().set_all_floating(DeviceType::CUDA, &dnn::conv2d_forward);
   conv2d_backward_data_kernels().set_all_floating(DeviceType::CUDA, &dnn::conv2d_backward_data);
   conv2d_backward_weight_kernels().set_all_floating(DeviceType::CUDA, &dnn::conv2d_backward_weight);

@@ -134,8 +134,3 @@ template <class T>
 void conv_bias_grad(const void* dy, void* db, int64_t n, int64_t k, int64_t hw, const DeviceContext& ctx);
 
 }  // namespace hg::cuda::dnn
-
-namespace hg::cuda {
-// Fills the CUDA entries of the three conv tables (called by register_backend(), cuda/register.cpp).
-void register_dnn();
-}  // namespace hg::cuda

@@ -11,9 +11,9 @@
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
-#include "ops/cpu/conv.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/onednn.h"
+#include "cpu/conv.h"
+#include "cpu/gemm.h"
+#include "cpu/onednn.h"
 
 using namespace hg;
 

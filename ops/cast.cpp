@@ -20,7 +20,7 @@ Tensor Tensor::to(DType t) const {
 
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  if (!d.is_cpu()) ensure_backend(d.type);
+  load_backend(d.type);
   Tensor y = empty(shape(), {.dtype = dtype(), .device = d});
   copy_bytes(y.data_ptr(), d, data_ptr(), device(), nbytes());
   autograd::record(y, "to(device)", {*this}, [src = device()](const Tensor& dy, const GradMask&) {

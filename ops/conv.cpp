@@ -4,8 +4,6 @@
 
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/conv.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/conv.h"
 #include "ops/reduce.h"
 
@@ -98,19 +96,6 @@ DType common_dtype(const Tensor& x, const Tensor& w, const Tensor& b) {
 Tensor cast_to(const Tensor& t, DType dt) { return !t.defined() || t.dtype() == dt ? t : t.to(dt); }
 
 }  // namespace
-
-DispatchTable<ConvKernel>& conv2d_forward_kernels() {
-  static DispatchTable<ConvKernel> t{"conv2d", cpu::register_conv_forward};
-  return t;
-}
-DispatchTable<ConvKernel>& conv2d_backward_data_kernels() {
-  static DispatchTable<ConvKernel> t{"conv2d backward (dx)", cpu::register_conv_backward_data};
-  return t;
-}
-DispatchTable<ConvKernel>& conv2d_backward_weight_kernels() {
-  static DispatchTable<ConvKernel> t{"conv2d backward (dw)", cpu::register_conv_backward_weight};
-  return t;
-}
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions o) {
   if (amp::OpCast c{amp::OpId::Conv2d, {x_in, w_in, b_in}}) return c.result(conv2d(c[0], c[1], c[2], o));

@@ -5,33 +5,11 @@
 #include <vector>
 
 #include "core/allocator.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/gemm.h"
 #include "ops/kernels/reduce.h"
 
 namespace hg {
-
-namespace cuda {
-// cuda/api/loader.cpp: loads the CUDA backend library and registers its kernels; throws hg::Error naming
-// what is missing (the library, a driver, a device) and the fix.
-void register_backend();
-}  // namespace cuda
-
-void ensure_backend(DeviceType t) {
-  if (t == DeviceType::CPU) return;
-  static std::once_flag once;
-  std::call_once(once, [] { cuda::register_backend(); });  // a failure throws and is retried next time
-}
-
-namespace {
-// Lets core/ load a backend when memory is first allocated on its device.
-const bool g_loader_registered = [] {
-  set_backend_loader(&ensure_backend);
-  return true;
-}();
-}  // namespace
 
 // ---- kernel coverage: the elementwise table per op ----
 namespace {
@@ -63,41 +41,6 @@ std::vector<KernelCoverage> kernel_coverage(DeviceType d) {
     }
   }
   return rows;
-}
-
-DispatchTable<EwKernel>& ew_kernels() {
-  static DispatchTable<EwKernel> t{"elementwise", cpu::register_elementwise};
-  return t;
-}
-
-DispatchTable<CastKernel>& cast_kernels() {
-  static DispatchTable<CastKernel> t{"to(dtype)", cpu::register_cast};
-  return t;
-}
-
-DispatchTable<CopyKernel>& copy_kernels() {
-  static DispatchTable<CopyKernel> t{"copy", cpu::register_copy};
-  return t;
-}
-
-DispatchTable<GemmKernel>& gemm_kernels() {
-  static DispatchTable<GemmKernel> t{"matmul", cpu::register_gemm};
-  return t;
-}
-
-DispatchTable<ReduceKernel>& reduce_kernels() {
-  static DispatchTable<ReduceKernel> t{"reduce", cpu::register_reduce};
-  return t;
-}
-
-DispatchTable<SoftmaxKernel>& softmax_kernels() {
-  static DispatchTable<SoftmaxKernel> t{"softmax", cpu::register_softmax};
-  return t;
-}
-
-DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels() {
-  static DispatchTable<SoftmaxBackwardKernel> t{"softmax backward", cpu::register_softmax_backward};
-  return t;
 }
 
 }  // namespace hg

@@ -9,7 +9,6 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/register.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/dropout.h"
 
@@ -25,11 +24,6 @@ void run_dropout(DropoutArgs a, const Tensor& in, Tensor& out) {
 }
 
 }  // namespace
-
-DispatchTable<DropoutKernel>& dropout_kernels() {
-  static DispatchTable<DropoutKernel> t{"dropout", cpu::register_dropout};
-  return t;
-}
 
 Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   if (amp::OpCast c{amp::OpId::Dropout, {x}}) return c.result(dropout(c[0], o));

@@ -1,5 +1,5 @@
 #pragma once
-// The math of the dropout kernels, written once as HG_HD functions for the CPU loop (ops/cpu/dropout.cpp)
+// The math of the dropout kernels, written once as HG_HD functions for the CPU loop (cpu/dropout.cpp)
 // and the CUDA kernel (cuda/kernels/dropout.cu): the keep decision from a Philox word and the scaled
 // output. C is the compute type (float, double for F64).
 #include <stdint.h>

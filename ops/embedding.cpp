@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/embedding.h"
 
 namespace hg {
@@ -27,15 +26,6 @@ void check_embedding(const Tensor& indices, const Tensor& weight, const Embeddin
 }
 
 }  // namespace
-
-DispatchTable<EmbeddingKernel>& embedding_kernels() {
-  static DispatchTable<EmbeddingKernel> t{"embedding", cpu::register_embedding};
-  return t;
-}
-DispatchTable<EmbeddingKernel>& embedding_backward_kernels() {
-  static DispatchTable<EmbeddingKernel> t{"embedding backward", cpu::register_embedding_backward};
-  return t;
-}
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptions o) {
   // I64 indices are never eligible: only the weight can be cast

@@ -3,36 +3,11 @@
 
 #include <cmath>
 
-#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
+#include "ops/kernels/fp8.h"
 #include "ops/shape.h"
 
 namespace hg {
-
-DispatchTable<Fp8QuantizeKernel>& fp8_quantize_kernels() {
-  static DispatchTable<Fp8QuantizeKernel> t{"fp8_quantize", cpu::register_fp8_quantize};
-  return t;
-}
-DispatchTable<Fp8DequantizeKernel>& fp8_dequantize_kernels() {
-  static DispatchTable<Fp8DequantizeKernel> t{"fp8_dequantize", cpu::register_fp8_dequantize};
-  return t;
-}
-DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels() {
-  static DispatchTable<Fp8ScaleKernel> t{"fp8_scale_update", cpu::register_fp8_scale};
-  return t;
-}
-DispatchTable<MxQuantizeKernel>& mx_quantize_kernels() {
-  static DispatchTable<MxQuantizeKernel> t{"mx_quantize", cpu::register_mx_quantize};
-  return t;
-}
-DispatchTable<Fp8GemmKernel>& fp8_gemm_kernels() {  // no CPU kernel: the CPU decodes to BF16 (fp8_linear.cpp)
-  static DispatchTable<Fp8GemmKernel> t{"fp8_gemm", [](auto&) {}};
-  return t;
-}
-DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels() {
-  static DispatchTable<MxDequantizeKernel> t{"mx_dequantize", cpu::register_mx_dequantize};
-  return t;
-}
 
 namespace {
 
@@ -129,7 +104,7 @@ Fp8DelayedScaling::Fp8DelayedScaling(DType fp8, const Fp8DelayedOptions& o, Devi
   check_fp8("Fp8DelayedScaling", fp8);
   HG_CHECK(o.history_len >= 1, "Fp8DelayedScaling: history_len=", o.history_len, " must be at least 1 (TE's default is 1024)");
   HG_CHECK(std::isfinite(o.scale.margin), "Fp8DelayedScaling: margin=", o.scale.margin, " must be finite");
-  if (!dev.is_cpu()) ensure_backend(dev.type);
+  load_backend(dev.type);
   history_ = zeros(Shape{o.history_len}, {.dtype = DType::F32, .device = dev});
   scale_ = scalar_f32(1.0, dev);
   scale_inv_ = scalar_f32(1.0, dev);

@@ -19,7 +19,7 @@
 // older GPUs, other shapes, MX): the FP8 values are decoded exactly to BF16 (every E4M3 and E5M2 value is
 // a BF16 value) and the BF16 GEMM with an F32 result multiplies them (BF16 products are exact in F32) and
 // sums in F32, the same arithmetic up to the order of the F32 additions: on the CPU the BF16 GEMM of
-// ops/cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening), on CUDA cuBLAS's.
+// cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening), on CUDA cuBLAS's.
 // Fp8LinearState::native_gemms() counts the GEMMs that ran natively.
 //
 // Scalings (Fp8Recipe::scaling):

@@ -1,6 +1,6 @@
 #pragma once
 // The math of every elementwise op and its derivative, written once as HG_HD functors and called by
-// the CPU loops (ops/cpu/elementwise.cpp) and the CUDA kernels (cuda/kernels/elementwise.cu).
+// the CPU loops (cpu/elementwise.cpp) and the CUDA kernels (cuda/kernels/elementwise.cu).
 // C is the compute type: float for F32/F16/BF16 storage, double for F64. Every functor is a POD so it
 // can be passed to a kernel by value. No fast-math anywhere: NaN and inf must behave as IEEE says.
 //

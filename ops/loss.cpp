@@ -1,5 +1,5 @@
 // Losses (torch.nn.functional definitions): check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op").
-// cross_entropy and nll_loss run one fused kernel per direction (ops/cpu/loss.cpp, cuda/kernels/loss.cu):
+// cross_entropy and nll_loss run one fused kernel per direction (cpu/loss.cpp, cuda/kernels/loss.cu):
 // forward keeps one log-sum-exp per row, backward rebuilds softmax - smoothed one-hot from the logits.
 // mse, l1 and BCE-with-logits are composed from differentiable elementwise ops and reductions, so they
 // run on every backend. Every loss computes in F32 (F64 for F64) and returns F32 for F16/BF16 input.
@@ -11,7 +11,6 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/register.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/loss.h"
 #include "ops/reduce.h"
@@ -101,15 +100,6 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
 }
 
 }  // namespace
-
-DispatchTable<CrossEntropyKernel>& cross_entropy_kernels() {
-  static DispatchTable<CrossEntropyKernel> t{"cross_entropy", cpu::register_cross_entropy};
-  return t;
-}
-DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels() {
-  static DispatchTable<CrossEntropyKernel> t{"cross_entropy backward", cpu::register_cross_entropy_backward};
-  return t;
-}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
   if (amp::OpCast c{amp::OpId::CrossEntropy, {logits, target}}) return c.result(cross_entropy(c[0], c[1], o));

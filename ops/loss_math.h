@@ -1,6 +1,6 @@
 #pragma once
 // The math of the loss-family kernels, written once as HG_HD functions for the CPU loops
-// (ops/cpu/loss.cpp) and the CUDA kernels (cuda/kernels/loss.cu): the cross-entropy / NLL row and
+// (cpu/loss.cpp) and the CUDA kernels (cuda/kernels/loss.cu): the cross-entropy / NLL row and
 // its gradient. C is the compute type (float, double for F64).
 #include <stdint.h>
 

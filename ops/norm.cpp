@@ -1,5 +1,5 @@
 // batch_norm and layer_norm: check -> autocast -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op"). The
-// kernels (ops/cpu/norm.cpp, cuda/kernels/norm.cu, math in ops/norm_math.h) compute the statistics in
+// kernels (cpu/norm.cpp, cuda/kernels/norm.cu, math in ops/norm_math.h) compute the statistics in
 // F32 (F64 for F64) and write y in x's dtype; forward saves each group's mean and 1/std for backward,
 // which computes dx, dweight and dbias in one kernel. weight, bias and the running statistics may have
 // any floating dtype (F32 parameters with F16/BF16 x are the mixed-precision case): the kernels read
@@ -9,7 +9,6 @@
 #include "autograd/node.h"
 #include "core/allocator.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/norm.h"
 
 namespace hg {
@@ -113,23 +112,6 @@ void check_layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, co
 }
 
 }  // namespace
-
-DispatchTable<BatchNormKernel>& batch_norm_forward_kernels() {
-  static DispatchTable<BatchNormKernel> t{"batch_norm", cpu::register_batch_norm_forward};
-  return t;
-}
-DispatchTable<BatchNormKernel>& batch_norm_backward_kernels() {
-  static DispatchTable<BatchNormKernel> t{"batch_norm backward", cpu::register_batch_norm_backward};
-  return t;
-}
-DispatchTable<LayerNormKernel>& layer_norm_forward_kernels() {
-  static DispatchTable<LayerNormKernel> t{"layer_norm", cpu::register_layer_norm_forward};
-  return t;
-}
-DispatchTable<LayerNormKernel>& layer_norm_backward_kernels() {
-  static DispatchTable<LayerNormKernel> t{"layer_norm backward", cpu::register_layer_norm_backward};
-  return t;
-}
 
 // x is (N,C,*) viewed as (N,C,S); running_mean/var, weight, bias are (C) or undefined; y is x's shape.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

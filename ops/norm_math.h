@@ -1,6 +1,6 @@
 #pragma once
 // The math of batch_norm and layer_norm, written once as HG_HD functions for the CPU kernels
-// (ops/cpu/norm.cpp) and the CUDA kernels (cuda/kernels/norm.cu), so the CPU tests check what the GPU
+// (cpu/norm.cpp) and the CUDA kernels (cuda/kernels/norm.cu), so the CPU tests check what the GPU
 // runs. A "group" is what one set of statistics covers: a channel over (N, *) for batch_norm, a row of
 // the normalized elements for layer_norm. C is the compute type (float, double for F64). Pure POD code.
 //

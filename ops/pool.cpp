@@ -5,7 +5,6 @@
 
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/pool.h"
 
 namespace hg {
@@ -74,15 +73,6 @@ Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom&
 }
 
 }  // namespace
-
-DispatchTable<PoolKernel>& pool2d_forward_kernels() {
-  static DispatchTable<PoolKernel> t{"pool2d", cpu::register_pool_forward};
-  return t;
-}
-DispatchTable<PoolKernel>& pool2d_backward_kernels() {
-  static DispatchTable<PoolKernel> t{"pool2d backward", cpu::register_pool_backward};
-  return t;
-}
 
 Tensor max_pool2d(const Tensor& x_in, Pool2dOptions o) {
   if (amp::OpCast c{amp::OpId::MaxPool2d, {x_in}}) return c.result(max_pool2d(c[0], o));

@@ -1,5 +1,5 @@
 #pragma once
-// The window math of 2-D pooling, written once for the CPU kernels (ops/cpu/pool.cpp) and the CUDA
+// The window math of 2-D pooling, written once for the CPU kernels (cpu/pool.cpp) and the CUDA
 // kernels (cuda/kernels/pool.cu), so the CPU tests check what the GPU runs. Each function computes one
 // output (forward) or one input gradient (backward, as a gather over the outputs whose windows cover
 // that input: no atomics, deterministic). Planes are contiguous (H,W) / (OH,OW); max indices are flat

@@ -2,16 +2,10 @@
 #include "ops/rounding.h"
 
 #include "autograd/node.h"
-#include "ops/cpu/register.h"
 #include "ops/dispatch.h"
 #include "ops/kernels/rounding.h"
 
 namespace hg {
-
-DispatchTable<StochasticRoundKernel>& stochastic_round_kernels() {
-  static DispatchTable<StochasticRoundKernel> t{"stochastic_round", cpu::register_stochastic_round};
-  return t;
-}
 
 Tensor stochastic_round(const Tensor& x, DType dt, Generator* gen) {
   HG_CHECK(x.defined(), "stochastic_round: the tensor is undefined");

@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "autograd/node.h"
-#include "ops/cpu/register.h"
 #include "ops/kernels/optim.h"
 
 namespace hg::optim {
@@ -352,30 +351,4 @@ std::vector<Optimizer::ParamState> Optimizer::read_state(const char* opt, const 
 }
 
 // The optimizer's tables (ops/kernels/optim.h), built as every table is (core/dispatch_table.h); their CPU
-// kernels are ops/cpu/optim.cpp's.
-DispatchTable<SgdKernel>& sgd_kernels() {
-  static DispatchTable<SgdKernel> t{"SGD.step", cpu::register_sgd};
-  return t;
-}
-
-DispatchTable<AdamKernel>& adam_kernels() {
-  static DispatchTable<AdamKernel> t{"Adam.step", cpu::register_adam};
-  return t;
-}
-
-DispatchTable<GradNormKernel>& grad_norm_kernels() {
-  static DispatchTable<GradNormKernel> t{"clip_grad_norm_", cpu::register_grad_norm};
-  return t;
-}
-
-DispatchTable<ClipCoefKernel>& clip_coef_kernels() {
-  static DispatchTable<ClipCoefKernel> t{"clip_grad_norm_ (factor)", cpu::register_clip_coef};
-  return t;
-}
-
-DispatchTable<GradTransformKernel>& grad_transform_kernels() {
-  static DispatchTable<GradTransformKernel> t{"clip_grad", cpu::register_grad_transform};
-  return t;
-}
-
 }  // namespace hg::optim

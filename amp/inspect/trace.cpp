@@ -9,8 +9,8 @@
 #include "amp/inspect/text_file.h"
 #include "core/atomic_file.h"
 #include "cuda/available.h"
-#include "ops/cpu/conv.h"
-#include "ops/cpu/gemm.h"
+#include "cpu/conv.h"
+#include "cpu/gemm.h"
 
 namespace hg::amp::inspect {
 
@@ -80,11 +80,11 @@ bool is_copy(OpId op) { return op == OpId::Cat || op == OpId::Embedding || op ==
 }  // namespace
 
 // Where each fact comes from:
-//  * CPU matmul/linear: ops/cpu/gemm.cpp. oneDNN matmul for F32, and for BF16 where oneDNN has BF16
+//  * CPU matmul/linear: cpu/gemm.cpp. oneDNN matmul for F32, and for BF16 where oneDNN has BF16
 //    dot products (AVX512_BF16, AMX: BF16 products, F32 accumulation, one rounding on store); F16, and
 //    BF16 on other CPUs, widened to F32, run as an F32 GEMM and rounded once; Eigen for F64, and for
 //    every dtype in a build without oneDNN. cpu::gemm_engine names the engine chosen on this CPU.
-//  * CPU conv2d: ops/cpu/conv.cpp, the same split (cpu::conv_engine), im2col + GEMM in place of Eigen.
+//  * CPU conv2d: cpu/conv.cpp, the same split (cpu::conv_engine), im2col + GEMM in place of Eigen.
 //    oneDNN may refuse one problem, which then runs on im2col: a per-problem fallback not seen here.
 //  * CUDA matmul/linear: cuda/blas.cpp. cublasGemmEx with CUBLAS_COMPUTE_32F and CUBLAS_GEMM_DEFAULT:
 //    F16/BF16 on Tensor Cores with F32 accumulation; F32 stays F32 unless cuda::allow_tf32()
@@ -92,9 +92,9 @@ bool is_copy(OpId op) { return op == OpId::Cat || op == OpId::Embedding || op ==
 //  * CUDA conv2d: cuda/dnn.cpp numerics_ok: engines with reduced-precision reduction are rejected (F16/
 //    BF16 accumulate in F32), and unless cuda::allow_tf32() (PlanOptions::tf32, cuda/dnn.h) Tensor Core
 //    and down-converting engines are rejected for F32: no TF32.
-//  * Every other op: ops/cpu/elementwise.cpp, reduce.cpp, loss.cpp, pool.cpp and the CUDA kernels over
+//  * Every other op: cpu/elementwise.cpp, reduce.cpp, loss.cpp, pool.cpp and the CUDA kernels over
 //    the same functors (docs/ARCHITECTURE.md, Principles 2): F16/BF16 are storage, widened to F32 for the math and rounded
-//    on store; F64 computes in double. The norms (ops/cpu/norm.cpp) too, with F32 statistics.
+//    on store; F64 computes in double. The norms (cpu/norm.cpp) too, with F32 statistics.
 //  * cat, embedding and where copy or select values: no arithmetic, exact in any dtype.
 KernelMath kernel_math(OpId op, DeviceType dev, DType dtype) {
   HG_CHECK(static_cast<int>(op) < kNumOps, "kernel_math: op=", static_cast<int>(op), " is not an amp::OpId; pass ",

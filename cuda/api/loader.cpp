@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "cuda/api/backend.h"
 #include "cuda/available.h"
@@ -87,7 +88,12 @@ const BackendApi& backend_api() {
   return *b.api;
 }
 
-// ops/dispatch.cpp's ensure_backend() calls this once, the first time a CUDA tensor is made or used.
+// The CUDA backend's registration, as core sees it: load the library, then its register_kernels().
+// core's load_backend runs it once, the first time a CUDA tensor is made or reaches a table.
 void register_backend() { backend_api().register_kernels(); }
+
+namespace {
+const BackendRegistration g_cuda{DeviceType::CUDA, &register_backend};
+}  // namespace
 
 }  // namespace hg::cuda

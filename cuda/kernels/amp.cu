@@ -8,10 +8,9 @@
 #include "cuda/context.h"
 #include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/register.h"
 
 namespace hg::cuda {
-
-void register_amp();
 
 namespace {
 
@@ -52,7 +51,7 @@ void scaler_state(const amp::ScalerStateArgs& a) {
 
 }  // namespace
 
-void register_amp() {
+void register_scaler() {
   amp::unscale_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &unscale<T>; });
   amp::scaler_state_kernels().set(DeviceType::CUDA, DType::F32, &scaler_state);
 }

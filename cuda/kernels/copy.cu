@@ -5,6 +5,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/elementwise.h"
 
 namespace hg::cuda {
@@ -122,6 +123,13 @@ void strided_copy(const StridedCopy& c) {
     case 8: launch(strided_copy_kernel<uint64_t>, grid, kThreads, 0, ctx.stream, c, numel); break;
     default: HG_FAIL("copy: element size ", c.elem_size, " is not supported (1, 2, 4 or 8 bytes)");
   }
+}
+
+// The elementwise kernels (elementwise*.cu), casts and strided copies into their tables.
+void register_elementwise() {
+  ew_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &elementwise<T>; });
+  cast_kernels().set(DeviceType::CUDA, DType::F32, &cast);          // slot F32 = any dtype pair
+  copy_kernels().set(DeviceType::CUDA, DType::F32, &strided_copy);  // slot F32 = any element size
 }
 
 }  // namespace hg::cuda

@@ -1,10 +1,11 @@
 // Dropout on the GPU: one thread per Philox block of 4 elements, the keep rule of ops/dropout_math.h
-// (shared with ops/cpu/dropout.cpp, so a seed gives the same mask on every backend).
+// (shared with cpu/dropout.cpp, so a seed gives the same mask on every backend).
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/dropout_math.h"
 #include "ops/kernels/dropout.h"
 

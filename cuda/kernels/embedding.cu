@@ -9,6 +9,7 @@
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/embedding.h"
 
 namespace hg::cuda {

@@ -1,4 +1,4 @@
-// FP8 scaling on the GPU (ops/kernels/fp8.h, the math ops/cpu/fp8.cpp runs): the scaled cast
+// FP8 scaling on the GPU (ops/kernels/fp8.h, the math cpu/fp8.cpp runs): the scaled cast
 // with its amax in the same pass (a warp folds its threads' amaxes, lane 0 takes atomicMax on the bits, which
 // order as the values do for |x| and put NaN above inf), the scaled decode, the one-thread scale update, and
 // MX block scaling (a thread per block of 32, a thread per decoded element).
@@ -6,11 +6,10 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/fp8.h"
 
 namespace hg::cuda {
-
-void register_fp8();
 
 namespace {
 

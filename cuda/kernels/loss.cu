@@ -1,5 +1,5 @@
 // Cross-entropy / NLL forward and backward on the GPU. The math is ops/loss_math.h (shared
-// with ops/cpu/loss.cpp); these kernels only index memory and combine partial results.
+// with cpu/loss.cpp); these kernels only index memory and combine partial results.
 //  * forward: a group of G threads per row of x viewed as (outer, classes, inner): G = 1 when the
 //    class dim is strided and short (adjacent threads then read adjacent columns: coalesced), one warp
 //    for up to 1024 classes, a block beyond. Two passes over the row (max, then the shifted exp-sum),
@@ -14,6 +14,7 @@
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/loss.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/loss.h"
 #include "ops/loss_math.h"
 

@@ -17,9 +17,4 @@ template <class T> void dropout_forward(const DropoutArgs& a);
 template <class T> void embedding_forward(const EmbeddingArgs& a);
 template <class T> void embedding_backward(const EmbeddingArgs& a);
 
-// Fill their tables for DeviceType::CUDA (called by register_kernels() in cuda/register.cpp).
-void register_loss();       // cross-entropy / NLL
-void register_dropout();    // dropout.cu
-void register_embedding();  // embedding.cu
-
 }  // namespace hg::cuda

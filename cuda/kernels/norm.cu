@@ -1,5 +1,5 @@
 // batch_norm and layer_norm on the GPU (contract in ops/norm.h). The math is ops/norm_math.h, the
-// functions the CPU kernels (ops/cpu/norm.cpp) and their tests run; these kernels index memory and
+// functions the CPU kernels (cpu/norm.cpp) and their tests run; these kernels index memory and
 // combine partial sums. One block per group (a channel of (N, C, S) for batch_norm, a row for
 // layer_norm), grid-strided over the groups: two passes for the statistics (the mean, then the squared
 // deviations from it), one for the output; backward one pass for the group's two sums and one for dx.
@@ -9,6 +9,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/norm.h"
 #include "ops/norm.h"
 #include "ops/norm_math.h"

@@ -1,5 +1,5 @@
 // Optimizer updates and gradient clipping on the GPU: grid-stride loops that index memory and call
-// ops/kernels/optim.h's functors, the same math the CPU loops (ops/cpu/optim.cpp) run. One thread per
+// ops/kernels/optim.h's functors, the same math the CPU loops (cpu/optim.cpp) run. One thread per
 // element: widen the parameter (or read its F32 master), update in the compute type, round once.
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
 // last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
@@ -13,6 +13,7 @@
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/optim.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 
 namespace hg::cuda {
 namespace {

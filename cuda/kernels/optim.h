@@ -1,6 +1,6 @@
 #pragma once
 // Host launchers of the optimizer and clipping kernels (cuda/kernels/optim.cu), with the signatures of
-// ops/kernels/optim.h's tables; register_optim() puts them there (called from cuda/register.cpp). Every
+// ops/kernels/optim.h's tables; register_optim() puts them there (cuda/register.h). Every
 // launcher enqueues on the device's stream and checks the launch; none synchronises.
 #include "ops/kernels/optim.h"
 
@@ -11,7 +11,5 @@ template <class T> void sgd_update(const optim::SgdArgs& a);
 template <class T> void adam_update(const optim::AdamArgs& a);
 template <class T> void grad_norm(const optim::GradNormArgs& a);
 template <class T> void grad_transform(const optim::GradTransformArgs& a);
-
-void register_optim();
 
 }  // namespace hg::cuda

@@ -7,6 +7,7 @@
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/pool.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/pool.h"
 
 namespace hg::cuda {

@@ -3,7 +3,7 @@
 // (softmax): a row is the r elements base + j*inner; sums over rows of inner >= 8 take a block per 32
 // neighbouring rows instead (sum_columns_kernel), and sums of few long rows (or columns) are split
 // over several blocks. Math in compute_t<T> (float, double for F64),
-// one rounding on store, the same formulas as ops/cpu/reduce.cpp (the order of the additions differs:
+// one rounding on store, the same formulas as cpu/reduce.cpp (the order of the additions differs:
 // a tree here, pairwise there).
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "cuda/workspace.h"
 #include "ops/kernels/reduce.h"
 
@@ -327,5 +328,11 @@ void softmax_backward(const SoftmaxBackwardArgs& a) {
   template void softmax_backward<T>(const SoftmaxBackwardArgs&);
 HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
+
+void register_reduce() {
+  reduce_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &reduce<T>; });
+  softmax_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &softmax<T>; });
+  softmax_backward_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &softmax_backward<T>; });
+}
 
 }  // namespace hg::cuda

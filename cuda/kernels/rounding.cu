@@ -1,16 +1,15 @@
 // Stochastic rounding on the GPU (ops/kernels/rounding.h): one thread per Philox block of 4 elements, the
-// rule of core/stochastic_round.h (shared with ops/cpu/rounding.cpp, so a seed gives the same bits).
+// rule of core/stochastic_round.h (shared with cpu/rounding.cpp, so a seed gives the same bits).
 #include "core/rng.h"
 #include "core/stochastic_round.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/register.h"
 #include "ops/kernels/rounding.h"
 
 namespace hg::cuda {
-
-void register_rounding();
 
 namespace {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/conv.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by shared by ops/cpu/conv.cpp and cuda/dnn.cpp.
+// "Dispatch and registration"). Implemented by shared by cpu/conv.cpp and cuda/dnn.cpp.
 #include "core/dispatch_table.h"
 #include "ops/conv.h"
 
@@ -27,8 +27,8 @@ struct ConvArgs {
 };
 using ConvKernel = void (*)(const ConvArgs& a);
 
-DispatchTable<ConvKernel>& conv2d_forward_kernels();
-DispatchTable<ConvKernel>& conv2d_backward_data_kernels();
-DispatchTable<ConvKernel>& conv2d_backward_weight_kernels();
+HG_KERNEL_TABLE(ConvKernel, conv2d_forward_kernels, "conv2d");
+HG_KERNEL_TABLE(ConvKernel, conv2d_backward_data_kernels, "conv2d backward (dx)");
+HG_KERNEL_TABLE(ConvKernel, conv2d_backward_weight_kernels, "conv2d backward (dw)");
 
 }  // namespace hg

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/dropout.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/dropout.cpp, cuda/kernels/dropout.cu.
+// "Dispatch and registration"). Implemented by cpu/dropout.cpp, cuda/kernels/dropout.cu.
 #include "core/dispatch_table.h"
 #include "ops/dropout.h"
 
@@ -17,6 +17,6 @@ struct DropoutArgs {
   void* y = nullptr;
 };
 using DropoutKernel = void (*)(const DropoutArgs& a);
-DispatchTable<DropoutKernel>& dropout_kernels();
+HG_KERNEL_TABLE(DropoutKernel, dropout_kernels, "dropout");
 
 }  // namespace hg

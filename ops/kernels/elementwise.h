@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of the elementwise ops, casts and strided copies (docs/ARCHITECTURE.md, "Dispatch and
-// registration"); implemented by ops/cpu/elementwise.cpp and cuda/kernels/elementwise*.cu, copy.cu.
+// registration"); implemented by cpu/elementwise.cpp and cuda/kernels/elementwise*.cu, copy.cu.
 #include "core/dispatch_table.h"
 #include "ops/broadcast.h"
 #include "ops/ew.h"
@@ -23,8 +23,8 @@ struct StridedCopy {
 };
 using CopyKernel = void (*)(const StridedCopy& c);
 
-DispatchTable<EwKernel>& ew_kernels();
-DispatchTable<CastKernel>& cast_kernels();  // indexed by the source dtype's slot F32 ("any")
-DispatchTable<CopyKernel>& copy_kernels();  // indexed by slot F32 ("any")
+HG_KERNEL_TABLE(EwKernel, ew_kernels, "elementwise");
+HG_KERNEL_TABLE(CastKernel, cast_kernels, "to(dtype)");  // indexed by the source dtype's slot F32 ("any")
+HG_KERNEL_TABLE(CopyKernel, copy_kernels, "copy");  // indexed by slot F32 ("any")
 
 }  // namespace hg

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/embedding.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/embedding.cpp, cuda/kernels/embedding.cu.
+// "Dispatch and registration"). Implemented by cpu/embedding.cpp, cuda/kernels/embedding.cu.
 #include "core/dispatch_table.h"
 #include "ops/embedding.h"
 
@@ -21,7 +21,7 @@ struct EmbeddingArgs {
   void* grad = nullptr;
 };
 using EmbeddingKernel = void (*)(const EmbeddingArgs& a);
-DispatchTable<EmbeddingKernel>& embedding_kernels();
-DispatchTable<EmbeddingKernel>& embedding_backward_kernels();
+HG_KERNEL_TABLE(EmbeddingKernel, embedding_kernels, "embedding");
+HG_KERNEL_TABLE(EmbeddingKernel, embedding_backward_kernels, "embedding backward");
 
 }  // namespace hg

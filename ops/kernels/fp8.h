@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/fp8.h (per-tensor FP8 scaling): the math written once for the CPU
-// (ops/cpu/fp8.cpp) and the GPU (cuda/kernels/fp8.cu), the argument structs and the dispatch tables
+// (cpu/fp8.cpp) and the GPU (cuda/kernels/fp8.cu), the argument structs and the dispatch tables
 // (docs/ARCHITECTURE.md, "Dispatch and registration" and "FP8").
 #include <float.h>
 #include <math.h>
@@ -69,7 +69,7 @@ struct Fp8QuantizeArgs {
   bool saturate = true;
 };
 using Fp8QuantizeKernel = void (*)(const Fp8QuantizeArgs& a);
-DispatchTable<Fp8QuantizeKernel>& fp8_quantize_kernels();
+HG_KERNEL_TABLE(Fp8QuantizeKernel, fp8_quantize_kernels, "fp8_quantize");
 
 // y[i] = decode(q[i]) * scale_inv[0], rounded to y's dtype (the table's key: F32, F16, BF16, F64).
 struct Fp8DequantizeArgs {
@@ -80,7 +80,7 @@ struct Fp8DequantizeArgs {
   void* y = nullptr;
 };
 using Fp8DequantizeKernel = void (*)(const Fp8DequantizeArgs& a);
-DispatchTable<Fp8DequantizeKernel>& fp8_dequantize_kernels();
+HG_KERNEL_TABLE(Fp8DequantizeKernel, fp8_dequantize_kernels, "fp8_dequantize");
 
 // ---- the recipes' scale updates: one thread (a <<<1,1>>> kernel on a GPU), state in device memory ------
 // Current scaling: scale = fp8_scale_from_amax(amax[0], scaled_max, 1, pow2), scale_inv = 1 / scale.
@@ -117,7 +117,7 @@ HG_HD void fp8_scale_update(const Fp8ScaleArgs& a) {
   a.history[0] = 0.0f;
 }
 using Fp8ScaleKernel = void (*)(const Fp8ScaleArgs& a);
-DispatchTable<Fp8ScaleKernel>& fp8_scale_kernels();
+HG_KERNEL_TABLE(Fp8ScaleKernel, fp8_scale_kernels, "fp8_scale_update");
 
 // ---- MX block scaling (ops/fp8.h, mx_quantize) ---------------------------------------------------------
 // The element format's largest exponent (emax) and the significand bits of its largest value above the
@@ -185,7 +185,7 @@ struct MxQuantizeArgs {
   MxScaleRule rule = MxScaleRule::Floor;
 };
 using MxQuantizeKernel = void (*)(const MxQuantizeArgs& a);
-DispatchTable<MxQuantizeKernel>& mx_quantize_kernels();  // keyed by F32 (the op widens other inputs)
+HG_KERNEL_TABLE(MxQuantizeKernel, mx_quantize_kernels, "mx_quantize");  // keyed by F32 (the op widens other inputs)
 
 // One block (o, b, i) of a: its scale and its elements (the GPU runs a thread per block).
 HG_HD void mx_quantize_block(const MxQuantizeArgs& a, int64_t o, int64_t b, int64_t i) {
@@ -209,7 +209,7 @@ struct MxDequantizeArgs {
   void* y = nullptr;
 };
 using MxDequantizeKernel = void (*)(const MxDequantizeArgs& a);
-DispatchTable<MxDequantizeKernel>& mx_dequantize_kernels();
+HG_KERNEL_TABLE(MxDequantizeKernel, mx_dequantize_kernels, "mx_dequantize");
 
 // ---- the native FP8 GEMM of an FP8 Tensor Core (cuBLASLt on sm_89 and later) ------------------------------
 // c (m, n) F32 = scale_a[0] * scale_b[0] * (a (m, k) . b (n, k)^T): a and b row-major with k innermost
@@ -237,6 +237,6 @@ struct Fp8GemmArgs {
   bool query = false;
 };
 using Fp8GemmKernel = bool (*)(const Fp8GemmArgs& g);
-DispatchTable<Fp8GemmKernel>& fp8_gemm_kernels();
+HG_KERNEL_TABLE(Fp8GemmKernel, fp8_gemm_kernels, "fp8_gemm");
 
 }  // namespace hg

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of matmul and linear (docs/ARCHITECTURE.md, "Dispatch and registration"); implemented
-// by ops/cpu/gemm.cpp (oneDNN, Eigen) and cuda/blas.cpp (cuBLAS).
+// by cpu/gemm.cpp (oneDNN, Eigen) and cuda/blas.cpp (cuBLAS).
 // A raw row-major GEMM:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],   b = 0..batch-1
 // op(A) is (M,K): A is (M,K) with lda >= K when trans_a == N, (K,M) with lda >= M when T.
@@ -36,6 +36,6 @@ struct GemmArgs {
 // The dtype C holds: F32 with c_f32, else dtype.
 inline DType gemm_c_dtype(const GemmArgs& g) { return g.c_f32 ? DType::F32 : g.dtype; }
 using GemmKernel = void (*)(const GemmArgs& args);
-DispatchTable<GemmKernel>& gemm_kernels();
+HG_KERNEL_TABLE(GemmKernel, gemm_kernels, "matmul");
 
 }  // namespace hg

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/loss.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/loss.cpp, cuda/kernels/loss.cu.
+// "Dispatch and registration"). Implemented by cpu/loss.cpp, cuda/kernels/loss.cu.
 #include "core/dispatch_table.h"
 #include "ops/loss.h"
 
@@ -32,7 +32,7 @@ struct CrossEntropyArgs {
   void* dx = nullptr;
 };
 using CrossEntropyKernel = void (*)(const CrossEntropyArgs& a);
-DispatchTable<CrossEntropyKernel>& cross_entropy_kernels();
-DispatchTable<CrossEntropyKernel>& cross_entropy_backward_kernels();
+HG_KERNEL_TABLE(CrossEntropyKernel, cross_entropy_kernels, "cross_entropy");
+HG_KERNEL_TABLE(CrossEntropyKernel, cross_entropy_backward_kernels, "cross_entropy backward");
 
 }  // namespace hg

@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/norm.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/norm.cpp, cuda/kernels/norm.cu); math in ops/norm_math.h.
+// "Dispatch and registration"). Implemented by cpu/norm.cpp, cuda/kernels/norm.cu); math in ops/norm_math.h.
 #include "core/dispatch_table.h"
 #include "ops/norm.h"
 
@@ -53,9 +53,9 @@ struct LayerNormArgs {
 };
 using LayerNormKernel = void (*)(const LayerNormArgs& a);
 
-DispatchTable<BatchNormKernel>& batch_norm_forward_kernels();
-DispatchTable<BatchNormKernel>& batch_norm_backward_kernels();
-DispatchTable<LayerNormKernel>& layer_norm_forward_kernels();
-DispatchTable<LayerNormKernel>& layer_norm_backward_kernels();
+HG_KERNEL_TABLE(BatchNormKernel, batch_norm_forward_kernels, "batch_norm");
+HG_KERNEL_TABLE(BatchNormKernel, batch_norm_backward_kernels, "batch_norm backward");
+HG_KERNEL_TABLE(LayerNormKernel, layer_norm_forward_kernels, "layer_norm");
+HG_KERNEL_TABLE(LayerNormKernel, layer_norm_backward_kernels, "layer_norm backward");
 
 }  // namespace hg

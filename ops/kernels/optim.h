@@ -1,6 +1,6 @@
 #pragma once
 // The per-element math of the optimizer updates and of gradient clipping, written once as HG_HD
-// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (ops/cpu/optim.cpp) and the CUDA kernels
+// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (cpu/optim.cpp) and the CUDA kernels
 // (cuda/kernels/optim.cu); then the kernels' argument structs and their dispatch tables.
 //
 // The formulas are torch 1.13's non-fused single-tensor ones (torch/optim/sgd.py, adam.py, adamw.py)
@@ -53,7 +53,7 @@ struct SgdUpdate {
         use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
 
   // p and buf are updated in place; buf is unused without momentum. The flags as template arguments
-  // let a CPU loop pick its variant once (ops/cpu/optim.cpp): with them read per element GCC kept
+  // let a CPU loop pick its variant once (cpu/optim.cpp): with them read per element GCC kept
   // the loop scalar.
   template <bool kMomentum, bool kFirst, bool kNesterov>
   HG_HD void apply(C& p, C g, C& buf) const {
@@ -377,12 +377,12 @@ using GradTransformKernel = void (*)(const GradTransformArgs& a);
 using ClipCoefKernel = void (*)(const ClipCoefArgs& a);
 
 // Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
-// (ops/cpu/optim.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
-DispatchTable<SgdKernel>& sgd_kernels();
-DispatchTable<AdamKernel>& adam_kernels();
-DispatchTable<GradNormKernel>& grad_norm_kernels();
-DispatchTable<GradTransformKernel>& grad_transform_kernels();
-DispatchTable<ClipCoefKernel>& clip_coef_kernels();  // slot F64 (the accumulator's dtype)
+// (cpu/optim.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
+HG_KERNEL_TABLE(SgdKernel, sgd_kernels, "SGD.step");
+HG_KERNEL_TABLE(AdamKernel, adam_kernels, "Adam.step");
+HG_KERNEL_TABLE(GradNormKernel, grad_norm_kernels, "clip_grad_norm_");
+HG_KERNEL_TABLE(GradTransformKernel, grad_transform_kernels, "clip_grad");
+HG_KERNEL_TABLE(ClipCoefKernel, clip_coef_kernels, "clip_grad_norm_ (factor)");  // slot F64 (the accumulator's dtype)
 
 // The dtype of the optimizer state of a parameter of dtype t: F64 for F64, F32 otherwise.
 constexpr DType state_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }

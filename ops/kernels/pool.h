@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of ops/pool.h: argument structs and dispatch tables (docs/ARCHITECTURE.md,
-// "Dispatch and registration"). Implemented by ops/cpu/pool.cpp, cuda/kernels/pool.cu); window math in ops/pool_math.h.
+// "Dispatch and registration"). Implemented by cpu/pool.cpp, cuda/kernels/pool.cu); window math in ops/pool_math.h.
 #include "core/dispatch_table.h"
 #include "ops/pool.h"
 #include "ops/pool_math.h"
@@ -22,7 +22,7 @@ struct PoolArgs {
 };
 using PoolKernel = void (*)(const PoolArgs& a);
 
-DispatchTable<PoolKernel>& pool2d_forward_kernels();
-DispatchTable<PoolKernel>& pool2d_backward_kernels();
+HG_KERNEL_TABLE(PoolKernel, pool2d_forward_kernels, "pool2d");
+HG_KERNEL_TABLE(PoolKernel, pool2d_backward_kernels, "pool2d backward");
 
 }  // namespace hg

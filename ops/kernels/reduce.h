@@ -1,6 +1,6 @@
 #pragma once
 // The kernel contract of the reductions and softmax (docs/ARCHITECTURE.md, "Dispatch and registration");
-// implemented by ops/cpu/reduce.cpp and cuda/kernels/reduce.cu.
+// implemented by cpu/reduce.cpp and cuda/kernels/reduce.cu.
 #include <cstdint>
 
 #include "core/dispatch_table.h"
@@ -39,8 +39,8 @@ struct SoftmaxBackwardArgs {
 };
 using SoftmaxBackwardKernel = void (*)(const SoftmaxBackwardArgs& args);
 
-DispatchTable<ReduceKernel>& reduce_kernels();
-DispatchTable<SoftmaxKernel>& softmax_kernels();
-DispatchTable<SoftmaxBackwardKernel>& softmax_backward_kernels();
+HG_KERNEL_TABLE(ReduceKernel, reduce_kernels, "reduce");
+HG_KERNEL_TABLE(SoftmaxKernel, softmax_kernels, "softmax");
+HG_KERNEL_TABLE(SoftmaxBackwardKernel, softmax_backward_kernels, "softmax backward");
 
 }  // namespace hg

@@ -1,7 +1,7 @@
 #pragma once
 // The kernel contract of ops/rounding.h: y[i] = stochastic_round<T>(x[i], r_i) for i < n, where r_i is word
 // i % 4 of Philox block (seed, offset + i / 4) (core/rng.h); the table is keyed by y's dtype (F16, BF16,
-// F8E4M3, F8E5M2), x is F32. Implemented by ops/cpu/rounding.cpp and cuda/kernels/rounding.cu.
+// F8E4M3, F8E5M2), x is F32. Implemented by cpu/rounding.cpp and cuda/kernels/rounding.cu.
 #include <cstdint>
 
 #include "core/dispatch_table.h"
@@ -15,6 +15,6 @@ struct StochasticRoundArgs {
   uint64_t seed = 0, offset = 0;
 };
 using StochasticRoundKernel = void (*)(const StochasticRoundArgs& a);
-DispatchTable<StochasticRoundKernel>& stochastic_round_kernels();
+HG_KERNEL_TABLE(StochasticRoundKernel, stochastic_round_kernels, "stochastic_round");
 
 }  // namespace hg

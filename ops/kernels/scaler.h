@@ -118,7 +118,7 @@ HG_HD UnscaleCheck<C> unscale_check(bool write, double inv_scale, const float* i
 }
 
 // The CPU entries are filled at first use (amp/grad_scaler.cpp); cuda/kernels/amp.cu sets the CUDA ones.
-DispatchTable<UnscaleKernel>& unscale_kernels();
+HG_KERNEL_TABLE(UnscaleKernel, unscale_kernels, "GradScaler.unscale_");
 
 // ---- the device path's scaler state (amp/grad_scaler.h, StepSkip::Kernel) -----------------------
 // The state lives in memory of the loss's device: scale (F32), trackers = {growth tracker, hysteresis
@@ -182,6 +182,6 @@ HG_HD void scaler_state_op(const ScalerStateArgs& a) {
 using ScalerStateKernel = void (*)(const ScalerStateArgs& a);
 // One entry per device type (dtype F32): the CPU's runs scaler_state_op here (amp/grad_scaler.cpp),
 // the CUDA one as a one-thread kernel on the device's stream (cuda/kernels/amp.cu).
-DispatchTable<ScalerStateKernel>& scaler_state_kernels();
+HG_KERNEL_TABLE(ScalerStateKernel, scaler_state_kernels, "GradScaler (device state)");
 
 }  // namespace hg::amp

@@ -11,7 +11,7 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/conv.h"
-#include "ops/cpu/conv.h"
+#include "cpu/conv.h"
 #include "ops/kernels/conv.h"
 #include "test_util.h"
 

@@ -14,8 +14,8 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/half.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/onednn.h"
+#include "cpu/gemm.h"
+#include "cpu/onednn.h"
 #include "ops/kernels/gemm.h"
 #include "test_util.h"
 

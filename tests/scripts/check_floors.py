@@ -18,13 +18,13 @@ import shutil
 import sys
 import tempfile
 
-LIBRARY = ("core", "autograd", "ops", "nn", "optim", "amp", "cuda", "data", "halfgrad.h")
+LIBRARY = ("core", "autograd", "ops", "cpu", "nn", "optim", "amp", "cuda", "data", "halfgrad.h")
 SOURCE = re.compile(r"\.(h|cpp|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 CITED_DOC = re.compile(r"([A-Za-z0-9_./-]+\.md)\b")
 # the research notes, and the design document the project started from cited by name and section ("DESIGN §2")
 OUTSIDE_NOTES = re.compile(r"\b(cuda-notes|cpu-notes|amp-anchors|DESIGN(?=\s*§|\s+section|\b))")
-CITING = ("core", "autograd", "ops", "nn", "optim", "amp", "cuda", "data", "halfgrad.h", "tests", "examples",
+CITING = ("core", "autograd", "ops", "cpu", "nn", "optim", "amp", "cuda", "data", "halfgrad.h", "tests", "examples",
           "benchmarks", "scripts", "CMakeLists.txt", ".ci")
 CITING_SOURCE = re.compile(r"(\.(h|cpp|cu|cuh|sh|py|txt|cmake)|/run)$")
 

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/scaler.h"
 
 namespace hg::cpu {
@@ -57,11 +57,10 @@ void state_op_cpu(const amp::ScalerStateArgs& a) { amp::scaler_state_op(a); }
 
 }  // namespace
 
-void register_unscale(DispatchTable<amp::UnscaleKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &unscale_cpu<T>; });
-}
-void register_scaler_state(DispatchTable<amp::ScalerStateKernel>& t) {
-  t.set(DeviceType::CPU, DType::F32, &state_op_cpu);
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_scaler() {
+  amp::unscale_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &unscale_cpu<T>; });
+  amp::scaler_state_kernels().set(DeviceType::CPU, DType::F32, &state_op_cpu);
 }
 
 }  // namespace hg::cpu

@@ -6,8 +6,8 @@
 
 #include "core/convert.h"
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/fp8.h"
 
 namespace hg::cpu {
@@ -28,7 +28,7 @@ float piece_amax(const T* x, int64_t begin, int64_t end) {
   return detail::bits_float(m);
 }
 
-// q[i] = fp8(v[i] * scale), the branch-free rounding (core/fp8.h), compiled per SIMD tier (ops/cpu/blocks.h):
+// q[i] = fp8(v[i] * scale), the branch-free rounding (core/fp8.h), compiled per SIMD tier (cpu/blocks.h):
 // AVX2's variable shifts let it run 8 or 16 wide.
 template <class F>
 [[gnu::always_inline]] inline void encode_body(F, const float* v, uint8_t* q, int64_t n, float scale, bool saturate) {
@@ -182,16 +182,13 @@ void mx_dequantize_kernel(const MxDequantizeArgs& a) {
 
 }  // namespace
 
-void register_fp8_quantize(DispatchTable<Fp8QuantizeKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &quantize_kernel<T>; });
-}
-void register_fp8_dequantize(DispatchTable<Fp8DequantizeKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dequantize_kernel<T>; });
-}
-void register_fp8_scale(DispatchTable<Fp8ScaleKernel>& t) { t.set(DeviceType::CPU, DType::F32, &scale_kernel); }
-void register_mx_quantize(DispatchTable<MxQuantizeKernel>& t) { t.set(DeviceType::CPU, DType::F32, &mx_quantize_kernel); }
-void register_mx_dequantize(DispatchTable<MxDequantizeKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &mx_dequantize_kernel<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_fp8() {
+  fp8_quantize_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &quantize_kernel<T>; });
+  fp8_dequantize_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dequantize_kernel<T>; });
+  fp8_scale_kernels().set(DeviceType::CPU, DType::F32, &scale_kernel);
+  mx_quantize_kernels().set(DeviceType::CPU, DType::F32, &mx_quantize_kernel);
+  mx_dequantize_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &mx_dequantize_kernel<T>; });
 }
 
 }  // namespace hg::cpu

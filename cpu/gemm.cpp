@@ -2,12 +2,12 @@
 // Engines, chosen from what this CPU and oneDNN can do (docs/ARCHITECTURE.md, "CPU engines"):
 //  * F32: oneDNN matmul (84-95% of peak on AVX-512, its AVX2 kernels elsewhere);
 //  * BF16: oneDNN matmul where oneDNN has BF16 dot products (AVX512_BF16, AMX: about 2x F32); on every
-//    other CPU widened to F32 and run by the F32 kernel, rounded once (ops/cpu/onednn.h says why);
+//    other CPU widened to F32 and run by the F32 kernel, rounded once (cpu/onednn.h says why);
 //  * F16: always widened (no CPU here has an F16 GEMM in oneDNN 2.6);
 //  * F64, and everything in a build without oneDNN: Eigen.
 #include "core/dispatch_table.h"
 #include "core/parallel.h"
-#include "ops/cpu/onednn.h"
+#include "cpu/onednn.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -20,9 +20,9 @@
 
 #include "core/convert.h"
 #include "core/error.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/gemm.h"
+#include "cpu/register.h"
 #include "ops/kernels/gemm.h"
 
 #if HG_HAS_ONEDNN
@@ -496,6 +496,9 @@ void gemm_reference(const GemmArgs& g) {
   });
 }
 
-void register_gemm(DispatchTable<GemmKernel>& t) { t.set_all_floating(DeviceType::CPU, &gemm); }
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_gemm() {
+  gemm_kernels().set_all_floating(DeviceType::CPU, &gemm);
+}
 
 }  // namespace hg::cpu

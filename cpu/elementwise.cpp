@@ -10,8 +10,8 @@
 
 #include "core/convert.h"
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/dispatch.h"
 #include "ops/kernels/elementwise.h"
 
@@ -31,7 +31,7 @@ void load_block(const T* src, int64_t stride, C* dst, int64_t n) {
   }
 }
 
-// The functor loop over widened blocks, compiled once per SIMD tier (ops/cpu/blocks.h).
+// The functor loop over widened blocks, compiled once per SIMD tier (cpu/blocks.h).
 template <class C, class A, size_t... K>
 [[gnu::always_inline]] inline void apply_body(const A& f, const C* const* src, C* res, int64_t n,
                                               std::index_sequence<K...>) {
@@ -104,9 +104,6 @@ void elementwise_kernel(const EwCall& call, const BroadcastPlan& plan, const voi
 
 }  // namespace
 
-void register_elementwise(DispatchTable<EwKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &elementwise_kernel<T>; });
-}
 
 void cast(const void* src, DType sd, void* dst, DType dd, int64_t n) {
   const size_t ss = dtype_size(sd), ds = dtype_size(dd);
@@ -166,7 +163,11 @@ void strided_copy(const StridedCopy& c) {
   });
 }
 
-void register_cast(DispatchTable<CastKernel>& t) { t.set(DeviceType::CPU, DType::F32, &cast); }
-void register_copy(DispatchTable<CopyKernel>& t) { t.set(DeviceType::CPU, DType::F32, &strided_copy); }
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_elementwise() {
+  ew_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &elementwise_kernel<T>; });
+  cast_kernels().set(DeviceType::CPU, DType::F32, &cast);
+  copy_kernels().set(DeviceType::CPU, DType::F32, &strided_copy);
+}
 
 }  // namespace hg::cpu

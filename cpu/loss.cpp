@@ -9,8 +9,8 @@
 
 #include "core/dispatch_table.h"
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/loss.h"
 #include "ops/loss.h"
 #include "ops/loss_math.h"
@@ -199,12 +199,11 @@ void cross_entropy_backward(const CrossEntropyArgs& a) {
 
 }  // namespace
 
-void register_cross_entropy(DispatchTable<CrossEntropyKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_forward<T>; });
-}
 
-void register_cross_entropy_backward(DispatchTable<CrossEntropyKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_backward<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_loss() {
+  cross_entropy_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_forward<T>; });
+  cross_entropy_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &cross_entropy_backward<T>; });
 }
 
 }  // namespace hg::cpu

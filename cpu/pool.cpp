@@ -11,8 +11,8 @@
 
 
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/pool.h"
 #include "ops/pool.h"
 
@@ -152,12 +152,11 @@ void backward(const PoolArgs& a) {
 
 }  // namespace
 
-void register_pool_forward(DispatchTable<PoolKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &forward<T>; });
-}
 
-void register_pool_backward(DispatchTable<PoolKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &backward<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_pool() {
+  pool2d_forward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &forward<T>; });
+  pool2d_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &backward<T>; });
 }
 
 }  // namespace hg::cpu

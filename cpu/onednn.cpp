@@ -1,4 +1,4 @@
-#include "ops/cpu/onednn.h"
+#include "cpu/onednn.h"
 
 #include <utility>
 

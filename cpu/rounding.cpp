@@ -5,8 +5,8 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/stochastic_round.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/rounding.h"
 
 namespace hg::cpu {
@@ -24,11 +24,12 @@ void stochastic_round_kernel(const StochasticRoundArgs& a) {
 
 }  // namespace
 
-void register_stochastic_round(DispatchTable<StochasticRoundKernel>& t) {
-  t.set(DeviceType::CPU, DType::F16, &stochastic_round_kernel<f16>);
-  t.set(DeviceType::CPU, DType::BF16, &stochastic_round_kernel<bf16>);
-  t.set(DeviceType::CPU, DType::F8E4M3, &stochastic_round_kernel<f8e4m3>);
-  t.set(DeviceType::CPU, DType::F8E5M2, &stochastic_round_kernel<f8e5m2>);
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_rounding() {
+  stochastic_round_kernels().set(DeviceType::CPU, DType::F16, &stochastic_round_kernel<f16>);
+  stochastic_round_kernels().set(DeviceType::CPU, DType::BF16, &stochastic_round_kernel<bf16>);
+  stochastic_round_kernels().set(DeviceType::CPU, DType::F8E4M3, &stochastic_round_kernel<f8e4m3>);
+  stochastic_round_kernels().set(DeviceType::CPU, DType::F8E5M2, &stochastic_round_kernel<f8e5m2>);
 }
 
 }  // namespace hg::cpu

@@ -1,5 +1,5 @@
-// CPU convolution kernels (contract in ops/conv.h, engines in ops/cpu/conv.h).
-// * oneDNN (F32, and BF16 where oneDNN has BF16 dot products: ops/cpu/onednn.h): convolution primitives on format_tag::any layouts, with reorders from and to
+// CPU convolution kernels (contract in ops/conv.h, engines in cpu/conv.h).
+// * oneDNN (F32, and BF16 where oneDNN has BF16 dot products: cpu/onednn.h): convolution primitives on format_tag::any layouts, with reorders from and to
 //   the caller's NCHW buffers. The blocked layouts oneDNN picks are what makes it fast: on the
 //   Fashion-MNIST CNN's 32->64 convolution (forward and both backward passes, F32) plain NCHW
 //   primitives (oneDNN's gemm-based implementation) measured 2.3x slower and NHWC 1.3x slower than
@@ -7,7 +7,7 @@
 //   cached per problem (building one costs ~10 us, more than a small convolution).
 // * F16, and BF16 on other CPUs: widened to F32 once, run on the F32 engine, rounded once.
 // * im2col + GEMM (hg::cpu::gemm) for F64, for everything without oneDNN, and as the reference.
-#include "ops/cpu/conv.h"
+#include "cpu/conv.h"
 
 #include <algorithm>
 #include <atomic>
@@ -18,11 +18,12 @@
 #include "core/convert.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/onednn.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/gemm.h"
+#include "cpu/onednn.h"
+#include "cpu/register.h"
 #include "ops/kernels/conv.h"
+#include "ops/kernels/gemm.h"
 
 #if HG_HAS_ONEDNN
 #include <unordered_map>
@@ -412,7 +413,7 @@ Plan make_plan(const ConvArgs& a, Pass pass, bool bias, int64_t dy_k, int thread
   }
 }
 
-// Per-thread cache and stream, like ops/cpu/gemm.cpp: no lock, no race on the memory handles.
+// Per-thread cache and stream, like cpu/gemm.cpp: no lock, no race on the memory handles.
 Plan& plan_for(const ConvArgs& a, Pass pass, bool bias, int64_t dy_k, int threads) {
   thread_local std::unordered_map<Key, Plan, KeyHash> cache;
   const Key key{pass, a.dtype, bias, a.n, a.c, a.h, a.w, a.k, a.r, a.s, a.oh, a.ow,
@@ -457,7 +458,7 @@ bool onednn_one(const ConvArgs& a, Pass pass, int64_t dy_k, int threads) {
 }
 
 // ---- threads: fixed pieces ----------------------------------------------------------------------
-// Like ops/cpu/gemm.cpp, a convolution with enough work is cut into pieces that depend on its shape
+// Like cpu/gemm.cpp, a convolution with enough work is cut into pieces that depend on its shape
 // alone, each run by a one-thread primitive: forward and backward data by images, backward weights by
 // output channels (each piece then sums over the whole batch itself). So the bits do not depend on
 // the thread count (oneDNN's own threading gave another bias gradient on 3 threads than on 1), and the
@@ -561,10 +562,11 @@ void backward_weight(const ConvArgs& a) { run(a, Pass::BackwardWeight); }
 
 }  // namespace
 
-void register_conv_forward(DispatchTable<ConvKernel>& t) { t.set_all_floating(DeviceType::CPU, &forward); }
-void register_conv_backward_data(DispatchTable<ConvKernel>& t) { t.set_all_floating(DeviceType::CPU, &backward_data); }
-void register_conv_backward_weight(DispatchTable<ConvKernel>& t) {
-  t.set_all_floating(DeviceType::CPU, &backward_weight);
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_conv() {
+  conv2d_forward_kernels().set_all_floating(DeviceType::CPU, &forward);
+  conv2d_backward_data_kernels().set_all_floating(DeviceType::CPU, &backward_data);
+  conv2d_backward_weight_kernels().set_all_floating(DeviceType::CPU, &backward_weight);
 }
 
 std::string conv_engine(DType dt) {

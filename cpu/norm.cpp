@@ -5,7 +5,7 @@
 // sum of squared deviations from it (two passes over data in cache: no E[x^2] - E[x]^2 cancellation)
 // and the output are computed from there. Backward: the group's two sums, then dx. Inner loops run
 // over contiguous memory with kLanes independent accumulators, compiled per SIMD tier
-// (ops/cpu/blocks.h), so they vectorise without fast-math. Results do not depend on the thread count:
+// (cpu/blocks.h), so they vectorise without fast-math. Results do not depend on the thread count:
 // tasks split by shape only, a group's sums run in one fixed order, and layer_norm's dweight/dbias add
 // fixed row blocks' partial sums in block order.
 #include <algorithm>
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/norm.h"
 #include "ops/norm.h"
 #include "ops/norm_math.h"
@@ -393,20 +393,15 @@ void ln_backward(const LayerNormArgs& a) {
 
 }  // namespace
 
-void register_batch_norm_forward(DispatchTable<BatchNormKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_forward<T>; });
-}
 
-void register_batch_norm_backward(DispatchTable<BatchNormKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_backward<T>; });
-}
 
-void register_layer_norm_forward(DispatchTable<LayerNormKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_forward<T>; });
-}
 
-void register_layer_norm_backward(DispatchTable<LayerNormKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_backward<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_norm() {
+  batch_norm_forward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_forward<T>; });
+  batch_norm_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &bn_backward<T>; });
+  layer_norm_forward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_forward<T>; });
+  layer_norm_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &ln_backward<T>; });
 }
 
 }  // namespace hg::cpu

@@ -1,5 +1,5 @@
 // CPU kernels of the optimizer updates and of gradient clipping (ops/kernels/optim.h), registered in its
-// tables by the cpu::register_* functions at the end (ops/cpu/register.h).
+// tables by the cpu::register_* functions at the end (cpu/register.h).
 // One fused pass per parameter, in blocks of kBlock elements: F16/BF16 blocks are widened to F32 with
 // the bulk converters and rounded back once (or read from and written to the F32 master copy); F32
 // and F64 buffers are updated in place. OpenMP only above kParallel elements: below that a parallel
@@ -14,8 +14,8 @@
 #endif
 
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/optim.h"
 
 namespace hg::optim {
@@ -249,20 +249,13 @@ void grad_transform_cpu(const GradTransformArgs& a) {
 
 namespace hg::cpu {
 
-void register_sgd(DispatchTable<optim::SgdKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::sgd_cpu<T>; });
-}
-void register_adam(DispatchTable<optim::AdamKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::adam_cpu<T>; });
-}
-void register_grad_norm(DispatchTable<optim::GradNormKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_norm_cpu<T>; });
-}
-void register_clip_coef(DispatchTable<optim::ClipCoefKernel>& t) {
-  t.set(DeviceType::CPU, DType::F64, &optim::clip_coef);
-}
-void register_grad_transform(DispatchTable<optim::GradTransformKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_transform_cpu<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_optim() {
+  optim::sgd_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::sgd_cpu<T>; });
+  optim::adam_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::adam_cpu<T>; });
+  optim::grad_norm_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_norm_cpu<T>; });
+  optim::clip_coef_kernels().set(DeviceType::CPU, DType::F64, &optim::clip_coef);
+  optim::grad_transform_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &optim::grad_transform_cpu<T>; });
 }
 
 }  // namespace hg::cpu

@@ -1,5 +1,5 @@
 #pragma once
-// The CPU GEMM (ops/cpu/gemm.cpp), with the contract of GemmArgs in ops/kernels/gemm.h.
+// The CPU GEMM (cpu/gemm.cpp), with the contract of GemmArgs in ops/kernels/gemm.h.
 #include <string>
 
 #include "ops/kernels/gemm.h"

@@ -11,7 +11,7 @@
 
 namespace hg::cpu {
 
-// n elements of any dtype to any other, in parallel pieces (ops/cpu/elementwise.cpp): the to(dtype)
+// n elements of any dtype to any other, in parallel pieces (cpu/elementwise.cpp): the to(dtype)
 // kernel, and how the convolution and GEMM widen and round whole buffers.
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
 

@@ -18,8 +18,8 @@
 #include "core/convert.h"
 #include "core/dispatch_table.h"
 #include "core/parallel.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/kernels/reduce.h"
 #include "ops/vec_math.h"
 
@@ -369,16 +369,13 @@ void softmax_backward_kernel(const SoftmaxBackwardArgs& a) {
 
 }  // namespace
 
-void register_reduce(DispatchTable<ReduceKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &reduce_kernel<T>; });
-}
 
-void register_softmax(DispatchTable<SoftmaxKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_kernel<T>; });
-}
 
-void register_softmax_backward(DispatchTable<SoftmaxBackwardKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_backward_kernel<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_reduce() {
+  reduce_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &reduce_kernel<T>; });
+  softmax_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_kernel<T>; });
+  softmax_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &softmax_backward_kernel<T>; });
 }
 
 }  // namespace hg::cpu

@@ -6,7 +6,7 @@
 
 #include "core/dispatch_table.h"
 #include "core/parallel.h"
-#include "ops/cpu/register.h"
+#include "cpu/register.h"
 #include "ops/embedding.h"
 #include "ops/kernels/embedding.h"
 
@@ -54,12 +54,11 @@ void embedding_backward(const EmbeddingArgs& a) {
 
 }  // namespace
 
-void register_embedding(DispatchTable<EmbeddingKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_forward<T>; });
-}
 
-void register_embedding_backward(DispatchTable<EmbeddingKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_backward<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_embedding() {
+  embedding_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_forward<T>; });
+  embedding_backward_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &embedding_backward<T>; });
 }
 
 }  // namespace hg::cpu

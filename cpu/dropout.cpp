@@ -4,8 +4,8 @@
 
 #include "core/parallel.h"
 #include "core/rng.h"
-#include "ops/cpu/blocks.h"
-#include "ops/cpu/register.h"
+#include "cpu/blocks.h"
+#include "cpu/register.h"
 #include "ops/dropout_math.h"
 #include "ops/kernels/dropout.h"
 
@@ -29,8 +29,9 @@ void dropout_kernel(const DropoutArgs& a) {
 
 }  // namespace
 
-void register_dropout(DispatchTable<DropoutKernel>& t) {
-  t.set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dropout_kernel<T>; });
+// This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
+void register_dropout() {
+  dropout_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &dropout_kernel<T>; });
 }
 
 }  // namespace hg::cpu
