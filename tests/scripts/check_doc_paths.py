@@ -6,7 +6,7 @@
 
 Reads README.md and docs/*.md. A citation is a `code span` or a Markdown link target that looks like a path
 of the repository: it starts with one of the repository's top-level folders (core/, ops/, tests/, ...) or
-is a top-level file (CMakeLists.txt, halfgrad.h). A span may name several paths ("ops/cpu/gemm.*" matches
+is a top-level file (CMakeLists.txt, halfgrad.h). A span may name several paths ("cpu/gemm.*" matches
 any extension; "ops/kernels/<family>.h" with <...> stands for a pattern and is left alone; a trailing
 ":123" or "#anchor" is dropped). A folder must exist as a folder, a file as a file."""
 import glob
