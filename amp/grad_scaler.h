@@ -26,12 +26,14 @@
 #include <unordered_map>
 #include <utility>
 
-#include "ops/kernels/scaler.h"
 #include "core/tensor.h"
+#include "ops/scaler_math.h"
 #include "optim/amp_step.h"
 #include "optim/optimizer.h"
 
 namespace hg::amp {
+
+struct ScalerStateArgs;  // ops/kernels/scaler.h: the backend contract, which this header keeps out
 
 // Where step() skips the update of an optimizer whose gradients hold an inf/NaN: Host reads found_inf
 // back and does not call the optimizer; Kernel keeps the scaler's state on the loss's device and lets
@@ -127,7 +129,7 @@ class GradScaler {
     bool found_inf = false;
   };
 
-  // The device path's state (ops/kernels/scaler.h's ScalerStateArgs), on `device`.
+  // The device path's state (what ops/kernels/scaler.h's ScalerStateArgs point into), on `device`.
   struct DeviceState {
     Device device;
     Tensor scale, trackers, inv_scale, found_inf;  // found_inf: one flag per slot

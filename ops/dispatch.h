@@ -5,9 +5,14 @@
 #include <vector>
 
 #include "core/dispatch_table.h"
+#include "core/tensor.h"
 #include "ops/ew.h"
 
 namespace hg {
+
+// Runs one elementwise kernel (any mode) on same-dtype, same-device inputs into out: the building
+// block of the elementwise ops (ops/elementwise.h), also used by backward functions.
+void run_elementwise(const char* op, const EwCall& call, const std::vector<Tensor>& ins, Tensor& out);
 
 // table_coverage(d) with the elementwise table's finer grain: a row per EwOp after the table's own row.
 std::vector<KernelCoverage> kernel_coverage(DeviceType d);

@@ -3,7 +3,6 @@
 // (promote_types in core/dtype.h). Comparisons return 1/0 in the promoted dtype and are not
 // differentiable.
 #include "core/tensor.h"
-#include "ops/ew.h"
 
 namespace hg {
 
@@ -51,10 +50,6 @@ Tensor lt(const Tensor& a, double s);
 Tensor le(const Tensor& a, double s);
 Tensor gt(const Tensor& a, double s);
 Tensor ge(const Tensor& a, double s);
-
-// Runs one elementwise kernel (any mode) on same-dtype, same-device inputs into out: the building
-// block of the ops above, also used by backward functions.
-void run_elementwise(const char* op, const EwCall& call, const std::vector<Tensor>& ins, Tensor& out);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -23,11 +23,11 @@ HG_HD float m_exp(float x) {
   return vm::exp(x);
 #endif
 }
-HG_HD double m_exp(double x) { return exp(x); }
+HG_HD double m_exp(double x) { return ::exp(x); }  // ::, not hg::exp(const Tensor&)
 HG_HD float m_log(float x) { return logf(x); }
-HG_HD double m_log(double x) { return log(x); }
+HG_HD double m_log(double x) { return ::log(x); }
 HG_HD float m_sqrt(float x) { return sqrtf(x); }
-HG_HD double m_sqrt(double x) { return sqrt(x); }
+HG_HD double m_sqrt(double x) { return ::sqrt(x); }
 HG_HD float m_tanh(float x) {
 #if defined(__CUDA_ARCH__)
   return tanhf(x);
@@ -35,13 +35,13 @@ HG_HD float m_tanh(float x) {
   return vm::tanh(x);
 #endif
 }
-HG_HD double m_tanh(double x) { return tanh(x); }
+HG_HD double m_tanh(double x) { return ::tanh(x); }
 HG_HD float m_erf(float x) { return erff(x); }
-HG_HD double m_erf(double x) { return erf(x); }
+HG_HD double m_erf(double x) { return ::erf(x); }
 HG_HD float m_pow(float x, float e) { return powf(x, e); }
-HG_HD double m_pow(double x, double e) { return pow(x, e); }
+HG_HD double m_pow(double x, double e) { return ::pow(x, e); }
 HG_HD float m_abs(float x) { return fabsf(x); }
-HG_HD double m_abs(double x) { return fabs(x); }
+HG_HD double m_abs(double x) { return ::fabs(x); }
 template <class C> HG_HD bool is_nan(C x) { return x != x; }
 
 // ---- unary ------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@
 #include "backend_ops/cases.h"
 #include "gpu/coverage.h"
 #include "halfgrad.h"
+#include "ops/ew.h"
 
 using namespace hg;
 using namespace hg::backend_ops;

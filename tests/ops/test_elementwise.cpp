@@ -14,6 +14,7 @@
 
 #include "halfgrad.h"
 #include "ops/broadcast.h"
+#include "ops/dispatch.h"
 
 using namespace hg;
 using Catch::Contains;

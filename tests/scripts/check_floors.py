@@ -56,6 +56,39 @@ def check_citations(root):
     return problems
 
 
+# What the user's one include (halfgrad.h) may not pull in, directly or through other headers: the backend
+# contract (ops/kernels/ and the elementwise descriptors both backends read, ops/ew.h) and the backends,
+# except the two CUDA facade headers.
+UMBRELLA = "halfgrad.h"
+BACKEND_ONLY = ("ops/kernels/", "ops/ew.h", "cpu/", "cuda/")
+FACADE = ("cuda/available.h", "cuda/graph.h")
+
+
+def check_umbrella(root):
+    """Problems: backend headers that halfgrad.h includes, with the chain that reaches each."""
+    if not os.path.exists(os.path.join(root, UMBRELLA)):
+        return []
+    seen, queue, problems = {UMBRELLA: None}, [UMBRELLA], []
+    while queue:
+        h = queue.pop(0)
+        with open(os.path.join(root, h), encoding="utf-8", errors="replace") as src:
+            for line in src:
+                m = INCLUDE.match(line)
+                if not m or m.group(1) in seen or not os.path.exists(os.path.join(root, m.group(1))):
+                    continue
+                seen[m.group(1)] = h
+                queue.append(m.group(1))
+    for h in seen:
+        if h.startswith(BACKEND_ONLY) and h not in FACADE:
+            chain, at = [], h
+            while at is not None:
+                chain.append(at)
+                at = seen[at]
+            problems.append(f"{UMBRELLA} pulls in the backend header {h} ({' <- '.join(chain)}); keep the "
+                            f"contract and the backends out of the user's headers")
+    return problems
+
+
 def read_floors(root):
     """[(number, name, [path prefixes])] from the table under '## Floors'."""
     text = open(os.path.join(root, "docs", "ARCHITECTURE.md"), encoding="utf-8").read()
@@ -127,10 +160,13 @@ def check(root):
                                     f"(floor {theirs[0]}, {theirs[1]}): an upward include")
     cited = check_citations(root)
     problems += cited
+    leaks = check_umbrella(root)
+    problems += leaks
     for p in problems:
         print("check_floors:", p)
     print(f"check_floors: {len(files)} library files on {len(floors)} floors, {upward} upward include(s), "
-          f"{len(cited)} citation(s) of documents outside the repository, {len(problems)} problem(s)")
+          f"{len(cited)} citation(s) of documents outside the repository, {len(leaks)} backend header(s) under "
+          f"{UMBRELLA}, {len(problems)} problem(s)")
     return not problems
 
 
@@ -159,14 +195,23 @@ def self_test():
         citation_caught = not check(tmp)
         open(os.path.join(tmp, "core", "b.h"), "w").write("// accumulate in F32 (DESIGN \u00a72)\n")
         citation_caught = citation_caught and not check(tmp)
+        open(os.path.join(tmp, "core", "b.h"), "w").write("")
+        os.makedirs(os.path.join(tmp, "ops", "kernels"))
+        open(os.path.join(tmp, "ops", "kernels", "k.h"), "w").write("")
+        open(os.path.join(tmp, "ops", "c.h"), "w").write('#include "ops/kernels/k.h"\n')
+        open(os.path.join(tmp, "halfgrad.h"), "w").write('#include "core/a.h"\n')
+        umbrella_caught = not check_umbrella(tmp)  # core/a.h -> core/b.h: no backend header
+        open(os.path.join(tmp, "halfgrad.h"), "w").write('#include "ops/c.h"\n')
+        umbrella_caught = umbrella_caught and len(check_umbrella(tmp)) == 1
     finally:
         shutil.rmtree(tmp)
-    if not (ok and upward_caught and unmapped_caught and citation_caught):
+    if not (ok and upward_caught and unmapped_caught and citation_caught and umbrella_caught):
         print(f"check_floors self-test FAILED: clean tree passed={ok}, upward include caught={upward_caught}, "
-              f"unmapped file caught={unmapped_caught}, outside citation caught={citation_caught}")
+              f"unmapped file caught={unmapped_caught}, outside citation caught={citation_caught}, "
+              f"backend header under halfgrad.h caught={umbrella_caught}")
         return False
-    print("check_floors self-test: a clean tree passes; an upward include, an unmapped file and a citation "
-          "of a document outside the repository fail")
+    print("check_floors self-test: a clean tree passes; an upward include, an unmapped file, a citation "
+          "of a document outside the repository and a backend header under halfgrad.h fail")
     return True
 
 
