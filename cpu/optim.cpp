@@ -1,5 +1,5 @@
-// CPU kernels of the optimizer updates and of gradient clipping (ops/kernels/optim.h), registered in its
-// tables by the cpu::register_* functions at the end (cpu/register.h).
+// CPU kernels of the optimizer updates and of gradient clipping (ops/kernels/optim.h), put into their
+// tables by register_optim() at the end (cpu/register.h).
 // One fused pass per parameter, in blocks of kBlock elements: F16/BF16 blocks are widened to F32 with
 // the bulk converters and rounded back once (or read from and written to the F32 master copy); F32
 // and F64 buffers are updated in place. OpenMP only above kParallel elements: below that a parallel
