@@ -5,6 +5,7 @@
 #include "core/convert.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -237,24 +238,33 @@ void convert_f32_to_bf16(const float* src, bf16* dst, int64_t n) {
   f32_to_bf16_scalar(src, dst, n);
 }
 
+namespace {
+// Calls f(T{}) with the codec type of an FP8 dtype (core/fp8.h): the one place convert.cpp picks one.
+template <class F> void visit_fp8(DType dt, const char* what, F&& f) {
+  HG_CHECK(is_fp8(dt), what, ": dtype ", dt, " is not an FP8 dtype");
+  visit_storage_dtype(dt, [&](auto t) {
+    if constexpr (sizeof(t) == 1) f(t);
+  });
+}
+}  // namespace
+
 const float* fp8_decode_table(DType dt) {
-  HG_CHECK(is_fp8(dt), "fp8_decode_table: dtype ", dt, " is not an FP8 dtype");
-  struct Tables {  // the 256 values of each format, built once
-    float e4m3[256], e5m2[256];
-    Tables() {
-      for (int b = 0; b < 256; ++b) {
-        e4m3[b] = f8e4m3_bits_to_float(static_cast<uint8_t>(b));
-        e5m2[b] = f8e5m2_bits_to_float(static_cast<uint8_t>(b));
-      }
-    }
-  };
-  static const Tables tables;
-  return dt == DType::F8E4M3 ? tables.e4m3 : tables.e5m2;
+  // the 256 values of each FP8 format, built once; [dtype][bits]
+  static const auto tables = [] {
+    std::array<std::array<float, 256>, kNumDTypes> t{};
+    for (DType d : kAllDTypes)
+      if (is_fp8(d))
+        visit_fp8(d, "fp8_decode_table", [&](auto v) {
+          for (int b = 0; b < 256; ++b) t[static_cast<size_t>(d)][b] = to_float(decltype(v){static_cast<uint8_t>(b)});
+        });
+    return t;
+  }();
+  visit_fp8(dt, "fp8_decode_table", [](auto) {});  // checks dt
+  return tables[static_cast<size_t>(dt)].data();
 }
 
 void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
-  HG_CHECK(is_fp8(dt), "convert_f8_to_f32: dtype ", dt, " is not an FP8 dtype");
-  const float* lut = fp8_decode_table(dt);
+  const float* lut = fp8_decode_table(dt);  // checks dt
   for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
 }
 
@@ -262,30 +272,29 @@ void convert_f8_to_f32(const uint8_t* src, DType dt, float* dst, int64_t n) {
 // so the 16-bit patterns are exact (BF16: the F32 bits' upper half; F16: core/half.h's exact narrowing).
 void convert_f8_to_16(const uint8_t* src, DType st, uint16_t* dst, DType dt, int64_t n) {
   struct Tables {
-    uint16_t to_bf16[2][256], to_f16[2][256];  // [0]: E4M3, [1]: E5M2
+    uint16_t to_bf16[kNumDTypes][256], to_f16[kNumDTypes][256];  // [FP8 dtype][bits]
     Tables() {
-      for (int f = 0; f < 2; ++f) {
-        const float* values = fp8_decode_table(f == 0 ? DType::F8E4M3 : DType::F8E5M2);
+      for (DType d : kAllDTypes) {
+        if (!is_fp8(d)) continue;
+        const float* values = fp8_decode_table(d);
         for (int b = 0; b < 256; ++b) {
-          to_bf16[f][b] = float_to_bf16_bits(values[b]);
-          to_f16[f][b] = float_to_f16_bits(values[b]);
+          to_bf16[static_cast<size_t>(d)][b] = float_to_bf16_bits(values[b]);
+          to_f16[static_cast<size_t>(d)][b] = float_to_f16_bits(values[b]);
         }
       }
     }
   };
   static const Tables tables;
-  const int f = st == DType::F8E4M3 ? 0 : 1;
+  const size_t f = static_cast<size_t>(st);
   const uint16_t* lut = dt == DType::BF16 ? tables.to_bf16[f] : tables.to_f16[f];
   for (int64_t i = 0; i < n; ++i) dst[i] = lut[src[i]];
 }
 
 void convert_f32_to_f8(const float* src, uint8_t* dst, DType dt, int64_t n, bool saturate) {
-  HG_CHECK(is_fp8(dt), "convert_f32_to_f8: dtype ", dt, " is not an FP8 dtype");
-  if (dt == DType::F8E4M3) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_f8e4m3_bits(src[i], saturate);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_f8e5m2_bits(src[i], saturate);
-  }
+  visit_fp8(dt, "convert_f32_to_f8", [&](auto v) {
+    using T = decltype(v);
+    for (int64_t i = 0; i < n; ++i) dst[i] = fp8_from_float<T>(src[i], saturate).bits;
+  });
 }
 
 void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {

@@ -87,7 +87,7 @@ class DispatchTable : public DispatchTableBase {
   bool has(Device dev, DType t) const { return slot(dev, t) != nullptr; }
   Fn get(Device dev, DType t) const {
     Fn f = slot(dev, t);
-    if (f == nullptr && is_fp8(t)) fail_storage_only(t, name());
+    if (f == nullptr && is_storage_only(t)) fail_storage_only(t, name());
     HG_CHECK(f != nullptr, name(), ": no kernel for dtype ", t, " on device ", dev,
              "; supported dtypes are the floating ones (F32, F16, BF16, F64) unless the op says otherwise");
     mark_called(dev.type, t);

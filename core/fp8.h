@@ -3,11 +3,9 @@
 // the OCP 8-bit floating point specification (OFP8), and the two formats of the OCP Microscaling (MX)
 // specification that halfgrad's block scaling uses. Integer code, usable on host and device (HG_HD).
 //
-//   format   bits       bias  largest finite         smallest normal  smallest subnormal  specials
-//   E4M3     s eeee mmm   7   448    (0 1111 110)    2^-6             2^-9                NaN = s 1111 111, no inf ("fn")
-//   E5M2     s eeeee mm  15   57344  (0 11110 11)    2^-14            2^-16               inf = s 11111 00, NaN = s 11111 {01,10,11}
-//   E2M1     s ee m       1   6      (0 11 1)        1                0.5                 none (MXFP4's elements)
-//   E8M0     eeeeeeee   127   2^127                  2^-127 (no sign, no zero, no subnormals)   NaN = 1111 1111 (MX's block scale)
+// The codecs of the E4M3, E5M2 and E2M1 rows of core/number_format.h, whose parameters (bias, largest
+// finite pattern, inf and NaN patterns) they take from there. E8M0, MX's block scale, is not a sign/
+// exponent/mantissa format and is decoded by hand below: 2^(b - 127), no sign, no zero, 0xff is NaN.
 //
 // Rounding from F32 is to nearest, ties to even, with subnormals kept. What happens past the largest
 // finite value is the caller's choice:
@@ -16,8 +14,9 @@
 //     inf (E5M2) or NaN (E4M3).
 //   - saturate = true (CUDA's __NV_SATFINITE, what the __nv_fp8_e4m3 constructor and Transformer Engine's
 //     casts do): anything past the largest finite value, inf included, becomes +-largest finite.
-// "Past the largest" means what rounds past it: E4M3 keeps 464 (the midpoint between 448 and the NaN
-// pattern's 480) as 448, ties to even, and only >= 480 overflows; E5M2's 61440 ties to 65536 and overflows.
+// "Past the largest" means what rounds past it (NumberFormat::overflow_min): E4M3 keeps 464 (the midpoint
+// between 448 and the NaN pattern's 480) as 448, ties to even, and overflows above it; E5M2's 61440 ties
+// to 65536 and overflows.
 // NaN stays NaN in either mode, with its sign (the format's all-ones pattern: 0x7f or 0xff); NaN
 // payloads do not fit in 8 bits. A value at or below half the smallest subnormal rounds to a signed zero.
 // F64 sources are rounded to F32 first, as PyTorch's c10::Float8_* types are built from a float (a
@@ -28,6 +27,7 @@
 
 #include "core/half.h"
 #include "core/macros.h"
+#include "core/number_format.h"
 
 namespace hg {
 
@@ -42,14 +42,19 @@ static_assert(sizeof(f8e4m3) == 1 && sizeof(f8e5m2) == 1);
 namespace detail {
 
 // One minifloat format, for the rounding and decoding code below: M mantissa bits, exponent bias B,
-// the largest finite magnitude's bit pattern, and the patterns of inf (0 when there is none) and NaN.
+// the largest finite magnitude's bit pattern, and the patterns of inf (0 when there is none) and NaN, all
+// read from the format's core/number_format.h row.
 template <int M, int B, uint8_t MaxBits, uint8_t InfBits, uint8_t NanBits>
 struct Minifloat {
   static constexpr int kMant = M, kBias = B;
   static constexpr uint8_t kMax = MaxBits, kInf = InfBits, kNan = NanBits;
 };
-using E4M3 = Minifloat<3, 7, 0x7e, 0, 0x7f>;
-using E5M2 = Minifloat<2, 15, 0x7b, 0x7c, 0x7f>;
+template <const NumberFormat& F>
+using MinifloatOf = Minifloat<F.mantissa_bits, F.bias(), static_cast<uint8_t>(F.max_bits()),
+                              static_cast<uint8_t>(F.inf_bits()), static_cast<uint8_t>(F.nan_bits())>;
+using E4M3 = MinifloatOf<kFormatE4M3>;
+using E5M2 = MinifloatOf<kFormatE5M2>;
+using E2M1 = MinifloatOf<kFormatE2M1>;
 
 // F32 -> minifloat magnitude bits of format F, rounded to nearest even; `ax` is |x|'s F32 bits (finite).
 // Returns a value above F::kMax when the rounded magnitude is past the largest finite value.
@@ -145,10 +150,14 @@ HG_HD float to_float(f8e4m3 v) { return f8e4m3_bits_to_float(v.bits); }
 HG_HD float to_float(f8e5m2 v) { return f8e5m2_bits_to_float(v.bits); }
 template <> HG_HD f8e4m3 from_float<f8e4m3>(float f) { return f8e4m3{float_to_f8e4m3_bits(f)}; }
 template <> HG_HD f8e5m2 from_float<f8e5m2>(float f) { return f8e5m2{float_to_f8e5m2_bits(f)}; }
+// from_float with the choice of what happens past the largest value (above): T is f8e4m3 or f8e5m2.
+template <class T> HG_HD T fp8_from_float(float f, bool saturate);
+template <> HG_HD f8e4m3 fp8_from_float<f8e4m3>(float f, bool saturate) { return f8e4m3{float_to_f8e4m3_bits(f, saturate)}; }
+template <> HG_HD f8e5m2 fp8_from_float<f8e5m2>(float f, bool saturate) { return f8e5m2{float_to_f8e5m2_bits(f, saturate)}; }
 
 // The largest finite values, as the scaling recipes need them.
-inline constexpr float kF8E4M3Max = 448.0f;
-inline constexpr float kF8E5M2Max = 57344.0f;
+inline constexpr float kF8E4M3Max = static_cast<float>(kFormatE4M3.max());  // 448
+inline constexpr float kF8E5M2Max = static_cast<float>(kFormatE5M2.max());  // 57344
 
 // ---- the MX formats (OCP Microscaling v1.0): E2M1 elements and the E8M0 block scale ------------------
 // E2M1 (4 bits, kept in the low nibble of a byte): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. It has
@@ -159,8 +168,8 @@ HG_HD uint8_t float_to_e2m1_bits(float f) {
   const uint8_t sign = static_cast<uint8_t>((x >> 28) & 0x8u);
   const uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) return sign | 0x7u;
-  const uint32_t r = detail::round_f32_magnitude<detail::Minifloat<1, 1, 0x7, 0, 0>>(ax);
-  return static_cast<uint8_t>(sign | (r > 0x7u ? 0x7u : r));
+  const uint32_t r = detail::round_f32_magnitude<detail::E2M1>(ax);
+  return static_cast<uint8_t>(sign | (r > detail::E2M1::kMax ? detail::E2M1::kMax : r));
 }
 HG_HD float e2m1_bits_to_float(uint8_t b) {
   const uint32_t mag = b & 0x7u;

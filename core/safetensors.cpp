@@ -285,18 +285,12 @@ struct Entry {
   size_t pos = 0;  // of its header entry
 };
 
-// The format's dtype strings: halfgrad's names, except FP8's (safetensors writes F8_E4M3 and F8_E5M2).
-const char* safetensors_dtype(DType t) {
-  switch (t) {
-    case DType::F8E4M3: return "F8_E4M3";
-    case DType::F8E5M2: return "F8_E5M2";
-    default: return dtype_name(t);
-  }
-}
+// The format's dtype strings: each dtype's row (core/dtype.h) holds its tag.
+const char* safetensors_dtype(DType t) { return dtype_info(t).safetensors; }
 
 bool dtype_from_name(const std::string& s, DType& out) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2})
-    if (s == safetensors_dtype(t)) return out = t, true;
+  for (const DTypeInfo& d : kDTypeInfo)
+    if (s == d.safetensors) return out = d.dtype, true;
   return false;
 }
 

@@ -70,12 +70,12 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void fail_storage_only(DType dt, const char* what) {
-  HG_FAIL(what, ": dtype ", dt, " is an FP8 storage format, which no op computes in; convert with .to(DType::BF16) "
-          "or .to(DType::F32) first (exact: every FP8 value is a BF16 value)");
+  HG_FAIL(what, ": dtype ", dt, " is a storage format (", dtype_info(dt).format.total_bits(), " bits), which no op computes "
+          "in; convert with .to(DType::BF16) or .to(DType::F32) first (exact: every FP8 value is a BF16 value)");
 }
 
 void check_floating(const char* op, const Tensor& a) {
-  if (is_fp8(a.dtype())) fail_storage_only(a.dtype(), op);
+  if (is_storage_only(a.dtype())) fail_storage_only(a.dtype(), op);
   HG_CHECK(is_floating(a.dtype()), op, ": dtype ", a.dtype(),
            " is not supported (floating dtypes only); convert with .to(DType::F32)");
 }

@@ -75,17 +75,15 @@ void validate(const GemmArgs& g) {
   check_int("batch", g.batch);
 }
 
+// Each dtype's row (core/dtype.h) holds its cudaDataType_t value; the asserts tie them to the library's.
+static_assert(dtype_info(DType::F32).cuda_data_type == CUDA_R_32F && dtype_info(DType::F16).cuda_data_type == CUDA_R_16F &&
+              dtype_info(DType::BF16).cuda_data_type == CUDA_R_16BF && dtype_info(DType::F64).cuda_data_type == CUDA_R_64F &&
+              dtype_info(DType::F8E4M3).cuda_data_type == CUDA_R_8F_E4M3 &&
+              dtype_info(DType::F8E5M2).cuda_data_type == CUDA_R_8F_E5M2);
 cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F64: return CUDA_R_64F;
-    case DType::F8E4M3: return CUDA_R_8F_E4M3;
-    case DType::F8E5M2: return CUDA_R_8F_E5M2;
-    case DType::I64: break;
-  }
-  HG_FAIL("gemm: dtype ", t, " has no cuBLAS type; use F32, F16, BF16 or F64");
+  const int v = dtype_info(t).cuda_data_type;
+  HG_CHECK(v >= 0, "gemm: dtype ", t, " has no cuBLAS type; use F32, F16, BF16 or F64");
+  return static_cast<cudaDataType_t>(v);
 }
 
 cublasOperation_t cublas_op(Trans t) { return t == Trans::N ? CUBLAS_OP_N : CUBLAS_OP_T; }

@@ -30,7 +30,7 @@ namespace hg::cuda {
 
 namespace {
 
-cudaDataType_t f8_type(DType t) { return t == DType::F8E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+cudaDataType_t f8_type(DType t) { return static_cast<cudaDataType_t>(dtype_info(t).cuda_data_type); }  // core/dtype.h
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

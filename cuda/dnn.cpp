@@ -68,17 +68,17 @@ void finalize(const BackendDesc& d, const char* what, const ConvPlanKey* key) {
   HG_DNN_CHECK(cudnnBackendFinalize(d.get()), what, key);
 }
 
+// Each dtype's row (core/dtype.h) holds its cudnnDataType_t value; the asserts tie them to the library's.
+static_assert(dtype_info(DType::F32).cudnn_data_type == CUDNN_DATA_FLOAT &&
+              dtype_info(DType::F16).cudnn_data_type == CUDNN_DATA_HALF &&
+              dtype_info(DType::BF16).cudnn_data_type == CUDNN_DATA_BFLOAT16 &&
+              dtype_info(DType::F64).cudnn_data_type == CUDNN_DATA_DOUBLE &&
+              dtype_info(DType::F8E4M3).cudnn_data_type == CUDNN_DATA_FP8_E4M3 &&
+              dtype_info(DType::F8E5M2).cudnn_data_type == CUDNN_DATA_FP8_E5M2);
 cudnnDataType_t data_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::F16: return CUDNN_DATA_HALF;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    case DType::F8E4M3: return CUDNN_DATA_FP8_E4M3;
-    case DType::F8E5M2: return CUDNN_DATA_FP8_E5M2;
-    case DType::I64: break;
-  }
-  HG_FAIL("conv2d (cuDNN): dtype ", t, " is not supported; use F32, F16, BF16 or F64");
+  const int v = dtype_info(t).cudnn_data_type;
+  HG_CHECK(v >= 0, "conv2d (cuDNN): dtype ", t, " is not supported; use F32, F16, BF16 or F64");
+  return static_cast<cudnnDataType_t>(v);
 }
 
 // F16/BF16 accumulate in F32 (docs/ARCHITECTURE.md, Principles 2); F64 in F64.

@@ -155,7 +155,7 @@ Module& Module::to(Device d) {
 Module& Module::to(DType dt) {
   HG_CHECK(is_floating(dt), "Module::to: dtype ", dt, " is not floating; modules convert their floating "
                             "parameters and buffers to F32, F16, BF16 or F64");
-  HG_CHECK(!is_fp8(dt), "Module::to: dtype ", dt, " is an FP8 storage format that no op computes in; keep the "
+  HG_CHECK(!is_storage_only(dt), "Module::to: dtype ", dt, " is an FP8 storage format that no op computes in; keep the "
                         "parameters in F32, F16, BF16 or F64 and quantize them for the GEMM");
   NoGradGuard ng;
   visit("", [&](char, const std::string&, const Tensor& t) {

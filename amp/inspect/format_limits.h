@@ -22,28 +22,32 @@
 
 #include "core/fp8.h"
 #include "core/half.h"
+#include "core/number_format.h"
 
 namespace hg::amp::inspect {
 
-inline constexpr double kF16MinSubnormal = 0x1p-24;  // 5.96e-8
-inline constexpr double kF16MinNormal = 0x1p-14;     // 6.10e-5
-inline constexpr double kF16Max = 65504.0;
-inline constexpr double kF16FlushMax = 0x1p-25;      // |x| <= this rounds to 0
-inline constexpr double kF16OverflowMin = 65520.0;   // |x| >= this rounds to inf
-inline constexpr double kBF16MinSubnormal = 0x1p-133;  // 9.18e-41
-inline constexpr double kBF16MinNormal = 0x1p-126;     // 1.18e-38
-inline constexpr double kBF16Max = 0x1.fep127;         // 3.39e38
-inline constexpr double kBF16FlushMax = 0x1p-134;
-inline constexpr double kBF16OverflowMin = 0x1.ffp127;
+// Every limit below is core/number_format.h's, derived from the format's field widths.
+inline constexpr double kF16MinSubnormal = kFormatF16.min_subnormal();  // 2^-24 = 5.96e-8
+inline constexpr double kF16MinNormal = kFormatF16.min_normal();        // 2^-14 = 6.10e-5
+inline constexpr double kF16Max = kFormatF16.max();                     // 65504
+inline constexpr double kF16FlushMax = kFormatF16.flush_max();          // 2^-25: |x| <= this rounds to 0
+inline constexpr double kF16OverflowMin = kFormatF16.overflow_min();    // 65520: |x| >= this rounds to inf
+inline constexpr double kBF16MinSubnormal = kFormatBF16.min_subnormal();  // 2^-133 = 9.18e-41
+inline constexpr double kBF16MinNormal = kFormatBF16.min_normal();        // 2^-126 = 1.18e-38
+inline constexpr double kBF16Max = kFormatBF16.max();                     // 3.39e38
+inline constexpr double kBF16FlushMax = kFormatBF16.flush_max();
+inline constexpr double kBF16OverflowMin = kFormatBF16.overflow_min();
 inline constexpr double kSwampRatio = 2048.0;  // the rule of thumb: lost when |w| >= 2048 |u|
 // FP8 (core/fp8.h), unscaled: what a cast with scale 1 keeps. E4M3: |x| <= 2^-10 flushes, |x| > 464 (the
 // midpoint to the NaN pattern's 480, which rounds to even 448) is past the largest value: saturated by
 // Transformer Engine's casts, NaN by .to(). E5M2: |x| <= 2^-17 flushes, |x| >= 61440 overflows (to inf, or
 // saturates). A per-tensor scale s moves every value by s: the histogram's loss_scale plays that role.
-inline constexpr double kE4M3MinSubnormal = 0x1p-9, kE4M3MinNormal = 0x1p-6, kE4M3Max = 448.0;
-inline constexpr double kE4M3FlushMax = 0x1p-10, kE4M3OverflowMin = 464.0;  // overflow: |x| > 464
-inline constexpr double kE5M2MinSubnormal = 0x1p-16, kE5M2MinNormal = 0x1p-14, kE5M2Max = 57344.0;
-inline constexpr double kE5M2FlushMax = 0x1p-17, kE5M2OverflowMin = 61440.0;  // overflow: |x| >= 61440
+inline constexpr double kE4M3MinSubnormal = kFormatE4M3.min_subnormal(), kE4M3MinNormal = kFormatE4M3.min_normal(),
+                        kE4M3Max = kFormatE4M3.max();
+inline constexpr double kE4M3FlushMax = kFormatE4M3.flush_max(), kE4M3OverflowMin = kFormatE4M3.overflow_min();
+inline constexpr double kE5M2MinSubnormal = kFormatE5M2.min_subnormal(), kE5M2MinNormal = kFormatE5M2.min_normal(),
+                        kE5M2Max = kFormatE5M2.max();
+inline constexpr double kE5M2FlushMax = kFormatE5M2.flush_max(), kE5M2OverflowMin = kFormatE5M2.overflow_min();
 
 // Where a value lands when stored in a 16-bit format.
 enum class Rounding : uint8_t {

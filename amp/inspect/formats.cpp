@@ -13,39 +13,34 @@ namespace hg::amp::inspect {
 
 namespace {
 
-FormatInfo make_info(DType dtype, const char* name, int exponent_bits, int mantissa_bits, bool has_inf = true) {
+// The inspector's view of a dtype's row (core/dtype.h, core/number_format.h): the limits are the row's.
+FormatInfo make_info(DType dtype) {
+  const NumberFormat& n = dtype_info(dtype).format;
   FormatInfo f;
   f.dtype = dtype;
-  f.name = name;
-  f.exponent_bits = exponent_bits;
-  f.mantissa_bits = mantissa_bits;
-  f.total_bits = f.sign_bits + exponent_bits + mantissa_bits;
-  f.precision_bits = mantissa_bits + 1;
-  f.exponent_bias = (1 << (exponent_bits - 1)) - 1;
-  f.min_exponent = 1 - f.exponent_bias;
-  f.has_inf = has_inf;
-  f.max_exponent = f.exponent_bias;  // the all-ones field is reserved for inf and NaN
-  f.max_finite = std::ldexp(2.0 - std::ldexp(1.0, -mantissa_bits), f.max_exponent);
-  if (!has_inf) {  // F8E4M3: the all-ones field holds numbers; only the all-ones mantissa there is NaN
-    f.max_exponent = f.exponent_bias + 1;
-    f.max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - mantissa_bits), f.max_exponent);
-  }
-  f.min_normal = std::ldexp(1.0, f.min_exponent);
-  f.min_subnormal = std::ldexp(1.0, f.min_exponent - mantissa_bits);
-  f.epsilon = std::ldexp(1.0, -mantissa_bits);
+  f.name = dtype_name(dtype);
+  f.exponent_bits = n.exponent_bits;
+  f.mantissa_bits = n.mantissa_bits;
+  f.total_bits = n.total_bits();
+  f.precision_bits = n.mantissa_bits + 1;
+  f.exponent_bias = n.bias();
+  f.min_exponent = n.min_exponent();
+  f.max_exponent = n.max_exponent();
+  f.has_inf = n.has_inf();
+  f.max_finite = n.max();
+  f.min_normal = n.min_normal();
+  f.min_subnormal = n.min_subnormal();
+  f.epsilon = n.epsilon();
   const double log10_2 = std::log10(2.0);
   f.decimal_digits = f.precision_bits * log10_2;
   // The standard definitions behind std::numeric_limits<float>::digits10 (6) and max_digits10 (9).
-  f.digits10 = static_cast<int>(std::floor(mantissa_bits * log10_2));
+  f.digits10 = static_cast<int>(std::floor(f.mantissa_bits * log10_2));
   f.max_digits10 = static_cast<int>(std::ceil(1.0 + f.precision_bits * log10_2));
   return f;
 }
 
-const FormatInfo kF32 = make_info(DType::F32, "F32", 8, 23);
-const FormatInfo kF16 = make_info(DType::F16, "F16", 5, 10);
-const FormatInfo kBF16 = make_info(DType::BF16, "BF16", 8, 7);
-const FormatInfo kF8E4M3 = make_info(DType::F8E4M3, "F8E4M3", 4, 3, /*has_inf=*/false);
-const FormatInfo kF8E5M2 = make_info(DType::F8E5M2, "F8E5M2", 5, 2);
+// The floating dtypes whose encodings fit the inspector's 32 bits: F32, F16, BF16 and the FP8 formats.
+bool inspected(DType dt) { return is_floating(dt) && dtype_info(dt).format.total_bits() <= 32; }
 
 // d rounded to float with round-to-odd: truncate toward zero, then set the last bit if anything was
 // cut off. Rounding that float to nearest even with >= 2 fewer significand bits (F16: 11, BF16: 8 of
@@ -61,13 +56,12 @@ float round_to_odd_float(double d) {
 }
 
 uint32_t encode(double value, DType dtype) {
-  switch (dtype) {
-    case DType::F16: return float_to_f16_bits(round_to_odd_float(value));
-    case DType::BF16: return float_to_bf16_bits(round_to_odd_float(value));
-    case DType::F8E4M3: return float_to_f8e4m3_bits(round_to_odd_float(value));
-    case DType::F8E5M2: return float_to_f8e5m2_bits(round_to_odd_float(value));
-    default: return detail::float_bits(static_cast<float>(value));  // the cast rounds to nearest even
-  }
+  if (dtype == DType::F32) return detail::float_bits(static_cast<float>(value));  // the cast rounds to nearest even
+  return visit_storage_dtype(dtype, [&](auto t) -> uint32_t {
+    using T = decltype(t);
+    if constexpr (requires { t.bits; }) return from_float<T>(round_to_odd_float(value)).bits;
+    else HG_FAIL("inspect: internal error, encode got ", dtype);
+  });
 }
 
 ValueClass classify(const FormatInfo& f, int field, uint32_t mantissa) {
@@ -92,15 +86,15 @@ void set_errors(Decoded& d) {
 }  // namespace
 
 const FormatInfo& format_info(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return kF32;
-    case DType::F16: return kF16;
-    case DType::BF16: return kBF16;
-    case DType::F8E4M3: return kF8E4M3;
-    case DType::F8E5M2: return kF8E5M2;
-    default: break;
-  }
-  HG_FAIL("inspect::format_info: dtype=", dtype, " is not an inspected format; use F32, F16, BF16, F8E4M3 or F8E5M2");
+  static const auto infos = [] {
+    std::array<FormatInfo, kNumDTypes> a{};
+    for (const DTypeInfo& d : kDTypeInfo)
+      if (inspected(d.dtype)) a[static_cast<size_t>(d.dtype)] = make_info(d.dtype);
+    return a;
+  }();
+  HG_CHECK(inspected(dtype), "inspect::format_info: dtype=", dtype,
+           " is not an inspected format; use F32, F16, BF16, F8E4M3 or F8E5M2");
+  return infos[static_cast<size_t>(dtype)];
 }
 
 const char* value_class_name(ValueClass c) {
@@ -131,13 +125,17 @@ std::string bits_hex(DType dtype, uint32_t bits) {
 }
 
 double bits_value(DType dtype, uint32_t bits) {
-  switch (format_info(dtype).dtype) {
-    case DType::F16: return f16_bits_to_float(static_cast<uint16_t>(bits));
-    case DType::BF16: return bf16_bits_to_float(static_cast<uint16_t>(bits));
-    case DType::F8E4M3: return f8e4m3_bits_to_float(static_cast<uint8_t>(bits));
-    case DType::F8E5M2: return f8e5m2_bits_to_float(static_cast<uint8_t>(bits));
-    default: return detail::bits_float(bits);
-  }
+  if (format_info(dtype).dtype == DType::F32) return detail::bits_float(bits);
+  return visit_storage_dtype(dtype, [&](auto t) -> double {
+    using T = decltype(t);
+    if constexpr (requires { t.bits; }) {
+      T v{};
+      v.bits = static_cast<decltype(v.bits)>(bits);
+      return to_float(v);
+    } else {
+      HG_FAIL("inspect: internal error, bits_value got ", dtype);
+    }
+  });
 }
 
 Decoded decode(double value, DType dtype) {

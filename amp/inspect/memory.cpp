@@ -17,7 +17,7 @@ namespace hg::amp::inspect {
 
 namespace {
 
-constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2};
+constexpr const auto& kDTypes = kAllDTypes;  // core/dtype.h
 constexpr Role kRoles[] = {Role::Params,     Role::Masters,   Role::Grads,       Role::OptimizerState, Role::Buffers,
                            Role::ExtraState, Role::CastCache, Role::Activations, Role::Other};
 constexpr size_t idx(Role r) { return static_cast<size_t>(r); }

@@ -140,7 +140,12 @@ template <class TD> void reference(const Call& g) {
   }
 }
 
-hg::DType hg_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 ? hg::DType::F8E4M3 : hg::DType::F8E5M2; }
+// The dtype whose row (core/dtype.h) holds this cudaDataType_t (check() admitted only the FP8 types).
+hg::DType hg_fp8(cudaDataType t) {
+  for (const hg::DTypeInfo& d : hg::kDTypeInfo)
+    if (hg::is_fp8(d.dtype) && d.cuda_data_type == static_cast<int>(t)) return d.dtype;
+  return hg::DType::F8E4M3;  // unreachable: check() refused any other type
+}
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
