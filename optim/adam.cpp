@@ -1,6 +1,7 @@
 #include "optim/adam.h"
 
 #include "ops/kernels/optim.h"
+#include "optim/update.h"
 
 namespace hg::optim::detail {
 
@@ -15,8 +16,8 @@ void AdamBase<Options>::check_options(const Options& o) {
 
 template <class Options>
 Optimizer::StateNames AdamBase<Options>::state_names(const Options& o) {
-  if (o.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  return {"exp_avg", "exp_avg_sq"};
+  static constexpr const char* kNames[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return Optimizer::StateNames(kNames).first(o.amsgrad ? 3 : 2);
 }
 
 template <class Options>
@@ -33,40 +34,24 @@ std::array<double, 5> AdamBase<Options>::device_hyper(const Options& o) {
 
 template <class Options>
 void AdamBase<Options>::step(const AmpStep& amp) {
-  size_t i = 0;  // the parameter's index <i>
-  for (size_t gi = 0; gi < this->groups_.size(); ++gi) {
-    const auto& group = this->groups_[gi];
-    const Options& o = group.options;
+  this->for_each_update(amp, [](const Options& o, const UpdateContext& u) {
     const AdamHyper h{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps,
                       .weight_decay = o.weight_decay, .decoupled = kDecoupled, .amsgrad = o.amsgrad};
-    const size_t num_buffers = o.amsgrad ? 3 : 2;
-    const std::array<double, 5> hyper = device_hyper(o);  // (no allocation per step)
-    for (const Tensor& p : group.params) {
-      const size_t index = i++;
-      const Tensor g = p.grad();
-      if (!g.defined()) continue;
-      this->check_grad(kName, index, p, g);
-      this->ensure_state(kName, index, p, num_buffers);
-      typename Optimizer::ParamState& s = this->state_[index];
-      const GradUnscale u = p.grad_unscale();
-      const DeviceStep dev = this->device_step(index, gi, p, amp.found_inf, u, s.step, true, hyper);
-      if (dev.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
-      AdamArgs args{.n = p.numel(),
-                    .param = p.data_ptr(),
-                    .grad = g.data_ptr(),
-                    .exp_avg = s.buffers[0].data_ptr(),
-                    .exp_avg_sq = s.buffers[1].data_ptr(),
-                    .max_exp_avg_sq = o.amsgrad ? s.buffers[2].data_ptr() : nullptr,
-                    .master = this->master_for(index, p),
-                    .store = this->param_store(index, p),
-                    // with a device counter the kernel derives them itself; then only amsgrad and unscale are read
-                    .s = adam_scalars(h, dev.steps == nullptr ? s.step : 1),
-                    .h = h,
-                    .amp = dev};
-      args.s.unscale = u.host;
-      adam_kernels().get(p.device(), p.dtype())(args);
-    }
-  }
+    AdamArgs args{.n = u.param.numel(),
+                  .param = u.param.data_ptr(),
+                  .grad = u.grad.data_ptr(),
+                  .exp_avg = u.buffer(0),
+                  .exp_avg_sq = u.buffer(1),
+                  .max_exp_avg_sq = u.buffer(2),  // amsgrad only
+                  .master = u.master,
+                  .store = u.store,
+                  // with a device counter the kernel derives them itself; then only amsgrad and unscale are read
+                  .s = adam_scalars(h, u.amp.steps == nullptr ? u.step : 1),
+                  .h = h,
+                  .amp = u.amp};
+    args.s.unscale = u.unscale.host;
+    adam_kernels().get(u.param.device(), u.param.dtype())(args);
+  });
 }
 
 template class AdamBase<AdamOptions>;

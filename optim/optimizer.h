@@ -2,22 +2,24 @@
 // Optimizer: parameter groups, per-parameter state created at a parameter's first step, zero_grad and
 // a flat state_dict of named tensors (safetensors-ready). OptimizerOf<Derived, Options> holds the typed
 // groups of one optimizer (SGD, Adam, AdamW); Optimizer is the view schedulers, clipping and the grad
-// scaler use, whatever the optimizer. step() makes no tensor and calls no op after a parameter's first
-// step: one kernel call per parameter (ops/kernels/optim.h).
+// scaler use, whatever the optimizer. Two parts are the same for every optimizer: the parameters' store
+// precision (masters, stochastic and Kahan rounding: optim/param_precision.h) and what lives in device
+// memory (step counters, hyper-parameters: optim/device_mirror.h). An optimizer's step asks for each
+// parameter's UpdateContext (optim/update.h) and calls its kernel with it. step() makes no tensor and
+// calls no op after a parameter's first step: one kernel call per parameter (ops/kernels/optim.h).
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <set>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "core/rng.h"
 #include "core/state_dict.h"
-#include "core/stochastic_round.h"
 #include "core/tensor.h"
 #include "optim/amp_step.h"
+#include "optim/device_mirror.h"
+#include "optim/param_precision.h"
 
 namespace hg::optim {
 
@@ -32,19 +34,10 @@ namespace hg::optim {
 // A parameter that never took a step has no state.<i> entries.
 using hg::StateDict;  // core/state_dict.h
 
-struct DeviceStep;  // ops/kernels/optim.h
-struct ParamStore;  // ops/kernels/optim.h
+struct UpdateContext;  // optim/update.h
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
-
-// FP32 master weights (docs/ARCHITECTURE.md, Principles 6; Micikevicius et al. 2018). With Auto (the default) an F16/BF16
-// parameter gets an F32 master copy at its first step, made from the parameter's values; every step
-// then updates the master (moments are F32 in any case) and rounds it once (RNE) into the parameter,
-// so updates below half an F16/BF16 ulp of the weight accumulate instead of being swamped. F32 and
-// F64 parameters are their own master. Off updates the low-precision parameter directly (widened to
-// F32, updated, rounded): Apex's O3, pure F16.
-enum class MasterWeights : uint8_t { Auto, Off };
 
 template <class Options>
 struct ParamGroup {
@@ -83,8 +76,9 @@ class Optimizer {
 
   // Auto by default. Switching to Off drops the masters (the parameters keep their rounded values);
   // switching back makes new ones from the parameters at their next step.
+  // (MasterWeights: optim/param_precision.h.)
   void set_master_weights(MasterWeights mode);
-  MasterWeights master_weights() const { return master_weights_; }
+  MasterWeights master_weights() const { return precision_.master_weights(); }
   // How an F16/BF16 parameter without a master copy takes its update (core/stochastic_round.h): Nearest (the
   // default, Apex O3: an update below half an ulp of the weight is lost), Stochastic (rounded up with
   // probability equal to the distance, so updates survive in expectation; Philox bits from a generator
@@ -93,7 +87,7 @@ class Optimizer {
   // need set_master_weights(MasterWeights::Off) first; F32/F64 parameters are not affected. Switching away
   // from Kahan drops the compensation buffers.
   void set_param_rounding(ParamRounding rounding, uint64_t seed = 0);
-  ParamRounding param_rounding() const { return rounding_; }
+  ParamRounding param_rounding() const { return precision_.param_rounding(); }
   // Parameter i's Kahan compensation (the live tensor); undefined unless it took a Kahan store.
   Tensor compensation(size_t i) const;
   // Parameter i's F32 master copy (shares storage: a view, not a snapshot); undefined for F32/F64
@@ -110,7 +104,6 @@ class Optimizer {
   };
   StepCount step_count(size_t i) const;
 
-
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
   // For the same parameters in the same groups and order: restores options and state exactly, so
@@ -120,83 +113,61 @@ class Optimizer {
 
  protected:
   Optimizer() = default;
+  // An optimizer's buffer names, in static storage: step() counts the buffers without allocating.
+  using StateNames = std::span<const char* const>;
+
+ private:
+  template <class Derived, class Options>
+  friend class OptimizerOf;  // the one user of what follows
 
   struct ParamState {
-    int64_t step = 0;
+    int64_t step = 0;             // steps counted on the host (optimizers that count steps)
     std::vector<Tensor> buffers;  // the optimizer's named buffers; empty until the first step
-    Tensor master;                // F32 master of an F16/BF16 parameter; undefined otherwise
-    Tensor compensation;          // Kahan's buffer of an F16/BF16 parameter without master; undefined otherwise
-    Tensor steps;  // I64 (1) on the parameter's device: steps taken on the device path; replaces `step` once made
   };
-  using StateNames = std::vector<const char*>;
 
   // Checks the new group's parameters (defined, floating, leaf, in no other group) and gives them the
   // next indices <i>.
   void add_params(const char* opt, const std::vector<Tensor>& params);
+  // Everything the update of parameter i (group g, gradient `grad`) needs (optim/update.h): its first
+  // num_buffers buffers (made as zeros at its first step), master, store and device step; the host
+  // counts the step when `counts_steps` and no device counter does. hyper: the group's DeviceStep::hyper.
+  UpdateContext prepare_update(const char* opt, size_t i, size_t g, const Tensor& p, const Tensor& grad,
+                               const AmpStep& amp, size_t num_buffers, bool counts_steps,
+                               std::span<const double> hyper);
   // Parameter i's buffers, created as zeros at its first step; true when they were just created.
   bool ensure_state(const char* opt, size_t i, const Tensor& p, size_t num_buffers);
-  // The master copy the update of parameter i reads and writes (made from p at its first step), or
-  // null when p is its own master or masters are Off.
-  float* master_for(size_t i, const Tensor& p);
-  // How parameter i's update is rounded into it (ops/kernels/optim.h): reserves its Philox blocks for a
-  // stochastic store, makes its compensation buffer (zeros) at its first Kahan store.
-  ParamStore param_store(size_t i, const Tensor& p);
-  // rounding.generator, when the dict has it (checked against this optimizer's rounding); marks it used.
-  bool read_rounding(const char* opt, const StateDict& sd, GeneratorState& out, std::set<std::string>& used) const;
-  void set_rounding_state(const GeneratorState& s) { rounding_gen_.set_state(s); }
-  // What parameter i's update reads from device memory (ops/kernels/optim.h's DeviceStep): amp's found_inf and
-  // the device parts of `unscale` (its GradUnscale), and the step counter, made on p's device from
-  // steps_so_far at the first step with a found_inf flag when `counts` (updates with state).
-  // On a CUDA device the counter is always made, and `hyper` (group g's hyper-parameters in the order
-  // of ops/kernels/optim.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
-  // captured in a CUDA graph counts and follows set_lr (and any option changed by an eager step) when
-  // it is replayed.
-  DeviceStep device_step(size_t i, size_t g, const Tensor& p, const float* found_inf, const GradUnscale& unscale,
-                         int64_t steps_so_far, bool counts, std::span<const double> hyper);
-  // Group g's hyper-parameters in device memory (made at its first step on a CUDA device) follow the
-  // host's values: an upload (which does not wait for the device) when one changed.
-  void upload_hyper(size_t g, std::span<const double> hyper);
-  // The steps parameter i took: its device counter when it has one (a sync), else ParamState::step.
-  int64_t steps_taken(size_t i) const;
   static void check_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g) {
     if (g.dtype() != p.dtype() || g.numel() != p.numel() || !(g.device() == p.device())) [[unlikely]]
       bad_grad(opt, i, p, g);
   }
+  [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
 
   // state_dict helpers; names[g] are the buffer names of group g's parameters.
   static std::string group_key(size_t g, const char* option);
   static Tensor scalar(double v);
-  void save_state(StateDict& sd, const std::vector<StateNames>& names, bool with_step) const;
   static double read_option(const char* opt, const StateDict& sd, const std::string& key,
                             std::set<std::string>& used);
-  // Reads and checks every group.<g>.params and state.<i>.* entry, then rejects any entry not in `used`.
+  void save_state(StateDict& sd, const std::vector<StateNames>& names, bool with_step) const;
+  // Reads and checks rounding.generator and every group.<g>.params and state.<i>.* entry, rejects any
+  // entry not in `used`, and only then replaces the state (all or nothing).
+  void load_state(const char* opt, const StateDict& sd, const std::vector<StateNames>& names, bool with_step,
+                  std::set<std::string>& used);
   std::vector<ParamState> read_state(const char* opt, const StateDict& sd, const std::vector<StateNames>& names,
-                                     bool with_step, std::set<std::string>& used) const;
+                                     bool with_step, ParamPrecision::Loaded& precision,
+                                     std::set<std::string>& used) const;
 
-  std::vector<ParamState> state_;  // by parameter index <i>
-
- private:
-  void read_master(const char* opt, const StateDict& sd, size_t i, const Tensor& p, ParamState& out,
-                   std::set<std::string>& used) const;
-
- private:
-  [[noreturn]] static void bad_grad(const char* opt, size_t i, const Tensor& p, const Tensor& g);
+  std::vector<ParamState> state_;    // by parameter index <i>
   std::vector<size_t> group_begin_;  // index <i> of each group's first parameter
-  MasterWeights master_weights_ = MasterWeights::Auto;
-  ParamRounding rounding_ = ParamRounding::Nearest;
-  Generator rounding_gen_{0};
-  struct DeviceHyper {
-    Tensor value;              // F64 on the group's CUDA device
-    std::vector<double> host;  // what it holds
-  };
-  std::vector<DeviceHyper> device_hyper_;  // by group
+  ParamPrecision precision_;         // masters, rounding of the store, by <i>
+  DeviceMirror mirror_;              // device step counters by <i>, hyper-parameters by group
 };
 
 // The typed groups of one optimizer. Derived provides (privately, befriending this class):
 //   static constexpr const char* kName;  static constexpr bool kCountsSteps;
 //   static void check_options(const Options&);   // throws hg::Error naming the bad option
-//   static Optimizer::StateNames state_names(const Options&);
+//   static Optimizer::StateNames state_names(const Options&);  // its buffers, a span of static names
 //   static std::array<double, N> device_hyper(const Options&);  // in ops/kernels/optim.h's *HyperIndex order
+//   void step(const AmpStep&) override;  // for_each_update, calling its kernel per parameter
 // and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
 template <class Derived, class Options>
 class OptimizerOf : public Optimizer {
@@ -228,7 +199,7 @@ class OptimizerOf : public Optimizer {
     (void)group(g);  // checks g
     HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
     groups_[g].options.lr = lr;
-    upload_hyper(g, Derived::device_hyper(groups_[g].options));
+    mirror_.upload_hyper(g, Derived::device_hyper(groups_[g].options));
   }
   double momentum(size_t g) const override {
     const Options& o = group(g).options;
@@ -241,7 +212,7 @@ class OptimizerOf : public Optimizer {
     else o.momentum = m;
     Derived::check_options(o);  // throws naming the bad value; the group keeps its options
     groups_[g].options = o;
-    upload_hyper(g, Derived::device_hyper(o));
+    mirror_.upload_hyper(g, Derived::device_hyper(o));
   }
 
   StateDict state_dict() const override {
@@ -269,16 +240,16 @@ class OptimizerOf : public Optimizer {
       names.push_back(Derived::state_names(o));
       options.push_back(o);
     }
-    GeneratorState rounding{};
-    const bool has_rounding = read_rounding(Derived::kName, sd, rounding, used);
-    std::vector<ParamState> state = read_state(Derived::kName, sd, names, Derived::kCountsSteps, used);
-    if (has_rounding) set_rounding_state(rounding);
+    load_state(Derived::kName, sd, names, Derived::kCountsSteps, used);  // throws before it changes anything
     for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = options[g];
-    state_ = std::move(state);
   }
 
  protected:
   OptimizerOf() = default;
+  // Calls update(options, context) for each parameter that has a gradient, in index order, with its
+  // UpdateContext (optim/update.h, which defines this): all its kernel's arguments but its options'.
+  template <class F>
+  void for_each_update(const AmpStep& amp, F&& update);
   const Group& group(size_t g) const {
     HG_CHECK(g < groups_.size(), Derived::kName, ": group ", g, " does not exist; the optimizer has ",
              groups_.size(), " group(s)");

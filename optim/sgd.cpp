@@ -1,6 +1,7 @@
 #include "optim/sgd.h"
 
 #include "ops/kernels/optim.h"
+#include "optim/update.h"
 
 namespace hg::optim {
 
@@ -14,8 +15,8 @@ void SGD::check_options(const SGDOptions& o) {
 }
 
 Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
-  if (o.momentum == 0) return {};
-  return {"momentum_buffer"};
+  static constexpr const char* kNames[] = {"momentum_buffer"};
+  return StateNames(kNames).first(o.momentum != 0 ? 1 : 0);
 }
 
 std::array<double, 4> SGD::device_hyper(const SGDOptions& o) {
@@ -29,36 +30,23 @@ std::array<double, 4> SGD::device_hyper(const SGDOptions& o) {
 }
 
 void SGD::step(const AmpStep& amp) {
-  size_t i = 0;  // the parameter's index <i>
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const Group& group = groups_[gi];
-    const SGDOptions& o = group.options;
-    const size_t num_buffers = o.momentum != 0 ? 1 : 0;
-    const std::array<double, 4> hyper = device_hyper(o);  // (no allocation per step)
-    for (const Tensor& p : group.params) {
-      const size_t index = i++;
-      const Tensor g = p.grad();
-      if (!g.defined()) continue;
-      check_grad(kName, index, p, g);
-      const bool first = ensure_state(kName, index, p, num_buffers);
-      const GradUnscale u = p.grad_unscale();
-      const SgdArgs args{.n = p.numel(),
-                         .param = p.data_ptr(),
-                         .grad = g.data_ptr(),
-                         .momentum_buffer = num_buffers ? state_[index].buffers[0].data_ptr() : nullptr,
-                         .master = master_for(index, p),
-                         .store = param_store(index, p),
-                         .s = {.lr = o.lr,
-                               .momentum = o.momentum,
-                               .dampening = o.dampening,
-                               .weight_decay = o.weight_decay,
-                               .nesterov = o.nesterov,
-                               .first_step = first,
-                               .unscale = u.host},
-                         .amp = device_step(index, gi, p, amp.found_inf, u, first ? 0 : 1, num_buffers != 0, hyper)};
-      sgd_kernels().get(p.device(), p.dtype())(args);
-    }
-  }
+  for_each_update(amp, [](const SGDOptions& o, const UpdateContext& u) {
+    const SgdArgs args{.n = u.param.numel(),
+                       .param = u.param.data_ptr(),
+                       .grad = u.grad.data_ptr(),
+                       .momentum_buffer = u.buffer(0),
+                       .master = u.master,
+                       .store = u.store,
+                       .s = {.lr = o.lr,
+                             .momentum = o.momentum,
+                             .dampening = o.dampening,
+                             .weight_decay = o.weight_decay,
+                             .nesterov = o.nesterov,
+                             .first_step = u.first_step,
+                             .unscale = u.unscale.host},
+                       .amp = u.amp};
+    sgd_kernels().get(u.param.device(), u.param.dtype())(args);
+  });
 }
 
 }  // namespace hg::optim
