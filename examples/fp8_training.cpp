@@ -15,11 +15,12 @@
 //   fp8-unscaled    HYBRID with every scale 1: weights (~0.03) and gradients (~1e-5) are below or at the bottom
 //                   of E4M3's and E5M2's range and flush to zero;
 //   fp8-margin-8    delayed scaling with margin -8: scales 256x too large, so the largest values saturate;
-//   fp8-e4m3-grads  current scaling with E4M3 gradients (TE's E4M3 format): 3 exponent bits fewer for dy;
+//   fp8-e4m3-grads  current scaling with E4M3 gradients (TE's E4M3 format): one exponent bit fewer for dy
+//                   (it spans 2^17.8 instead of E5M2's 2^31.8);
 //   fp8-history-1   delayed scaling with a one-step history: each cast uses the last step's amax.
 // --model cnn trains the examples' CNN (conv 32, conv 64, linear 3136-128-10) instead, 600 steps, the first five
-// runs: FP8 applies to its Linear layers, as Transformer Engine's does (it has no FP8 convolution), and its
-// convolutions run under BF16 autocast in the FP8 runs.
+// runs: FP8 applies to its Linear layers (nn::convert_to_fp8 swaps them for nn::Fp8Linear), as Transformer
+// Engine's does (it has no FP8 convolution), and its convolutions run under BF16 autocast in the FP8 runs.
 // Per run: test accuracy, training loss, ms per step, and, over the steps the statistics were sampled on (every 50),
 // the mean fractions of elements saturated and flushed to zero per tensor role, and the bytes of FP8 state.
 // --csv DIR writes the data of docs/AMP.md's FP8 figures (scripts/make_figures.sh): fp8_stats.csv (run, step, layer,
@@ -114,10 +115,10 @@ struct Figures {
   hg::amp::inspect::GradientHistogram hist;
 };
 
-std::vector<nn::Linear*> linears(nn::Module& m) {
-  std::vector<nn::Linear*> out;
+std::vector<nn::Fp8Linear*> fp8_layers(nn::Module& m) {
+  std::vector<nn::Fp8Linear*> out;
   for (const auto& [name, mod] : m.named_modules())
-    if (auto* l = dynamic_cast<nn::Linear*>(mod.get())) out.push_back(l);
+    if (auto* l = dynamic_cast<nn::Fp8Linear*>(mod.get())) out.push_back(l);
   return out;
 }
 
@@ -149,9 +150,10 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
                              nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10))
                        : example::fashion_mnist_mlp();
   model->to(dev);
+  if (r.kind == Run::FP8) nn::convert_to_fp8(*model, r.recipe);  // its Linear layers become nn::Fp8Linear
   hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = o.seed});
-  const std::vector<nn::Linear*> layers = linears(*model);
+  const std::vector<nn::Fp8Linear*> layers = fp8_layers(*model);
   double loss_sum = 0, samples = 0;
   int64_t loss_n = 0, step = 0, timed = 0;
   double seconds = 0;  // of the steps that sampled no statistics (those copy tensors to the host)
@@ -168,8 +170,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
       const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
       const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
       if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
-      for (nn::Linear* l : layers)
-        if (l->fp8_state) l->fp8_state->track_stats = sample;
+      for (nn::Fp8Linear* l : layers) l->fp8_state().track_stats = sample;
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       const Tensor loss = hg::cross_entropy(forward(x), y);
@@ -186,14 +187,14 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
         samples += 1;
         for (size_t li = 0; li < layers.size(); ++li)
           for (int role = 0; role < 3; ++role) {
-            const hg::Fp8CastStats& s = layers[li]->fp8_state->stats(static_cast<Fp8Role>(role));
+            const hg::Fp8CastStats& s = layers[li]->fp8_state().stats(static_cast<Fp8Role>(role));
             r.saturated[role] += s.saturated / static_cast<double>(layers.size());
             r.flushed[role] += s.flushed / static_cast<double>(layers.size());
             if (fig != nullptr)
               fig->stats << r.label << "," << step << "," << li << "," << hg::fp8_role_name(static_cast<Fp8Role>(role))
                          << "," << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
           }
-        if (fig != nullptr) write_curves(fig->curves, r, *layers[1]->fp8_state, step);
+        if (fig != nullptr) write_curves(fig->curves, r, layers[1]->fp8_state(), step);
       }
       if (++step == o.steps) break;
     }
@@ -203,11 +204,10 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
     r.saturated[role] /= std::max(samples, 1.0);
     r.flushed[role] /= std::max(samples, 1.0);
   }
-  for (nn::Linear* l : layers)
-    if (l->fp8_state) r.gemms += l->fp8_state->gemms(), r.native_gemms += l->fp8_state->native_gemms();
+  for (nn::Fp8Linear* l : layers) r.gemms += l->fp8_state().gemms(), r.native_gemms += l->fp8_state().native_gemms();
   r.ms_per_step = 1000.0 * seconds / static_cast<double>(std::max<int64_t>(timed, 1));
   r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_n, 1));
-  for (nn::Linear* l : layers)
+  for (nn::Fp8Linear* l : layers)
     for (const auto& [k, t] : l->extra_state()) r.state_bytes += t.nbytes();
   // evaluation in the run's own precision
   hg::NoGradGuard ng;

@@ -49,45 +49,7 @@ std::string Linear::extra_repr() const {
   os << "in_features=" << in_features << ", out_features=" << out_features << ", bias=" << py_bool(bias.defined());
   return os.str();
 }
-Tensor Linear::forward(const Tensor& x) {
-  const Fp8Recipe* r = amp::fp8_recipe();
-  if (r == nullptr) return linear(x, weight, bias);
-  if (!fp8_state || !fp8_state->compatible(*r)) {
-    auto st = std::make_shared<Fp8LinearState>(*r, weight.device());
-    if (!fp8_pending_.empty()) {
-      HG_CHECK(st->has_delayed(), "Linear: a delayed-scaling FP8 state was loaded but the recipe is ", describe(*r),
-               "; resume with the recipe the checkpoint was trained with");
-      st->load_from(fp8_pending_, "fp8.");
-      fp8_pending_.clear();
-    }
-    fp8_state = std::move(st);
-  }
-  if (fp8_state->device() != weight.device()) fp8_state->to(weight.device());
-  return fp8_linear(x, weight, bias, fp8_state);
-}
-
-StateDict Linear::extra_state() const {
-  if (!fp8_pending_.empty()) return fp8_pending_;
-  StateDict s;
-  if (fp8_state && fp8_state->has_delayed()) fp8_state->save_into(s, "fp8.");
-  return s;
-}
-
-void Linear::check_extra_state(const StateDict& s) const {
-  for (const auto& [k, t] : s) {
-    const bool known = k.rfind("fp8.", 0) == 0 && t.defined() && t.dtype() == DType::F32;
-    HG_CHECK(known, "load_state_dict: Linear's extra state '", k, "' is not an F32 FP8 scaling tensor (",
-             t.defined() ? dtype_name(t.dtype()) : "undefined", "); expected fp8.<input|weight|grad_output>.",
-             "<amax_history|scale|scale_inv>");
-  }
-}
-
-void Linear::set_extra_state(const StateDict& s) {
-  // applied at the next FP8 call, with that call's recipe (which decides the formats and checks the history length)
-  fp8_state.reset();
-  fp8_pending_.clear();
-  for (const auto& [k, t] : s) fp8_pending_.emplace(k, t.detach().clone());
-}
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 // ---- Conv2d ---------------------------------------------------------------------------------
 Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dOptions o)

@@ -7,33 +7,22 @@
 #include "nn/module.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
-#include "ops/fp8_linear.h"
 
 namespace hg::nn {
 
 struct LinearOptions {
   bool bias = true;
 };
-// x (*, in_features) -> (*, out_features); weight (out, in), bias (out).
-// Under amp::Fp8Autocast(recipe) the layer computes in FP8 (ops/fp8_linear.h) with its own fp8_state, made
-// from the recipe at the first such call (and anew when a later recipe is not compatible with it). A delayed-
-// scaling state is the layer's extra state, "fp8.<role>.{amax_history,scale,scale_inv}" in its state_dict
-// (so checkpoints resume it bit for bit); one loaded before the first FP8 call waits for it.
+// x (*, in_features) -> (*, out_features); weight (out, in), bias (out). Its FP8 counterpart is nn::Fp8Linear
+// (nn/fp8_linear.h), which nn::convert_to_fp8 swaps in.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, LinearOptions o = {});
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
-  StateDict extra_state() const override;
-  void check_extra_state(const StateDict& s) const override;
-  void set_extra_state(const StateDict& s) override;
   Tensor weight, bias;
   int64_t in_features, out_features;
-  std::shared_ptr<Fp8LinearState> fp8_state;  // null until the first call under amp::Fp8Autocast
-
- private:
-  StateDict fp8_pending_;  // loaded FP8 state, applied at the next FP8 call
 };
 
 // A module's options (libtorch's nn::Conv2dOptions); the function conv2d takes hg::Conv2dFuncOptions.

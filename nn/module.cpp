@@ -99,6 +99,17 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   children_.emplace_back(name, std::move(m));
 }
 
+std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> m) {
+  HG_CHECK(m != nullptr, type_name(), ": replace_module('", name, "') got a null module");
+  for (auto& [n, child] : children_) {
+    if (n != name) continue;
+    m->train(training_);
+    child = m;
+    return m;
+  }
+  HG_FAIL(type_name(), ": replace_module('", name, "'): no child is registered under that name");
+}
+
 // f(kind, dotted name, tensor) for every defined parameter ('p') and buffer ('b'), depth first.
 template <class F>
 void Module::visit(const std::string& prefix, F&& f) const {

@@ -82,6 +82,11 @@ class Module {
     return m;
   }
 
+  // Puts m in the place of the child registered as `name` (libtorch's replace_module), in its train/eval mode,
+  // and returns m. Only the list of children changes: a module that also keeps the old child in a member of
+  // its own goes on calling that one (nn::convert_to_fp8 refuses such a child).
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> m);
+
   // All parameters of this module and its descendants, depth first in registration order.
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
@@ -111,7 +116,7 @@ class Module {
   void load_state_dict(const StateDict& sd, LoadOptions o = {});
 
   // Extra state (torch's get_extra_state / set_extra_state): tensors a module keeps besides its parameters
-  // and buffers, such as a Linear's FP8 scaling state, saved by state_dict() and so by checkpoints.
+  // and buffers, such as an Fp8Linear's FP8 scaling state, saved by state_dict() and so by checkpoints.
   // load_state_dict first asks every module to check the entries under its "_extra_state." prefix (an
   // empty map when there are none), then, once everything fits, hands them over.
   virtual StateDict extra_state() const { return {}; }

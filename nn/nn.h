@@ -2,6 +2,7 @@
 // The whole nn/ API: Module, layers, Sequential, init.
 #include "nn/activation.h"
 #include "nn/flatten.h"
+#include "nn/fp8_linear.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"

@@ -1,16 +1,16 @@
-// The FP8 linear layer (ops/fp8_linear.h): casts per the recipe, the GEMMs on FP8 values decoded exactly to
-// BF16 with an F32 result (GemmArgs::c_f32), the inverse scales applied to the F32 result, and a backward
-// node that quantizes the output gradient and runs dgrad and wgrad the same way.
+// The FP8 linear layer (ops/fp8_linear.h): the casts are the recipe's class's (ops/fp8_scaling.h); the GEMMs run
+// on FP8 Tensor Cores or on FP8 values decoded exactly to BF16 with an F32 result (GemmArgs::c_f32), the
+// inverse scales applied to the F32 result; the backward node casts the output gradient and runs dgrad and
+// wgrad the same way.
 #include "ops/fp8_linear.h"
 
 #include <cmath>
 #include <sstream>
 
 #include "autograd/node.h"
-#include "core/fp8.h"
-#include "core/convert.h"
 #include "ops/autocast/autocast.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_scaling.h"
 #include "ops/gemm_op.h"
 #include "ops/kernels/fp8.h"
 #include "ops/reduce.h"
@@ -29,20 +29,7 @@ const char* fp8_role_name(Fp8Role r) {
 
 std::string describe(const Fp8Recipe& r) {
   std::ostringstream os;
-  const char* fmt = r.format == Fp8Format::Hybrid ? "HYBRID" : "E4M3";
-  switch (r.scaling) {
-    case Fp8Scaling::Delayed:
-      os << "delayed " << fmt << ", history " << r.amax_history_len << " "
-         << (r.amax_compute_algo == AmaxCompute::Max ? "max" : "most_recent") << ", margin " << r.margin;
-      break;
-    case Fp8Scaling::Current: os << "current " << fmt << ", margin " << r.margin; break;
-    case Fp8Scaling::Unscaled: os << "unscaled " << fmt; break;
-    case Fp8Scaling::Mx:
-      os << "MXFP8 " << fmt << ", blocks of " << r.mx_block << ", scales rounded "
-         << (r.mx_rule == MxScaleRule::Up ? "up" : "down (OCP)");
-      break;
-  }
-  if (r.pow2_scales && (r.scaling == Fp8Scaling::Delayed || r.scaling == Fp8Scaling::Current)) os << ", pow2 scales";
+  describe_fp8_scaling(r, os);
   return os.str();
 }
 
@@ -52,156 +39,57 @@ Fp8LinearState::Fp8LinearState(const Fp8Recipe& r, Device dev) : recipe_(r), dev
   HG_CHECK(r.scaling != Fp8Scaling::Mx || r.mx_block >= 1, "Fp8Recipe: mx_block=", r.mx_block,
            " must be at least 1 (MXFP8 uses 32)");
   HG_CHECK(std::isfinite(r.margin), "Fp8Recipe: margin=", r.margin, " must be finite");
-  if (!has_delayed()) return;
-  const Fp8DelayedOptions o{.history_len = r.amax_history_len, .algo = r.amax_compute_algo,
-                            .scale = {.margin = r.margin, .pow2 = r.pow2_scales}};
-  delayed_.emplace_back(r.forward_dtype(), o, dev);
-  delayed_.emplace_back(r.forward_dtype(), o, dev);
-  delayed_.emplace_back(r.backward_dtype(), o, dev);
+  scaling_ = make_fp8_scaling(r, dev);
 }
 
+Fp8LinearState::~Fp8LinearState() = default;
+
 Fp8DelayedScaling& Fp8LinearState::delayed(Fp8Role r) {
-  HG_CHECK(has_delayed(), "Fp8LinearState: the recipe (", describe(recipe_), ") keeps no delayed-scaling state");
-  return delayed_[static_cast<size_t>(r)];
+  Fp8DelayedScaling* d = scaling_->delayed(r);
+  HG_CHECK(d != nullptr, "Fp8LinearState: the recipe (", describe(recipe_), ") keeps no delayed-scaling state");
+  return *d;
 }
 const Fp8DelayedScaling& Fp8LinearState::delayed(Fp8Role r) const {
   return const_cast<Fp8LinearState*>(this)->delayed(r);
 }
 
 void Fp8LinearState::to(Device dev) {
-  for (auto& d : delayed_) d.to(dev);
+  scaling_->to(dev);
   device_ = dev;
 }
 
-bool Fp8LinearState::compatible(const Fp8Recipe& r) const {
-  if (r.scaling != recipe_.scaling || r.format != recipe_.format) return false;
-  if (r.scaling == Fp8Scaling::Delayed)
-    return r.amax_history_len == recipe_.amax_history_len && r.amax_compute_algo == recipe_.amax_compute_algo &&
-           r.margin == recipe_.margin && r.pow2_scales == recipe_.pow2_scales;
-  if (r.scaling == Fp8Scaling::Current) return r.margin == recipe_.margin && r.pow2_scales == recipe_.pow2_scales;
-  if (r.scaling == Fp8Scaling::Unscaled) return true;
-  return r.mx_rule == recipe_.mx_rule && r.mx_block == recipe_.mx_block;
-}
+bool Fp8LinearState::compatible(const Fp8Recipe& r) const { return same_fp8_scaling(recipe_, r); }
 
 void Fp8LinearState::save_into(std::map<std::string, Tensor>& out, const std::string& prefix) const {
-  for (size_t i = 0; i < delayed_.size(); ++i)
-    delayed_[i].save_into(out, prefix + fp8_role_name(static_cast<Fp8Role>(i)) + ".");
+  scaling_->save_into(out, prefix);
 }
 
 void Fp8LinearState::load_from(const std::map<std::string, Tensor>& in, const std::string& prefix) {
-  std::vector<Fp8DelayedScaling> next = delayed_;  // all three or none
-  for (size_t i = 0; i < next.size(); ++i) next[i].load_from(in, prefix + fp8_role_name(static_cast<Fp8Role>(i)) + ".");
-  delayed_ = std::move(next);
+  scaling_->load_from(in, prefix);
 }
 
 namespace {
 
-// ---- statistics of a cast (opt-in: host copies) -------------------------------------------------------
-
-// scale_at(i): the factor element i was multiplied by before rounding (per-tensor: the scale; MX: 1/X).
-template <class F>
-Fp8CastStats cast_stats(const Tensor& x, const Tensor& q, float limit, F&& scale_at) {
-  const std::vector<float> xs = x.to(DType::F32).to(Device::cpu()).to_vector<float>();
-  const Tensor qh = q.to(Device::cpu());
-  const auto* qb = static_cast<const uint8_t*>(qh.data_ptr());
-  const float* values = fp8_decode_table(q.dtype());
-  Fp8CastStats s;
-  s.numel = static_cast<int64_t>(xs.size());
-  int64_t sat = 0, flushed = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const float a = std::fabs(xs[i]);
-    s.amax = a > s.amax || std::isnan(a) ? a : s.amax;
-    if (a * scale_at(i) > limit) ++sat;
-    if (a != 0.0f && values[qb[i]] == 0.0f) ++flushed;
-  }
-  if (s.numel > 0) {
-    s.saturated = double(sat) / double(s.numel);
-    s.flushed = double(flushed) / double(s.numel);
-  }
-  return s;
-}
-
-// ---- per-tensor casts -----------------------------------------------------------------------------------
-
-struct PerTensor {
-  Tensor q;          // FP8
-  Tensor scale_inv;  // 0-d F32: what decode(q) is multiplied by
-};
-
-PerTensor cast_role(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8) {
-  const Fp8Recipe& r = st.recipe();
-  PerTensor out;
-  Tensor scale;
-  if (r.scaling == Fp8Scaling::Delayed) {
-    Fp8DelayedScaling& d = st.delayed(role);
-    scale = d.scale().clone();
-    out.scale_inv = d.scale_inv().clone();  // update() below replaces the state's scales
-    out.q = d.quantize(x);
-    d.update();
-  } else if (r.scaling == Fp8Scaling::Unscaled) {
-    scale = full(Shape{}, 1.0, {.dtype = DType::F32, .device = x.device()});
-    out.q = fp8_quantize(x, f8, scale);
-    out.scale_inv = scale;
-  } else {
-    scale = fp8_scale_from_amax(amax(x), f8, {.margin = r.margin, .pow2 = r.pow2_scales});
-    out.q = fp8_quantize(x, f8, scale);
-    out.scale_inv = rdiv(1.0, scale);
-  }
-  st.last_scale(role) = scale;
-  if (st.track_stats) {
-    const float s = scale.item<float>();
-    Fp8CastStats cs = cast_stats(x, out.q, fp8_max(f8), [s](size_t) { return s; });
-    cs.scale = cs.scale_min = s;
-    st.stats(role) = cs;
-  }
-  return out;
-}
-
-// ---- MX casts: the operand the GEMM reads, decoded and scaled (exact) ---------------------------------------
-
-MxFormat mx_format(DType f8) { return f8 == DType::F8E4M3 ? MxFormat::MXFP8_E4M3 : MxFormat::MXFP8_E5M2; }
-
-Tensor mx_operand(Fp8LinearState& st, Fp8Role role, const Tensor& x, DType f8, int64_t dim) {
-  const Fp8Recipe& r = st.recipe();
-  const MxTensor m = mx_quantize(x, mx_format(f8), {.rule = r.mx_rule, .block = r.mx_block, .dim = dim});
-  if (st.track_stats) {  // x is 2-D (rows, cols); the blocks run along dim
-    const std::vector<float> sc = m.scale.to(Device::cpu()).to_vector<float>();
-    const int64_t cols = x.size(1), block = r.mx_block, scale_cols = m.scale.size(1);
-    auto inv_at = [&](size_t i) {  // 1 / the scale of element i
-      const int64_t row = static_cast<int64_t>(i) / cols, col = static_cast<int64_t>(i) % cols;
-      return 1.0f / sc[static_cast<size_t>(dim == 0 ? (row / block) * scale_cols + col : row * scale_cols + col / block)];
-    };
-    Fp8CastStats cs = cast_stats(x, m.data, fp8_max(f8), inv_at);
-    cs.scale = 0.0f;
-    cs.scale_min = INFINITY;
-    for (float X : sc) cs.scale = std::max(cs.scale, 1.0f / X), cs.scale_min = std::min(cs.scale_min, 1.0f / X);
-    st.stats(role) = cs;
-  }
-  return mx_dequantize(m, DType::BF16);
-}
-
 // ---- the GEMM ---------------------------------------------------------------------------------------------
 
 // op(a) (m,k) * op(b) (k,n) as an F32 (m,n) tensor; a and b BF16, contiguous, stored as op() says. MX's GEMMs
-// (mx_gemm below) and the per-tensor decode route run here.
+// and the per-tensor decode route run here.
 Tensor gemm_f32(const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n, int64_t k) {
   return alias_with_shape(gemm_op({.x = a, .tx = ta, .y = b, .ty = tb, .m = m, .n = n, .k = k, .c_f32 = true}), {m, n});
 }
 
 Tensor decoded(const Tensor& q) { return q.to(DType::BF16); }  // exact for both FP8 formats
 
-// An MX GEMM: the block-scaled operands, already decoded and scaled (mx_operand), always on the BF16 GEMM.
-Tensor mx_gemm(Fp8LinearState& st, const Tensor& a, Trans ta, const Tensor& b, Trans tb, int64_t m, int64_t n,
-               int64_t k) {
-  st.count_gemm(false);
-  return gemm_f32(a, ta, b, tb, m, n, k);
-}
-
-// op(a) (m,k) . op(b) (k,n) * (a.scale_inv * b.scale_inv) as F32 (m,n), for per-tensor FP8 operands stored
-// as their Trans says: on FP8 Tensor Cores when the device has them and takes the shape (ops/kernels/fp8.h),
-// else on the values decoded to BF16. The native GEMM wants a (m,k) and b (n,k), k innermost.
-Tensor scaled_gemm(Fp8LinearState& st, const PerTensor& a, Trans ta, const PerTensor& b, Trans tb, int64_t m,
-                   int64_t n, int64_t k) {
+// op(a) (m,k) . op(b) (k,n) as F32 (m,n), each operand stored as its Trans says. Per-tensor operands are
+// multiplied by a.scale_inv * b.scale_inv: on FP8 Tensor Cores when the device has them and takes the shape
+// (ops/kernels/fp8.h; it wants a (m,k) and b (n,k), k innermost), else on the values decoded to BF16.
+// Block-scaled operands (MX) are already decoded and scaled: always the BF16 GEMM.
+Tensor fp8_gemm(Fp8LinearState& st, const Fp8Operand& a, Trans ta, const Fp8Operand& b, Trans tb, int64_t m,
+                int64_t n, int64_t k) {
+  if (!a.per_tensor()) {
+    st.count_gemm(false);
+    return gemm_f32(a.value, ta, b.value, tb, m, n, k);
+  }
   const Device dev = a.q.device();
   if (fp8_gemm_kernels().has(dev, a.q.dtype())) {
     const Fp8GemmKernel native = fp8_gemm_kernels().get(dev, a.q.dtype());
@@ -261,9 +149,10 @@ std::string cast_note(const Fp8LinearState& st) {
 
 }  // namespace
 
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state) {
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
+                  const Fp8LinearOptions& opt) {
   if (amp::OpCast c{amp::OpId::Fp8Linear, {x, w, b}}) {  // an observer (PrecisionTrace) or a user policy
-    Tensor y = fp8_linear(c[0], c[1], c[2], state);
+    Tensor y = fp8_linear(c[0], c[1], c[2], state, opt);
     if (c.observed()) c.set_note(cast_note(*state));
     return c.result(y);
   }
@@ -271,59 +160,59 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::
   amp::ExcludeGuard no_autocast;  // this op manages its own dtypes
   Fp8LinearState& st = *state;
   st.count_call();
-  const Fp8Recipe& r = st.recipe();
+  Fp8ScalingRule& scaling = st.scaling();
+  const bool update = opt.training && autograd::grad_enabled();  // evaluation leaves the scaling state alone
+  const DType fwd = st.recipe().forward_dtype();
   const int64_t i = w.size(1), o = w.size(0);
   int64_t m = 1;
   for (int64_t d = 0; d + 1 < x.ndim(); ++d) m *= x.shape()[d];
   Shape out = x.shape();
   out[out.ndim() - 1] = o;
   const Tensor x2 = alias_with_shape(x, {m, i});
-  const DType fwd = r.forward_dtype();
 
-  PerTensor qx, qw;  // per-tensor scalings: what backward reuses
+  Fp8Operand qx, qw;  // x and w cast for the forward's GEMM, which reduces along in_features (dim 1 of both)
   Tensor y;
   {
     autograd::NoGradGuard ng;
-    Tensor acc;
-    if (r.scaling == Fp8Scaling::Mx) {
-      acc = mx_gemm(st, mx_operand(st, Fp8Role::Input, x2, fwd, 1), Trans::N,
-                    mx_operand(st, Fp8Role::Weight, w, fwd, 1), Trans::T, m, o, i);
-    } else {
-      qx = cast_role(st, Fp8Role::Input, x2, fwd);
-      qw = cast_role(st, Fp8Role::Weight, w, fwd);
-      acc = scaled_gemm(st, qx, Trans::N, qw, Trans::T, m, o, i);
-    }
+    qx = scaling.cast(st, Fp8Role::Input, x2, fwd, 1, update);
+    qw = scaling.cast(st, Fp8Role::Weight, w, fwd, 1, update);
+    Tensor acc = fp8_gemm(st, qx, Trans::N, qw, Trans::T, m, o, i);
     if (b.defined()) acc = add(acc, b.dtype() == DType::F32 ? b : b.to(DType::F32));
     y = alias_with_shape(acc.dtype() == x.dtype() ? acc : acc.to(x.dtype()), out);
   }
   std::vector<Tensor> ins{x, w};
   if (b.defined()) ins.push_back(b);
-  // Per-tensor: backward reads the forward's FP8 copies (1 byte per element) and scales, as TE saves them;
-  // MX: the high-precision x and w, quantized again along the other dimension.
-  const bool mx = r.scaling == Fp8Scaling::Mx;
-  const Tensor x_kept = mx ? x2 : Tensor(), w_kept = mx ? w : Tensor();
+  // Per-tensor scales: backward reads the forward's FP8 copies (1 byte per element) and scales, as TE saves
+  // them. Block scales: backward casts the high-precision x and w again along its GEMMs' reduction dims.
+  const bool reuse = scaling.per_tensor();
+  if (!reuse) qx = {}, qw = {};
+  const Tensor x_kept = reuse ? Tensor() : x2, w_kept = reuse ? Tensor() : w;
   autograd::record(y, "fp8_linear", ins,
-                   [state, qx, qw, x_kept, w_kept, m, o, i, xs = x.shape(), xdt = x.dtype(), wdt = w.dtype(),
+                   [state, qx, qw, x_kept, w_kept, m, o, i, update, xs = x.shape(), xdt = x.dtype(), wdt = w.dtype(),
                     bdt = b.defined() ? b.dtype() : DType::F32](const Tensor& dy_in, const GradMask& needs) {
                      amp::ExcludeGuard no_autocast;
                      autograd::NoGradGuard ng;
                      Fp8LinearState& s = *state;
-                     const Fp8Recipe& rr = s.recipe();
-                     const DType gdt = rr.backward_dtype(), fdt = rr.forward_dtype();
+                     Fp8ScalingRule& sc = s.scaling();
+                     const DType gdt = s.recipe().backward_dtype(), fdt = s.recipe().forward_dtype();
                      const Tensor dy = alias_with_shape(dy_in, {m, o});
                      std::vector<Tensor> g(needs.size());
                      Tensor dx, dw;
-                     if (rr.scaling == Fp8Scaling::Mx) {
-                       if (needs[0])  // dx (m,i) = dy (m,o) w (o,i): blocks along o
-                         dx = mx_gemm(s, mx_operand(s, Fp8Role::GradOutput, dy, gdt, 1), Trans::N,
-                                      mx_operand(s, Fp8Role::Weight, w_kept, fdt, 0), Trans::N, m, i, o);
-                       if (needs[1])  // dw (o,i) = dy^T (o,m) x (m,i): blocks along m
-                         dw = mx_gemm(s, mx_operand(s, Fp8Role::GradOutput, dy, gdt, 0), Trans::T,
-                                      mx_operand(s, Fp8Role::Input, x_kept, fdt, 0), Trans::N, o, i, m);
+                     if (sc.per_tensor()) {  // one cast of dy serves both GEMMs
+                       const Fp8Operand qg = sc.cast(s, Fp8Role::GradOutput, dy, gdt, 1, update);
+                       if (needs[0]) dx = fp8_gemm(s, qg, Trans::N, qw, Trans::N, m, i, o);
+                       if (needs[1]) dw = fp8_gemm(s, qg, Trans::T, qx, Trans::N, o, i, m);
                      } else {
-                       const PerTensor qg = cast_role(s, Fp8Role::GradOutput, dy, gdt);
-                       if (needs[0]) dx = scaled_gemm(s, qg, Trans::N, qw, Trans::N, m, i, o);
-                       if (needs[1]) dw = scaled_gemm(s, qg, Trans::T, qx, Trans::N, o, i, m);
+                       if (needs[0]) {  // dx (m,i) = dy (m,o) w (o,i): reduces along o
+                         const Fp8Operand g1 = sc.cast(s, Fp8Role::GradOutput, dy, gdt, 1, update);
+                         const Fp8Operand w0 = sc.cast(s, Fp8Role::Weight, w_kept, fdt, 0, update);
+                         dx = fp8_gemm(s, g1, Trans::N, w0, Trans::N, m, i, o);
+                       }
+                       if (needs[1]) {  // dw (o,i) = dy^T (o,m) x (m,i): reduces along m
+                         const Fp8Operand g0 = sc.cast(s, Fp8Role::GradOutput, dy, gdt, 0, update);
+                         const Fp8Operand x0 = sc.cast(s, Fp8Role::Input, x_kept, fdt, 0, update);
+                         dw = fp8_gemm(s, g0, Trans::T, x0, Trans::N, o, i, m);
+                       }
                      }
                      if (dx.defined()) g[0] = alias_with_shape(dx.dtype() == xdt ? dx : dx.to(xdt), xs);
                      if (dw.defined()) g[1] = dw.dtype() == wdt ? dw : dw.to(wdt);

@@ -7,7 +7,8 @@
 // input). The bias gradient is the sum of the unquantized dy, as TE's.
 //
 //   hg::Fp8Recipe recipe{.scaling = hg::Fp8Scaling::Delayed};            // TE's DelayedScaling, HYBRID
-//   { hg::amp::Fp8Autocast fp8(recipe);                                   // nn::Linear layers run in FP8
+//   hg::nn::convert_to_fp8(model, recipe);                                // Linear -> nn::Fp8Linear (nn/fp8_linear.h)
+//   { hg::amp::Fp8Autocast fp8(recipe);                                   // nn::Fp8Linear layers run in FP8
 //     loss = cross_entropy(model(x), t); }
 //   loss.backward();
 //
@@ -22,7 +23,7 @@
 // cpu/gemm.cpp (oneDNN's AMX or AVX512_BF16 kernels, or F32 after widening), on CUDA cuBLAS's.
 // Fp8LinearState::native_gemms() counts the GEMMs that ran natively.
 //
-// Scalings (Fp8Recipe::scaling):
+// Scalings (Fp8Recipe::scaling; each is a class in ops/fp8_scaling.cpp):
 //   Delayed  per tensor role (input, weight, output gradient) an Fp8DelayedScaling: the cast uses the scale
 //            from the amax history of past calls and records this call's amax; the history is updated
 //            right after each cast (TE updates once per step; the two agree when a layer runs once a step).
@@ -76,16 +77,23 @@ struct Fp8CastStats {
   double saturated = 0.0, flushed = 0.0;
 };
 
-// The FP8 state of one linear layer. Delayed: the three roles' Fp8DelayedScaling, whose tensors a
-// checkpoint saves (save_into / load_from) so that a resumed run casts bit for bit as the unbroken one.
+class Fp8ScalingRule;  // ops/fp8_scaling.h: what the recipe does, one class per Fp8Scaling
+
+// The FP8 state of one linear layer: its recipe's scaling (a class per recipe, ops/fp8_scaling.h), whose state
+// between calls (delayed scaling: the three roles' Fp8DelayedScaling) a checkpoint saves (save_into /
+// load_from) so that a resumed run casts bit for bit as the unbroken one; the statistics and counters.
 class Fp8LinearState {
  public:
   explicit Fp8LinearState(const Fp8Recipe& r, Device dev = Device::cpu());
+  ~Fp8LinearState();
+  Fp8LinearState(const Fp8LinearState&) = delete;
+  Fp8LinearState& operator=(const Fp8LinearState&) = delete;
   const Fp8Recipe& recipe() const { return recipe_; }
   Device device() const { return device_; }
   bool has_delayed() const { return recipe_.scaling == Fp8Scaling::Delayed; }
   Fp8DelayedScaling& delayed(Fp8Role r);  // Delayed recipes only
   const Fp8DelayedScaling& delayed(Fp8Role r) const;
+  Fp8ScalingRule& scaling() { return *scaling_; }
   bool track_stats = false;
   const Fp8CastStats& stats(Fp8Role r) const { return stats_[static_cast<size_t>(r)]; }
   Fp8CastStats& stats(Fp8Role r) { return stats_[static_cast<size_t>(r)]; }
@@ -104,30 +112,40 @@ class Fp8LinearState {
   // "<role>.amax_history", "<role>.scale", "<role>.scale_inv" under prefix (Delayed; nothing otherwise).
   void save_into(std::map<std::string, Tensor>& out, const std::string& prefix) const;
   void load_from(const std::map<std::string, Tensor>& in, const std::string& prefix);
-  bool compatible(const Fp8Recipe& r) const;  // the same scaling, formats and history length
+  bool compatible(const Fp8Recipe& r) const;  // the same scaling, formats and the fields that scaling reads
 
  private:
   Fp8Recipe recipe_;
   Device device_;
-  std::vector<Fp8DelayedScaling> delayed_;  // 3 for Delayed, indexed by Fp8Role
+  std::unique_ptr<Fp8ScalingRule> scaling_;
   std::array<Fp8CastStats, 3> stats_{};
   std::array<Tensor, 3> last_scale_{};
   int64_t calls_ = 0;
   int64_t gemms_ = 0, native_gemms_ = 0;
 };
 
+struct Fp8LinearOptions {
+  // false (evaluation; nn::Fp8Linear in eval()): cast with the scaling state as it is and leave it unchanged,
+  // as also whenever grad mode is off (no_grad). Only delayed scaling keeps state; see fp8_linear below.
+  bool training = true;
+};
 // y = x w^T + b computed in FP8 per the state's recipe (x: (*, in) F32/F16/BF16; w: (out, in); b: (out) or
 // undefined). Differentiable in x, w and b; y has x's dtype. The state is shared with the backward node.
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state);
+// A training call (o.training under grad mode) records the amaxes of x and w (and backward that of dy) in a
+// delayed-scaling state and updates its scales; an evaluation call casts with the current scales and leaves
+// the state bit for bit as it was, so an evaluation pass between training steps changes nothing (Transformer
+// Engine likewise updates its scales only when its module is training and grad mode is on).
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
+                  const Fp8LinearOptions& o = {});
 
 }  // namespace hg
 
 namespace hg::amp {
 
-// Turns FP8 on for nn::Linear layers on this thread for the guard's lifetime (TE's fp8_autocast): each
-// Linear creates its Fp8LinearState from the recipe at its first call (and anew when a later guard's recipe
-// is not compatible with it). Nestable; enabled = false turns FP8 off inside an enabled region. Backward
-// needs no guard: the FP8 layers recorded what their backward does.
+// Turns FP8 on for nn::Fp8Linear layers on this thread for the guard's lifetime (TE's fp8_autocast, which
+// likewise leaves torch.nn.Linear alone): each runs with the guard's recipe (nn/fp8_linear.h says what
+// happens to its state when the recipe is not the one it holds). Nestable; enabled = false turns FP8 off
+// inside an enabled region. Backward needs no guard: the FP8 layers recorded what their backward does.
 class Fp8Autocast {
  public:
   explicit Fp8Autocast(const Fp8Recipe& recipe, bool enabled = true);
