@@ -74,16 +74,17 @@ int main(int argc, char** argv) {
         // FP8: C (F32) = sa * sb * A B^T on FP8 Tensor Cores, both operands K-major as cuBLASLt wants them
         const Tensor scale = full(Shape{}, 1.0, {.dtype = DType::F32, .device = dev});
         Tensor c8 = fp8 ? empty(Shape{n, n}, {.dtype = DType::F32, .device = dev}) : Tensor();
-        const Fp8GemmArgs g{.m = n, .n = n, .k = n, .a = a.data_ptr(), .lda = n, .b = b.data_ptr(), .ldb = n,
-                            .scale_a = scale.data<float>(), .scale_b = scale.data<float>(),
-                            .c = fp8 ? c8.data<float>() : nullptr, .ldc = n};
+        const GemmArgs g{.dtype = DType::F8E4M3, .trans_a = Trans::N, .trans_b = Trans::T, .m = n, .n = n, .k = n,
+                         .a = a.data_ptr(), .lda = n, .b = b.data_ptr(), .ldb = n,
+                         .c = fp8 ? c8.data<float>() : nullptr, .ldc = n, .c_f32 = true,
+                         .scale_a = scale.data<float>(), .scale_b = scale.data<float>()};
         const Fp8GemmKernel native =
             fp8 && fp8_gemm_kernels().has(dev, DType::F8E4M3) ? fp8_gemm_kernels().get(dev, DType::F8E4M3) : nullptr;
         const auto call = [&] {
           if (!fp8) return (void)matmul(a, b);
           if (!native(g)) throw std::runtime_error("the native FP8 GEMM refused an aligned square problem");
         };
-        Fp8GemmArgs query = g;
+        GemmArgs query = g;
         query.query = true;
         if (fp8 && !(native && native(query))) {
           std::printf("%-8lld %-6s %10s %10s %9s  (no FP8 Tensor Cores: compute capability below 8.9)\n",

@@ -38,34 +38,6 @@ struct Dims {
 // Stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K).
 Dims stored_a(const GemmArgs& g) { return g.trans_a == Trans::N ? Dims{g.m, g.k} : Dims{g.k, g.m}; }
 Dims stored_b(const GemmArgs& g) { return g.trans_b == Trans::N ? Dims{g.k, g.n} : Dims{g.n, g.k}; }
-char trans_name(Trans t) { return t == Trans::N ? 'N' : 'T'; }
-
-void check_ld(const char* ld_name, int64_t ld, const char* dim_name, int64_t dim, const char* flag,
-              Trans t) {
-  HG_CHECK(ld >= dim, "gemm: ", ld_name, "=", ld, " is smaller than ", dim_name, "=", dim, " for ",
-           flag, "=", trans_name(t), "; pass ", ld_name, " >= ", dim_name);
-}
-
-void validate(const GemmArgs& g) {
-  HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
-  HG_CHECK(!g.c_f32 || g.dtype == DType::F16 || g.dtype == DType::BF16, "gemm: c_f32 (an F32 C) takes F16 or BF16 ",
-           "A and B, not ", g.dtype, "; for ", g.dtype, " operands leave c_f32 false");
-  HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k,
-           " must all be >= 0");
-  HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
-  check_ld("lda", g.lda, g.trans_a == Trans::N ? "k" : "m", stored_a(g).cols, "trans_a", g.trans_a);
-  check_ld("ldb", g.ldb, g.trans_b == Trans::N ? "n" : "k", stored_b(g).cols, "trans_b", g.trans_b);
-  HG_CHECK(g.ldc >= g.n, "gemm: ldc=", g.ldc, " is smaller than n=", g.n, "; pass ldc >= n");
-  HG_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, "gemm: stride_a=", g.stride_a,
-           ", stride_b=", g.stride_b, ", stride_c=", g.stride_c, " must be >= 0 (0 broadcasts A or B)");
-  const int64_t c_extent = g.m > 0 && g.n > 0 ? (g.m - 1) * g.ldc + g.n : 0;
-  HG_CHECK(g.batch == 1 || g.stride_c >= c_extent, "gemm: stride_c=", g.stride_c,
-           " makes the ", g.batch, " C matrices overlap; pass stride_c >= (m-1)*ldc+n = ", c_extent);
-  const bool computes = g.m > 0 && g.n > 0 && g.k > 0;
-  HG_CHECK(!computes || (g.a && g.b), "gemm: a or b is null for m=", g.m, ", n=", g.n, ", k=", g.k);
-  HG_CHECK(c_extent == 0 || g.c, "gemm: c is null for m=", g.m, ", n=", g.n);
-}
-
 template <class T> T* at(const void* p, int64_t off) {
   return const_cast<T*>(static_cast<const T*>(p)) + off;
 }
@@ -465,7 +437,7 @@ void reference_typed(const GemmArgs& g) {
 }  // namespace
 
 void gemm(const GemmArgs& g) {
-  validate(g);
+  check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return scale_c(g);
   const bool widen = g.dtype == DType::F16 || (g.dtype == DType::BF16 && !onednn_native(DType::BF16));
@@ -485,7 +457,7 @@ std::string gemm_engine(DType dt) {
 }
 
 void gemm_reference(const GemmArgs& g) {
-  validate(g);
+  check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
   visit_dtype(g.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -37,35 +37,14 @@ ColMajorGemm to_col_major(const GemmArgs& g) {
 
 namespace {
 
-char trans_name(Trans t) { return t == Trans::N ? 'N' : 'T'; }
-
 void check_int(const char* name, int64_t v) {
   HG_CHECK(v <= INT_MAX, "gemm: ", name, "=", v, " exceeds cuBLAS's int range (", INT_MAX,
            "); split the matmul into smaller pieces");
 }
 
-// The same contract as the CPU backend's checks (cpu/gemm.cpp), plus cuBLAS's int limits.
+// The contract's checks (ops/kernels/gemm.h, check_gemm_args), plus cuBLAS's int limits.
 void validate(const GemmArgs& g) {
-  HG_CHECK(g.dtype != DType::I64, "gemm: dtype I64 is not supported; use F32, F16, BF16 or F64");
-  HG_CHECK(!g.c_f32 || g.dtype == DType::F16 || g.dtype == DType::BF16, "gemm: c_f32 (an F32 C) takes F16 or BF16 ",
-           "A and B, not ", g.dtype, "; for ", g.dtype, " operands leave c_f32 false");
-  HG_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0, "gemm: m=", g.m, ", n=", g.n, ", k=", g.k, " must all be >= 0");
-  HG_CHECK(g.batch >= 1, "gemm: batch=", g.batch, " must be >= 1");
-  const int64_t a_cols = g.trans_a == Trans::N ? g.k : g.m;
-  const int64_t b_cols = g.trans_b == Trans::N ? g.n : g.k;
-  HG_CHECK(g.lda >= a_cols, "gemm: lda=", g.lda, " is smaller than ", g.trans_a == Trans::N ? "k=" : "m=", a_cols,
-           " for trans_a=", trans_name(g.trans_a), "; pass lda >= ", a_cols);
-  HG_CHECK(g.ldb >= b_cols, "gemm: ldb=", g.ldb, " is smaller than ", g.trans_b == Trans::N ? "n=" : "k=", b_cols,
-           " for trans_b=", trans_name(g.trans_b), "; pass ldb >= ", b_cols);
-  HG_CHECK(g.ldc >= g.n, "gemm: ldc=", g.ldc, " is smaller than n=", g.n, "; pass ldc >= n");
-  HG_CHECK(g.stride_a >= 0 && g.stride_b >= 0 && g.stride_c >= 0, "gemm: stride_a=", g.stride_a,
-           ", stride_b=", g.stride_b, ", stride_c=", g.stride_c, " must be >= 0 (0 broadcasts A or B)");
-  const int64_t c_extent = g.m > 0 && g.n > 0 ? (g.m - 1) * g.ldc + g.n : 0;
-  HG_CHECK(g.batch == 1 || g.stride_c >= c_extent, "gemm: stride_c=", g.stride_c, " makes the ", g.batch,
-           " C matrices overlap; pass stride_c >= (m-1)*ldc+n = ", c_extent);
-  const bool computes = g.m > 0 && g.n > 0 && g.k > 0;
-  HG_CHECK(!computes || (g.a && g.b), "gemm: a or b is null for m=", g.m, ", n=", g.n, ", k=", g.k);
-  HG_CHECK(c_extent == 0 || g.c, "gemm: c is null for m=", g.m, ", n=", g.n);
+  check_gemm_args(g);
   check_int("m", g.m);
   check_int("n", g.n);
   check_int("k", g.k);

@@ -1,4 +1,4 @@
-// The native FP8 GEMM (ops/kernels/fp8.h, Fp8GemmArgs) through cuBLASLt, on GPUs with FP8 Tensor Cores
+// The native FP8 GEMM (ops/kernels/fp8.h: GemmArgs with its FP8 fields) through cuBLASLt, on GPUs with FP8 Tensor Cores
 // (compute capability 8.9 and later: Ada, Hopper, Blackwell).
 //
 // Row-major c (m,n) = a (m,k) . b (n,k)^T is, column-major, c^T (n x m) = b^T' . a^T' where the stored
@@ -35,10 +35,14 @@ cudaDataType_t f8_type(DType t) { return static_cast<cudaDataType_t>(dtype_info(
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The conditions that need no pointer: what a query answers (besides whether an algorithm exists).
-bool shape_ok(const DeviceContext& ctx, const Fp8GemmArgs& g) {
+bool shape_ok(const DeviceContext& ctx, const GemmArgs& g) {
   if (ctx.compute_capability < 89) return false;
-  if (!is_fp8(g.a_dtype) || !is_fp8(g.b_dtype)) return false;
-  if (g.a_dtype == DType::F8E5M2 && g.b_dtype == DType::F8E5M2) return false;
+  // the one layout and epilogue this kernel runs: TN, no batch, C = scale_a * scale_b * A B^T in F32
+  if (g.trans_a != Trans::N || g.trans_b != Trans::T || g.batch != 1 || g.alpha != 1.0f || g.beta != 0.0f || !g.c_f32)
+    return false;
+  const DType at = g.dtype, bt = gemm_b_dtype(g);
+  if (!is_fp8(at) || !is_fp8(bt)) return false;
+  if (at == DType::F8E5M2 && bt == DType::F8E5M2) return false;
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.m % 16 || g.n % 16 || g.k % 16) return false;
   if (g.lda % 16 || g.ldb % 16 || g.ldc % 4) return false;  // 16 bytes: 16 FP8 values, 4 F32 values
   constexpr int64_t kMax = INT32_MAX;
@@ -60,14 +64,14 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v));
 }
 
-Plan make_plan(DeviceContext& ctx, const Fp8GemmArgs& g) {
+Plan make_plan(DeviceContext& ctx, const GemmArgs& g) {
   Plan p;
   HG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSA, int32_t{CUBLAS_OP_T});  // the attribute is an int32_t
   set_attr(p.op, CUBLASLT_MATMUL_DESC_TRANSB, int32_t{CUBLAS_OP_N});
-  HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, f8_type(g.b_dtype), static_cast<uint64_t>(g.k),
+  HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, f8_type(gemm_b_dtype(g)), static_cast<uint64_t>(g.k),
                                              static_cast<uint64_t>(g.n), g.ldb));
-  HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, f8_type(g.a_dtype), static_cast<uint64_t>(g.k),
+  HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, f8_type(g.dtype), static_cast<uint64_t>(g.k),
                                              static_cast<uint64_t>(g.m), g.lda));
   HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(g.n),
                                              static_cast<uint64_t>(g.m), g.ldc));
@@ -98,15 +102,15 @@ std::map<Key, Plan>& plans() {
   return *m;
 }
 
-const Plan& plan_for(DeviceContext& ctx, const Fp8GemmArgs& g) {
-  const Key key{ctx.device, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.a_dtype, g.b_dtype};
+const Plan& plan_for(DeviceContext& ctx, const GemmArgs& g) {
+  const Key key{ctx.device, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.dtype, gemm_b_dtype(g)};
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   auto it = plans().find(key);
   if (it == plans().end()) it = plans().emplace(key, make_plan(ctx, g)).first;
   return it->second;
 }
 
-bool fp8_gemm(const Fp8GemmArgs& g) {
+bool fp8_gemm(const GemmArgs& g) {
   HG_CHECK(g.scale_a && g.scale_b, "fp8_gemm: scale_a or scale_b is null; pass the dequantization factors ",
            "(1/scale) as F32 scalars in device memory (a query too: scale_a names the device)");
   DeviceContext& ctx = context_for(g.scale_a);

@@ -93,9 +93,9 @@ Tensor fp8_gemm(Fp8LinearState& st, const Fp8Operand& a, Trans ta, const Fp8Oper
   const Device dev = a.q.device();
   if (fp8_gemm_kernels().has(dev, a.q.dtype())) {
     const Fp8GemmKernel native = fp8_gemm_kernels().get(dev, a.q.dtype());
-    Fp8GemmArgs g{.m = m, .n = n, .k = k, .a_dtype = a.q.dtype(), .b_dtype = b.q.dtype(), .lda = k, .ldb = k,
-                  .scale_a = a.scale_inv.data<float>(), .scale_b = b.scale_inv.data<float>(), .ldc = n,
-                  .query = true};
+    GemmArgs g{.dtype = a.q.dtype(), .trans_a = Trans::N, .trans_b = Trans::T, .m = m, .n = n, .k = k, .lda = k,
+               .ldb = k, .ldc = n, .c_f32 = true, .b_dtype = b.q.dtype(), .scale_a = a.scale_inv.data<float>(),
+               .scale_b = b.scale_inv.data<float>(), .query = true};
     if (native(g)) {
       // K-major copies where the operand is stored the other way (transpose copies: 1 byte per element)
       const Tensor ak = ta == Trans::N ? a.q : transpose(a.q, 0, 1);  // (m, k)

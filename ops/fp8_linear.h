@@ -14,7 +14,7 @@
 //
 // How the GEMM runs. On a GPU with FP8 Tensor Cores (compute capability 8.9 and later) the per-tensor
 // scalings run cuBLASLt's FP8 GEMM with the inverse scales as scale pointers (ops/kernels/fp8.h,
-// Fp8GemmArgs): the FP8 bytes are the operands, products exact, sums in F32, F32 out. cuBLASLt takes only
+// GemmArgs with its FP8 fields): the FP8 bytes are the operands, products exact, sums in F32, F32 out. cuBLASLt takes only
 // K-major operands ("TN"), so dgrad and wgrad first transpose their FP8 operands (1 byte per element, as
 // TE keeps transposed FP8 copies), and only when m, n and k are multiples of 16. Everywhere else (the CPU,
 // older GPUs, other shapes, MX): the FP8 values are decoded exactly to BF16 (every E4M3 and E5M2 value is

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dispatch_table.h"
+#include "ops/kernels/gemm.h"
 #include "core/fp8.h"
 #include "core/macros.h"
 #include "ops/fp8.h"
@@ -212,31 +213,20 @@ using MxDequantizeKernel = void (*)(const MxDequantizeArgs& a);
 HG_KERNEL_TABLE(MxDequantizeKernel, mx_dequantize_kernels, "mx_dequantize");
 
 // ---- the native FP8 GEMM of an FP8 Tensor Core (cuBLASLt on sm_89 and later) ------------------------------
-// c (m, n) F32 = scale_a[0] * scale_b[0] * (a (m, k) . b (n, k)^T): a and b row-major with k innermost
-// (cuBLASLt's required "TN" layout, seen column-major), F8E4M3 or F8E5M2 each but not both E5M2 (no FP8
-// Tensor Core multiplies two E5M2 operands), products exact, sums in F32; scale_a and scale_b are F32
-// scalars in device memory (the dequantization factors 1/scale), so nothing waits for the host.
+// The GEMM contract's GemmArgs (ops/kernels/gemm.h) with its FP8 fields: C (m, n) F32 = scale_a[0] *
+// scale_b[0] * (A (m, k) . B (n, k)^T), that is trans_a N and trans_b T, both operands row-major with k
+// innermost (cuBLASLt's required "TN" layout, seen column-major), alpha 1, beta 0, c_f32, batch 1. dtype is
+// A's format and b_dtype B's, F8E4M3 or F8E5M2 each but not both E5M2 (no FP8 Tensor Core multiplies two
+// E5M2 operands); products exact, sums in F32; scale_a and scale_b are F32 scalars in device memory (the
+// dequantization factors 1/scale), so nothing waits for the host.
 // The kernel returns false, having touched nothing, when the device cannot run this call natively
-// (compute capability below 8.9, a dimension or leading dimension not a multiple of 16, a pointer not
-// 16-byte aligned, both operands E5M2, or no algorithm found): the op then decodes the FP8 values to BF16
-// and runs the BF16 GEMM (fp8_linear.cpp). With query set, the kernel only answers (a, b and c unread; the
-// scales are needed, as they name the device), so an op makes its operands K-major only when the answer is
-// yes. Keyed by a's dtype; only backends with FP8 Tensor Cores register it (fp8_gemm_kernels().has() is
-// false on the CPU).
-struct Fp8GemmArgs {
-  int64_t m = 0, n = 0, k = 0;
-  DType a_dtype = DType::F8E4M3, b_dtype = DType::F8E4M3;
-  const void* a = nullptr;
-  int64_t lda = 0;  // >= k
-  const void* b = nullptr;
-  int64_t ldb = 0;  // >= k
-  const float* scale_a = nullptr;
-  const float* scale_b = nullptr;
-  float* c = nullptr;
-  int64_t ldc = 0;  // >= n
-  bool query = false;
-};
-using Fp8GemmKernel = bool (*)(const Fp8GemmArgs& g);
+// (compute capability below 8.9, another layout or a batch, a dimension or leading dimension not a multiple
+// of 16, a pointer not 16-byte aligned, both operands E5M2, or no algorithm found): the op then decodes the
+// FP8 values to BF16 and runs the BF16 GEMM (fp8_linear.cpp). With query set, the kernel only answers (a, b
+// and c unread; the scales are needed, as they name the device), so an op makes its operands K-major only
+// when the answer is yes. Keyed by A's dtype; only backends with FP8 Tensor Cores register it
+// (fp8_gemm_kernels().has() is false on the CPU).
+using Fp8GemmKernel = bool (*)(const GemmArgs& g);
 HG_KERNEL_TABLE(Fp8GemmKernel, fp8_gemm_kernels, "fp8_gemm");
 
 }  // namespace hg

@@ -10,7 +10,10 @@
 // stored unrounded to 16 bits, as cuBLAS's GemmEx with Ctype F32 does (the FP8 GEMM's decoded operands
 // need it: their products are exact, and one rounding to 16 bits before the scales would be a second
 // one). A batch stride of 0 broadcasts that operand over the batch.
+// The same struct asks the native FP8 GEMM (ops/kernels/fp8.h, fp8_gemm_kernels) for its call: dtype is A's
+// FP8 format, b_dtype B's, and the product is multiplied by the device scalars scale_a and scale_b.
 #include <cstdint>
+#include <optional>
 
 #include "core/dispatch_table.h"
 #include "core/dtype.h"
@@ -31,10 +34,22 @@ struct GemmArgs {
   int64_t ldc = 0;
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // in elements
-  bool c_f32 = false;  // C is F32 (dtype must then be F16 or BF16)
+  bool c_f32 = false;  // C is F32 (dtype must then be F16 or BF16; FP8 GEMMs always write F32)
+  // FP8 GEMMs only (fp8_gemm_kernels): B's format when it is not dtype's (E4M3 x E5M2), the F32 scalars in
+  // device memory that multiply the product, and query (answer whether the call can run; nothing is read or
+  // written but the scales' device). The other GEMMs refuse them (check_gemm_args): they have alpha.
+  std::optional<DType> b_dtype = std::nullopt;
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  bool query = false;
 };
 // The dtype C holds: F32 with c_f32, else dtype.
 inline DType gemm_c_dtype(const GemmArgs& g) { return g.c_f32 ? DType::F32 : g.dtype; }
+// The dtype B holds: b_dtype when given, else dtype.
+inline DType gemm_b_dtype(const GemmArgs& g) { return g.b_dtype.value_or(g.dtype); }
+// The contract above, for gemm_kernels (not the FP8 GEMM): an hg::Error naming the field and the fix. Every
+// backend's GEMM calls it first (cpu/gemm.cpp, cuda/blas.cpp, which adds cuBLAS's int range).
+void check_gemm_args(const GemmArgs& g);
 using GemmKernel = void (*)(const GemmArgs& args);
 HG_KERNEL_TABLE(GemmKernel, gemm_kernels, "matmul");
 

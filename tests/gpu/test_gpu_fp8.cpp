@@ -150,8 +150,9 @@ TEST_CASE("gpu: the FP8 linear layer runs its GEMMs on FP8 Tensor Cores when the
     const Tensor w = rnd({48, 64}, DType::F32, 0.2), b = rnd({48}, DType::F32);
     const Tensor probe_scale = gpu(full(Shape{}, 1.0, {.dtype = DType::F32}));
     const bool fp8_cores = fp8_gemm_kernels().get(kGpu, DType::F8E4M3)(
-        {.m = 32, .n = 48, .k = 64, .lda = 64, .ldb = 64, .scale_a = probe_scale.data<float>(),
-         .scale_b = probe_scale.data<float>(), .ldc = 48, .query = true});
+        {.dtype = DType::F8E4M3, .trans_a = Trans::N, .trans_b = Trans::T, .m = 32, .n = 48, .k = 64, .lda = 64,
+         .ldb = 64, .ldc = 48, .c_f32 = true, .scale_a = probe_scale.data<float>(),
+         .scale_b = probe_scale.data<float>(), .query = true});
 #if defined(HG_CUDA_EMULATE)
     REQUIRE(fp8_cores);
 #endif
@@ -174,8 +175,9 @@ TEST_CASE("gpu: the native FP8 GEMM multiplies FP8 operands with their scales", 
   const int64_t m = 48, n = 32, k = 80;
   const Tensor sa = gpu(full(Shape{}, 0.375, {.dtype = DType::F32})), sb = gpu(full(Shape{}, 3.0, {.dtype = DType::F32}));
   const auto args = [&](DType at, DType bt, int64_t mm) {
-    return Fp8GemmArgs{.m = mm, .n = n, .k = k, .a_dtype = at, .b_dtype = bt, .lda = k, .ldb = k,
-                       .scale_a = sa.data<float>(), .scale_b = sb.data<float>(), .ldc = n, .query = true};
+    return GemmArgs{.dtype = at, .trans_a = Trans::N, .trans_b = Trans::T, .m = mm, .n = n, .k = k, .lda = k, .ldb = k,
+                    .ldc = n, .c_f32 = true, .b_dtype = bt, .scale_a = sa.data<float>(), .scale_b = sb.data<float>(),
+                    .query = true};
   };
   const bool fp8_cores = native(args(DType::F8E4M3, DType::F8E4M3, m));
 #if defined(HG_CUDA_EMULATE)
@@ -192,7 +194,7 @@ TEST_CASE("gpu: the native FP8 GEMM multiplies FP8 operands with their scales", 
     const Tensor a = rnd({m, k}, DType::F32, 4.0).to(at), b = rnd({n, k}, DType::F32, 4.0).to(bt);
     const Tensor ad = gpu(a), bd = gpu(b);
     Tensor c = gpu(full(Shape{m, n}, NAN, {.dtype = DType::F32}));
-    Fp8GemmArgs g = args(at, bt, m);
+    GemmArgs g = args(at, bt, m);
     g.a = ad.data_ptr();
     g.b = bd.data_ptr();
     g.c = c.data<float>();

@@ -334,6 +334,15 @@ TEST_CASE("gemm: invalid arguments throw hg::Error naming the field", "[cpu][gem
   g = ok, g.a = nullptr, expect(g, "a or b is null");
   g = ok, g.b = nullptr, expect(g, "a or b is null");
   g = ok, g.c = nullptr, expect(g, "c is null");
+  // the FP8 GEMM's fields (ops/kernels/fp8.h) are refused by this one, which scales by alpha
+  const float one = 1.0f;
+  g = ok, g.dtype = DType::F8E4M3, expect(g, "go to the native FP8 GEMM");
+  g = ok, g.b_dtype = DType::F8E5M2, expect(g, "F32 x F8E5M2");
+  g = ok, g.b_dtype = DType::F16, expect(g, "b_dtype F16 differs from dtype F32");
+  g = ok, g.scale_a = &one, expect(g, "belong to the FP8 GEMM");
+  g = ok, g.query = true, expect(g, "belong to the FP8 GEMM");
+  g = ok, g.b_dtype = DType::F32;
+  REQUIRE_NOTHROW(cpu::gemm(g));  // b_dtype equal to dtype is what leaving it out means
   CHECK_THROWS_WITH(cpu::gemm(GemmArgs{.m = 3, .n = 4, .k = 4, .a = a.data(), .lda = 3, .b = b.data(),
                                        .ldb = 4, .c = c.data(), .ldc = 4}),
                     "gemm: lda=3 is smaller than k=4 for trans_a=N; pass lda >= k");
