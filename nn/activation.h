@@ -21,6 +21,12 @@ class GELU : public Module {
   GeluApprox approximate;
 };
 
+class SiLU : public Module {
+ public:
+  std::string type_name() const override { return "SiLU"; }
+  Tensor forward(const Tensor& x) override { return silu(x); }
+};
+
 class Sigmoid : public Module {
  public:
   std::string type_name() const override { return "Sigmoid"; }

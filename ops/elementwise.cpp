@@ -11,7 +11,7 @@ namespace hg {
 
 const char* ew_op_name(EwOp op) {
   static constexpr const char* kNames[] = {
-      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu",
+      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu", "silu",
       "pow", "clamp", "add(scalar)", "mul(scalar)", "div(scalar)", "rsub(scalar)", "rdiv(scalar)",
       "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
       "where", "mask_true", "mask_false"};
@@ -163,6 +163,11 @@ Tensor tanh(const Tensor& x) {
   if (amp::OpCast c{amp::OpId::Tanh, {x}}) return c.result(tanh(c[0]));
   return unary("tanh", EwOp::Tanh, x);
 }
+Tensor silu(const Tensor& x) {
+  if (amp::OpCast c{amp::OpId::Silu, {x}}) return c.result(silu(c[0]));
+  return unary("silu", EwOp::Silu, x);
+}
+
 Tensor gelu(const Tensor& x, GeluApprox approx) {
   if (amp::OpCast c{amp::OpId::Gelu, {x}}) return c.result(gelu(c[0], approx));
   return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);

@@ -31,6 +31,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 enum class GeluApprox : uint8_t { None, Tanh };  // None: exact erf form (torch's default)
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
+Tensor silu(const Tensor& x);  // x * sigmoid(x) (torch.nn.functional.silu, "swish")
 Tensor clamp(const Tensor& x, double lo, double hi);
 // cond != 0 selects a, else b; cond, a and b broadcast together. Differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

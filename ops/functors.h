@@ -107,6 +107,14 @@ struct GeluErf {
     return dy * (C(0.5) * (C(1) + m_erf(x * C(kInvSqrt2))) + tail);
   }
 };
+// silu (swish): x sigmoid(x), torch.nn.functional.silu; silu(-inf) is -inf * 0 = NaN, as in PyTorch
+struct Silu {
+  template <class C> HG_HD C operator()(C x) const { return x / (C(1) + m_exp(-x)); }
+  template <class C> HG_HD C grad(C x, C, C dy) const {
+    const C s = C(1) / (C(1) + m_exp(-x));
+    return dy * s * (C(1) + x * (C(1) - s));
+  }
+};
 struct PowScalar {
   double e;
   template <class C> HG_HD C operator()(C x) const { return m_pow(x, C(e)); }

@@ -10,7 +10,7 @@ const char* op_name(OpId op) {
       "matmul", "linear", "conv2d", "add", "sub", "mul", "div", "maximum", "minimum", "where", "cat",
       "exp", "log", "pow", "rsqrt", "softmax", "log_softmax", "sum", "mean", "var", "batch_norm", "layer_norm",
       "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "relu", "sigmoid",
-      "tanh", "gelu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding", "dropout", "fp8_linear"};
+      "tanh", "gelu", "silu", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding", "dropout", "fp8_linear"};
   static_assert(std::size(names) == kNumOps, "op_name: one name per amp::OpId, in enum order");
   const auto i = static_cast<size_t>(op);
   return i < std::size(names) ? names[i] : "?";

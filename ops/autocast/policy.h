@@ -18,7 +18,7 @@ enum class OpId : uint8_t {
   Softmax, LogSoftmax, Sum, Mean, Var,            // reductions
   BatchNorm, LayerNorm,                           // norms
   CrossEntropy, NllLoss, MseLoss, L1Loss, BceWithLogits,  // losses
-  Relu, Sigmoid, Tanh, Gelu,                      // unary activations
+  Relu, Sigmoid, Tanh, Gelu, Silu,                // unary activations
   MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,        // 2-D pooling
   Embedding, Dropout,                             // embedding: only the weight is eligible (indices are I64)
   Fp8Linear,                                      // ops/fp8_linear.h: Keep in every preset (it picks its own formats)
@@ -53,7 +53,7 @@ class Policy {
 
   // torch AutocastCUDA lists (autocast_mode.h): matmul/linear/conv lower; exp/log/pow/rsqrt, layer_norm and
   // the losses fp32; softmax/log_softmax/sum fp32 via fp32_set_opt_dtype; cross_entropy fp32 through its
-  // decomposition. mean, var, batch_norm, cat, the binary ops, relu/sigmoid/tanh/gelu, the 2-D pools,
+  // decomposition. mean, var, batch_norm, cat, the binary ops, relu/sigmoid/tanh/gelu/silu, the 2-D pools,
   // embedding and dropout are in no list (Keep).
   static Policy pytorch_cuda();
   // torch AutocastCPU lists (autocast_mode.cpp): matmul/linear/conv lower; the losses fp32; cat promote.
@@ -65,7 +65,8 @@ class Policy {
   // Apex O1 patch lists (apex/amp/lists): FP16_FUNCS lower; FP32_FUNCS (exp, log, pow, rsqrt, sum, var,
   // softmax, log_softmax, F.gelu, layer_norm, every loss) fp32; CASTS (add, sub, mul, div) and SEQUENCE_CASTS
   // (cat) promote. batch_norm is in no list (cuDNN takes fp16 with fp32 statistics), nor are relu, sigmoid
-  // (Apex's BCELoss ban suggests registering it fp32 by hand), tanh, the pools, embedding and dropout.
+  // (Apex's BCELoss ban suggests registering it fp32 by hand), tanh, silu (newer than the lists), the pools,
+  // embedding and dropout.
   static Policy apex_o1();
 
  private:

@@ -106,6 +106,7 @@ std::vector<OpCase> op_cases() {
       {OpId::Sigmoid, {{3, 4}}, [](const Inputs& x) { return sigmoid(x[0]); }},
       {OpId::Tanh, {{3, 4}}, [](const Inputs& x) { return tanh(x[0]); }},
       {OpId::Gelu, {{3, 4}}, [](const Inputs& x) { return gelu(x[0]); }},
+      {OpId::Silu, {{3, 4}}, [](const Inputs& x) { return silu(x[0]); }},
       {OpId::MaxPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return max_pool2d(x[0], {.kernel_size = 2}); }},
       {OpId::AvgPool2d, {{1, 2, 4, 4}}, [](const Inputs& x) { return avg_pool2d(x[0], {.kernel_size = 3, .stride = 1}); },
        NativeOut::Promoted},

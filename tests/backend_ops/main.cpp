@@ -196,6 +196,7 @@ std::vector<OpCase> op_cases() {
   ops.push_back(unary("gelu_tanh", EwOp::GeluTanh, [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, false,
                       Check::Transcendental));
   ops.push_back(unary("gelu", EwOp::GeluErf, [](const Tensor& x) { return gelu(x); }, false, Check::Transcendental));
+  ops.push_back(unary("silu", EwOp::Silu, [](const Tensor& x) { return silu(x); }, false, Check::Transcendental));
   ops.push_back(unary("pow(2.5)", EwOp::PowScalar, [](const Tensor& x) { return pow(x, 2.5); }, true, Check::Transcendental));
   ops.push_back(unary("pow(3)", EwOp::PowScalar, [](const Tensor& x) { return pow(x, 3.0); }, false, Check::Transcendental));
   ops.push_back(unary("clamp", EwOp::Clamp, [](const Tensor& x) { return clamp(x, -0.5, 0.75); }, false));
