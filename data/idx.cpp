@@ -50,21 +50,31 @@ struct Inflater {
 // impossible, so a limit above it never binds.
 size_t inflate_bound(size_t in) { return in * 1032 + 1024; }
 
-// Inflates a gzip file held in memory into at most `limit` bytes (concatenated members are joined).
-// Inflating stops as soon as the output would pass the limit: an error naming `why` (what the limit
-// is), or, with `prefix`, the first `limit` bytes returned quietly (to read a header first). Output
-// grows by doubling from the size the last member's trailer (ISIZE) announces, within the limit.
-std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path, const char* op, size_t limit,
-                            const char* why, bool prefix = false) {
+// What gunzip found: the inflated bytes, at most `limit` of them, and whether the members hold more.
+struct Gunzipped {
+  std::vector<uint8_t> bytes;
+  bool more = false;  // inflating stopped at limit + 1 bytes, so the rest of the file was not looked at
+};
+
+uint32_t le32(const uint8_t* p) {
+  return p[0] | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+}
+
+// Inflates a gzip file held in memory into at most `limit` bytes. Every member is inflated and the
+// members are joined, as gzip -d and Python's gzip module do. zlib checks each member's trailer (CRC-32
+// and ISIZE, the member's size mod 2^32) when the member ends; anything after the last member that is
+// not another member is an error, zero padding included (gzip -d and Python skip zeros; a data file
+// has no reason to carry any). Inflating stops as soon as the output passes the limit (`more`): the
+// caller names the limit in its error, or keeps the first `limit` bytes (to read a header first).
+// Output grows by doubling from the size the last member's trailer (ISIZE) announces, within the limit.
+Gunzipped gunzip(const std::vector<uint8_t>& in, const std::string& path, const char* op, size_t limit) {
   size_t isize = 0;
-  if (in.size() >= 18) {  // 10-byte header + 8-byte trailer at least
-    const uint8_t* t = in.data() + in.size() - 4;
-    isize = t[0] | t[1] << 8 | t[2] << 16 | static_cast<size_t>(t[3]) << 24;
-  }
+  if (in.size() >= 18) isize = le32(in.data() + in.size() - 4);  // 10-byte header + 8-byte trailer at least
   // ISIZE of a damaged file can be anything: trust it only up to a ratio real data sets stay under
   isize = std::min(isize, 8 * in.size() + (size_t{1} << 20));
   const size_t cap = limit + 1;  // one byte past the limit tells "more"
-  std::vector<uint8_t> out;
+  Gunzipped g;
+  std::vector<uint8_t>& out = g.bytes;
   const auto grow = [&](size_t n) {
     try {
       out.resize(n);
@@ -77,13 +87,10 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
   z_stream& zs = inf.zs;
   zs.next_in = const_cast<Bytef*>(in.data());
   size_t consumed = 0, produced = 0;
+  size_t member = 1, member_start = 0;  // the member being inflated, and where its output starts
   for (;;) {
     if (produced == out.size()) {
-      if (produced == cap) {
-        if (prefix) break;
-        HG_FAIL(op, ": '", path, "' inflates to more than ", limit, " bytes (", why, "); a gzip bomb or a corrupt "
-                "file: re-download it");
-      }
+      if (produced == cap) break;
       grow(std::min(out.size() * 2, cap));
     }
     zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size() - consumed, UINT_MAX));
@@ -93,20 +100,34 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
     const int rc = inflate(&zs, Z_NO_FLUSH);
     consumed += avail_in - zs.avail_in;
     produced += avail_out - zs.avail_out;
-    if (rc == Z_STREAM_END) {
-      // gzip allows concatenated members; anything else after the end is ignored, as gzip -d does
-      if (in.size() - consumed < 2 || in[consumed] != 0x1f || in[consumed + 1] != 0x8b) break;
+    if (rc == Z_STREAM_END) {  // the member's trailer matched its data
+      const size_t rest = in.size() - consumed;
+      if (rest == 0) break;
+      HG_CHECK(rest >= 2 && in[consumed] == 0x1f && in[consumed + 1] == 0x8b, op, ": '", path, "' has ", rest,
+               " bytes after the end of its gzip data (member ", member, " ends at compressed byte ", consumed,
+               " of ", in.size(), ") that are not another gzip member; the file is corrupt or has something "
+               "appended: re-download it");
       HG_CHECK(inflateReset(&zs) == Z_OK, op, ": zlib inflateReset failed on '", path, "'");
+      ++member;
+      member_start = produced;
       continue;
     }
+    // zlib has just read the trailer's last 4 bytes, ISIZE, when it reports this
+    const bool bad_length = rc == Z_DATA_ERROR && zs.msg != nullptr &&
+                            std::strcmp(zs.msg, "incorrect length check") == 0 && consumed >= 4;
+    HG_CHECK(!bad_length, op, ": '", path, "' is corrupt: gzip member ", member, " inflates to ",
+             produced - member_start, " bytes but its trailer (ISIZE) declares ", le32(in.data() + consumed - 4),
+             "; re-download the file");
     HG_CHECK(rc == Z_OK || rc == Z_BUF_ERROR, op, ": '", path, "' is not a valid gzip stream (zlib: ",
              zs.msg ? zs.msg : "error", " after ", consumed, " compressed bytes); re-download the file");
     HG_CHECK(!(rc == Z_BUF_ERROR && consumed == in.size()), op, ": '", path,
              "' is a truncated gzip stream: it ends after ", in.size(), " compressed bytes (", produced,
              " bytes inflated) before the end of the data; re-download the file");
   }
+  // a member can end exactly one byte past the limit, with the buffer full: that too is "more"
+  g.more = produced > limit;
   out.resize(std::min(produced, limit));
-  return out;
+  return g;
 }
 
 uint32_t be32(const uint8_t* p) {
@@ -167,31 +188,40 @@ void parse_header(IdxFile& f, const uint8_t* b, size_t n, const std::string& pat
 
 // Reads and validates an IDX file: a known magic and exactly header + numel * element size bytes. A
 // gzip file is inflated twice over its bytes in memory: the header alone first, then no more than the
-// size the header declares, so a gzip bomb stops at that size (or at once, with a bad header).
+// size the header declares, so a gzip bomb stops at that size (or at once, with a bad header). Raw and
+// gzip take exactly the same contents: the inflated members must end where the header says, as the
+// raw file must, and the errors use the same words ("the file has N bytes" / "inflates to N bytes").
 IdxFile parse_idx(const std::string& path, const char* op) {
   IdxFile f;
   std::vector<uint8_t> raw = read_raw(path, op);
   const bool gz = is_gzip(raw);
   if (gz) {
-    const std::vector<uint8_t> head = gunzip(raw, path, op, 4 + 4 * 255, "an IDX header", true);
+    const std::vector<uint8_t> head = gunzip(raw, path, op, 4 + 4 * 255).bytes;
     parse_header(f, head.data(), head.size(), path, op);
   } else {
     parse_header(f, raw.data(), raw.size(), path, op);
   }
   const size_t want = f.header + static_cast<size_t>(f.numel) * idx_type_size(f.type);
+  bool more = false;  // gzip only: the members hold more than `want` bytes (not counted past that)
   if (gz) {
     HG_CHECK(want <= inflate_bound(raw.size()), op, ": '", path, "' header dims ", dims_str(f.dims), " need ", want,
              " bytes but ", raw.size(), " bytes of gzip cannot inflate to more than ", inflate_bound(raw.size()),
              "; the file is truncated or corrupt: re-download it");
-    f.bytes = gunzip(raw, path, op, want, "the size its IDX header declares");
+    Gunzipped g = gunzip(raw, path, op, want);
+    f.bytes = std::move(g.bytes);
+    more = g.more;
   } else {
     f.bytes = std::move(raw);
   }
-  const auto& b = f.bytes;
-  HG_CHECK(b.size() >= want, op, ": '", path, "' is truncated: header dims ", dims_str(f.dims), " need ", want,
-           " bytes but the file has ", b.size(), "; re-download it");
-  HG_CHECK(b.size() == want, op, ": '", path, "' header dims ", dims_str(f.dims),
-           " are inconsistent with its size: they account for ", want, " bytes but the file has ", b.size());
+  const size_t got = f.bytes.size();
+  const std::string found = !gz ? "has " + std::to_string(got) + " bytes"
+                            : more ? "inflates to more than " + std::to_string(want) + " bytes"
+                                   : "inflates to " + std::to_string(got) + " bytes";
+  HG_CHECK(more || got >= want, op, ": '", path, "' is truncated: header dims ", dims_str(f.dims), " need ", want,
+           " bytes but the file ", found, "; re-download it");
+  HG_CHECK(!more && got == want, op, ": '", path, "' header dims ", dims_str(f.dims),
+           " are inconsistent with its size: they account for ", want, " bytes (the size its IDX header declares) "
+           "but the file ", found, "; a corrupt file or data appended to it (with gzip, maybe a bomb): re-download it");
   return f;
 }
 
@@ -245,8 +275,12 @@ MnistSplit load_split(const std::string& dir, Split split, int64_t num_classes, 
   const std::string ipath = find_file(dir, prefix + "-images-idx3-ubyte", op, hint);
   const std::string lpath = find_file(dir, prefix + "-labels-idx1-ubyte", op, hint);
   MnistSplit s{read_idx_images(ipath), read_idx_labels(lpath)};
-  HG_CHECK(s.images.size(0) == s.labels.size(0), op, ": count mismatch: '", ipath, "' has ", s.images.size(0),
-           " images but '", lpath, "' has ", s.labels.size(0), " labels; the files belong to different sets");
+  const int64_t ni = s.images.size(0), nl = s.labels.size(0);
+  HG_CHECK(ni == nl, op, ": count mismatch: '", ipath, "' has ", ni, " images but '", lpath, "' has ", nl,
+           " labels; the files belong to different sets");
+  // an empty split is a valid pair of IDX files, but training on it runs no step and "evaluates" nothing
+  HG_CHECK(ni > 0, op, ": empty data set: '", ipath, "' has ", ni, " images and '", lpath, "' has ", nl,
+           " labels; the files are truncated or corrupt: re-download them");
   const int64_t* l = s.labels.data<int64_t>();
   for (int64_t i = 0; i < s.labels.numel(); ++i)
     HG_CHECK(l[i] >= 0 && l[i] < num_classes, op, ": label ", l[i], " at index ", i, " of '", lpath,
@@ -269,7 +303,11 @@ std::vector<uint8_t> read_bytes(const std::string& path, const char* op, size_t 
              " this reader takes; is it the right file?");
     return bytes;
   }
-  return gunzip(bytes, path, op, std::min(max_bytes, inflate_bound(bytes.size())), "the most this reader takes");
+  const size_t limit = std::min(max_bytes, inflate_bound(bytes.size()));
+  Gunzipped g = gunzip(bytes, path, op, limit);
+  HG_CHECK(!g.more, op, ": '", path, "' inflates to more than ", limit, " bytes (the most this reader takes); a gzip "
+           "bomb or a corrupt file: re-download it");
+  return std::move(g.bytes);
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, Compression compression) {

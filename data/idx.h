@@ -21,10 +21,13 @@ inline constexpr float kFashionMnistStd = 0.3530f;
 const std::array<const char*, 10>& fashion_mnist_classes();
 
 // --- files --------------------------------------------------------------------------------------
-// The bytes of a file, inflated when it starts with the gzip magic (concatenated members are joined).
-// Throws naming op and path when the file is missing, not a regular file, unreadable, truncated or
-// corrupt, or holds (once inflated) more than max_bytes: inflating stops there, so a gzip bomb costs
-// at most max_bytes of memory. The IDX readers bound it by the size their header declares.
+// The bytes of a file, inflated when it starts with the gzip magic. Concatenated gzip members are all
+// inflated and joined, as gzip -d and Python's gzip module do (`cat a.gz b.gz` is a valid file); each
+// member's trailer (CRC-32 and ISIZE) must match its data, and nothing but members may follow the
+// first: trailing bytes, zero padding included, are an error. Throws naming op and path when the file
+// is missing, not a regular file, unreadable, truncated or corrupt, or holds (once inflated) more than
+// max_bytes: inflating stops there, so a gzip bomb costs at most max_bytes of memory. The IDX readers
+// bound it by the size their header declares.
 std::vector<uint8_t> read_bytes(const std::string& path, const char* op = "read_bytes",
                                 size_t max_bytes = size_t{1} << 32);
 
@@ -34,6 +37,9 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
                  Compression compression = Compression::None);
 
 // --- IDX ----------------------------------------------------------------------------------------
+// A file must be exactly its header plus the elements the header's dims declare, raw or gzip alike: a
+// gzip file's members (see read_bytes) must together inflate to exactly that size, so raw and gzip
+// accept the same contents, and the errors name the path, the declared size and the size found.
 // Any IDX file as stored: elements of type u8, i8, i16 and f32 come back as F32, i32 and f64 as F64
 // (both exact), shaped by the header dims.
 Tensor read_idx(const std::string& path);
@@ -43,8 +49,8 @@ Tensor read_idx_images(const std::string& path);
 Tensor read_idx_labels(const std::string& path);
 
 // One split of an MNIST-format data set from dir: train-{images-idx3,labels-idx1}-ubyte or
-// t10k-..., each with or without .gz. Checks the image and label counts agree and every label is in
-// [0, num_classes).
+// t10k-..., each with or without .gz. Checks the image and label counts agree and are not zero (an
+// empty split is an error naming both counts), and every label is in [0, num_classes).
 MnistSplit load_mnist_format(const std::string& dir, Split split, int64_t num_classes = 10);
 
 // $HG_FASHION_MNIST_DIR when set and non-empty, else /usr/share/datasets/fashion-mnist (Debian's

@@ -290,6 +290,201 @@ TEST_CASE("idx: concatenated gzip members read as one stream", "[data]") {
   CHECK(read_bytes(dir / "big") == big);
 }
 
+// ------------------------------------------------------------------------------------------------
+// Raw and gzip accept exactly the same contents
+
+namespace {
+
+Bytes cat(Bytes a, const Bytes& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Bytes first(const Bytes& b, size_t n) { return Bytes(b.begin(), b.begin() + static_cast<long>(std::min(n, b.size()))); }
+Bytes from(const Bytes& b, size_t n) { return Bytes(b.begin() + static_cast<long>(std::min(n, b.size())), b.end()); }
+
+// One gzip member per part, concatenated (an empty part makes an empty member: header and trailer).
+Bytes gzip_members(const TempDir& dir, const std::vector<Bytes>& parts) {
+  Bytes out;
+  for (const Bytes& p : parts) {
+    write_bytes(dir / "member.gz", p, Compression::Gzip);
+    out = cat(std::move(out), file_bytes(dir / "member.gz"));
+  }
+  return out;
+}
+
+// The ways of storing a content gzip'd, each of which must read as the content itself. `intact` is the
+// size of the uncorrupted file: split there, what a corruption appended is a member of its own.
+struct Framing {
+  const char* name;
+  std::vector<Bytes> (*parts)(const Bytes& content, size_t intact);
+};
+const Framing kFramings[] = {
+    {"one member", [](const Bytes& c, size_t) { return std::vector<Bytes>{c}; }},
+    {"two members split inside the header", [](const Bytes& c, size_t) { return std::vector<Bytes>{first(c, 3), from(c, 3)}; }},
+    {"two members split at the intact size", [](const Bytes& c, size_t n) { return std::vector<Bytes>{first(c, n), from(c, n)}; }},
+    {"an empty member after", [](const Bytes& c, size_t) { return std::vector<Bytes>{c, {}}; }},
+    {"an empty member before", [](const Bytes& c, size_t) { return std::vector<Bytes>{{}, c}; }},
+};
+
+struct Verdict {
+  bool accepted = false;
+  std::string error;
+  MnistSplit split;
+};
+
+Verdict load_verdict(const std::string& dir) {
+  try {
+    return {true, "", load_mnist_format(dir, Split::Train)};
+  } catch (const hg::Error& e) {
+    return {false, e.what(), {}};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("idx: raw and gzip give the same verdict on the same content, in one member or several", "[data]") {
+  TempDir dir;
+  const std::string raw_dir = dir / "raw", gz_dir = dir / "gz";
+  fs::create_directories(raw_dir);
+  fs::create_directories(gz_dir);
+  const std::string images = "train-images-idx3-ubyte", labels = "train-labels-idx1-ubyte";
+  // images past the 1020 bytes the header pass inflates, so their verdicts come from the full pass
+  const Bytes img = images_file(3, 20, 20), lab = labels_file({1, 2, 0});
+  REQUIRE(img.size() > 4 + 4 * 255);
+  const auto str = [](size_t v) { return std::to_string(v); };
+  enum class Bad { None, Images, Labels, Both };
+  struct Case {
+    const char* name;
+    Bytes images, labels;
+    std::vector<std::string> expect;  // substrings of the error; none: the split loads
+    Bad names;                        // the file(s) the error must name
+    bool sized;                       // the error says the bad file's size: "has N bytes" / "inflates to"
+  };
+  const std::string img_dims = "header dims [3, 20, 20]", lab_dims = "header dims [3]";
+  const Case cases[] = {
+      {"intact", img, lab, {}, Bad::None, false},
+      {"a byte appended to the labels", img, cat(lab, {0}),
+       {lab_dims + " are inconsistent with its size: they account for " + str(lab.size()) +
+        " bytes (the size its IDX header declares) but the file "},
+       Bad::Labels, true},
+      {"a byte appended to the images", cat(img, {7}), lab,
+       {img_dims + " are inconsistent with its size: they account for " + str(img.size()) + " bytes"}, Bad::Images,
+       true},
+      {"an image appended, the header unchanged", cat(img, image_payload(400)), lab,
+       {img_dims + " are inconsistent with its size: they account for " + str(img.size()) + " bytes"}, Bad::Images,
+       true},
+      {"the labels cut by a byte", img, first(lab, lab.size() - 1),
+       {"is truncated: " + lab_dims + " need " + str(lab.size()) + " bytes but the file "}, Bad::Labels, true},
+      {"the images cut by a row", first(img, img.size() - 20), lab,
+       {"is truncated: " + img_dims + " need " + str(img.size()) + " bytes but the file "}, Bad::Images, true},
+      {"the images cut inside the header", first(img, 10), lab,
+       {"is truncated: its header declares 3 dims (" + str(4 + 4 * 3) + " bytes) but the file has only 10 bytes"},
+       Bad::Images, false},
+      {"the header declares a label more", img, idx_file(0x08, {4}, {1, 2, 0}),
+       {"is truncated: header dims [4] need " + str(lab.size() + 1) + " bytes"}, Bad::Labels, true},
+      {"the header declares a label fewer", img, idx_file(0x08, {2}, {1, 2, 0}),
+       {"header dims [2] are inconsistent with its size: they account for " + str(lab.size() - 1) + " bytes"},
+       Bad::Labels, true},
+      {"zero items in both files", idx_file(0x08, {0, 20, 20}, {}), idx_file(0x08, {0}, {}),
+       {"empty data set", "has 0 images", "has 0 labels"}, Bad::Both, false},
+      {"zero labels for three images", img, idx_file(0x08, {0}, {}),
+       {"count mismatch", "has 3 images", "has 0 labels"}, Bad::Both, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    // the error of one verdict names the right file(s), the values and the file's size as the path found it
+    const auto check_error = [&](const Verdict& v, const std::string& d, const std::string& suffix) {
+      for (const std::string& s : c.expect) CHECK_THAT(v.error, Contains(s));
+      const std::string ipath = d + "/" + images + suffix + "'", lpath = d + "/" + labels + suffix + "'";
+      if (c.names == Bad::Images || c.names == Bad::Both) CHECK_THAT(v.error, Contains(ipath));
+      if (c.names == Bad::Labels || c.names == Bad::Both) CHECK_THAT(v.error, Contains(lpath));
+      if (c.names == Bad::Images) CHECK_THAT(v.error, !Contains(lpath));
+      if (c.names == Bad::Labels) CHECK_THAT(v.error, !Contains(ipath));
+    };
+    write_bytes(raw_dir + "/" + images, c.images);
+    write_bytes(raw_dir + "/" + labels, c.labels);
+    const Verdict raw = load_verdict(raw_dir);
+    CHECK(raw.accepted == c.expect.empty());
+    if (!raw.accepted) check_error(raw, raw_dir, "");
+    const size_t bad_size = c.names == Bad::Images ? c.images.size() : c.labels.size();
+    if (c.sized) CHECK_THAT(raw.error, Contains("the file has " + str(bad_size) + " bytes"));
+    for (const Framing& fr : kFramings) {
+      INFO(fr.name);
+      write_bytes(gz_dir + "/" + images + ".gz", gzip_members(dir, fr.parts(c.images, img.size())));
+      write_bytes(gz_dir + "/" + labels + ".gz", gzip_members(dir, fr.parts(c.labels, lab.size())));
+      const Verdict gz = load_verdict(gz_dir);
+      CHECK(gz.accepted == raw.accepted);
+      if (raw.accepted && gz.accepted) {
+        CHECK(gz.split.images.to_vector<float>() == raw.split.images.to_vector<float>());
+        CHECK(values_i64(gz.split.labels) == values_i64(raw.split.labels));
+      }
+      if (!gz.accepted) check_error(gz, gz_dir, ".gz");
+      if (c.sized) CHECK_THAT(gz.error, Contains("the file inflates to "));
+    }
+  }
+}
+
+TEST_CASE("idx: a gzip file is refused unless its members account for every byte", "[data]") {
+  TempDir dir;
+  // past the 1020 bytes the header pass inflates, so the full pass is the one that must refuse
+  const Bytes img = images_file(4, 16, 16);
+  REQUIRE(img.size() > 4 + 4 * 255);
+  write_bytes(dir / "raw", img);
+  REQUIRE(read_idx_images(dir / "raw").size(0) == 4);  // the content is fine: only its gzip framing is at fault
+  const size_t cut = img.size() / 3;
+  const Bytes one = gzip_members(dir, {img}), two = gzip_members(dir, {first(img, cut), from(img, cut)});
+  const size_t end1 = gzip_members(dir, {first(img, cut)}).size();  // where the first of two members ends
+  const auto isize = [](Bytes b, size_t member_end, uint32_t v) {  // a member's trailer ends with ISIZE
+    for (size_t k = 0; k < 4; ++k) b[member_end - 4 + k] = static_cast<uint8_t>(v >> (8 * k));
+    return b;
+  };
+  const auto flip = [](Bytes b, size_t at) {
+    b[at] ^= 0x01;
+    return b;
+  };
+  const auto str = [](size_t v) { return std::to_string(v); };
+  struct Case {
+    const char* name;
+    Bytes file;
+    std::vector<std::string> expect;
+  };
+  const std::string after = " bytes after the end of its gzip data (member ";
+  const Case cases[] = {
+      {"a zero byte after the member", cat(one, {0}), {"has 1" + after + "1 ends at compressed byte " + str(one.size())}},
+      {"zero padding after the member", cat(one, Bytes(8, 0)), {"has 8" + after + "1 ends"}},
+      {"text after the second member", cat(two, {'m', 'o', 'r', 'e'}), {"has 4" + after + "2 ends"}},
+      {"half a gzip magic after the member", cat(one, {0x1f}), {"has 1" + after + "1 ends", "not another gzip member"}},
+      {"ISIZE one more than the member", isize(one, one.size(), static_cast<uint32_t>(img.size() + 1)),
+       {"gzip member 1 inflates to " + str(img.size()) + " bytes but its trailer (ISIZE) declares " +
+        str(img.size() + 1)}},
+      {"ISIZE of the first of two members zero", isize(two, end1, 0),
+       {"gzip member 1 inflates to " + str(cut) + " bytes but its trailer (ISIZE) declares 0"}},
+      {"ISIZE of the second member one less", isize(two, two.size(), static_cast<uint32_t>(img.size() - cut - 1)),
+       {"gzip member 2 inflates to " + str(img.size() - cut) + " bytes but its trailer (ISIZE) declares " +
+        str(img.size() - cut - 1)}},
+      {"a CRC-32 bit flipped", flip(one, one.size() - 8), {"not a valid gzip stream", "incorrect data check"}},
+      {"the trailer's last byte missing", first(one, one.size() - 1), {"truncated gzip stream"}},
+      {"the second member cut short", first(two, two.size() - 10), {"truncated gzip stream"}},
+      {"garbage where a second member starts", cat(one, {0x1f, 0x8b, 'x', 'y'}), {"not a valid gzip stream"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const std::string path = dir / "images.gz";
+    write_bytes(path, c.file);
+    for (const std::string& err : {error_of([&] { read_idx_images(path); }), error_of([&] { read_bytes(path); })}) {
+      for (const std::string& s : c.expect) CHECK_THAT(err, Contains(s));
+      CHECK_THAT(err, Contains("'" + path + "'") && Contains("re-download"));
+    }
+  }
+  // the framing the cases damage is itself fine
+  write_bytes(dir / "one.gz", one);
+  write_bytes(dir / "two.gz", two);
+  CHECK(read_bytes(dir / "one.gz") == img);
+  CHECK(read_bytes(dir / "two.gz") == img);
+  CHECK(read_idx_images(dir / "two.gz").to_vector<float>() == read_idx_images(dir / "raw").to_vector<float>());
+}
+
 TEST_CASE("load_mnist_format: a split from a directory, with and without .gz", "[data]") {
   TempDir dir;
   write_bytes(dir / "train-images-idx3-ubyte.gz", images_file(5, 4, 4), Compression::Gzip);

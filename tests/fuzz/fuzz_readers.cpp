@@ -8,8 +8,11 @@
 //    header, IDX dims, truncation, splicing), a fixed PRNG seed and a time budget; it first replays
 //    every regression file. Run: hg_fuzz safetensors|idx [--seconds S] [--seed N] [--regressions DIR]
 //  * libFuzzer, when the whole build uses clang (HG_LIBFUZZER=ON): LLVMFuzzerTestOneInput is the entry.
+// The IDX target is also differential: the same content raw and gzip'd must get the same verdict and
+// the same tensor (TwinMismatch, a failure like a crash).
 // The input currently running is kept in <work>/current-input (HG_FUZZ_WORK, default the temp folder):
-// after a crash, copy it into tests/fuzz/regressions/<target>/ so that every later run replays it.
+// after a crash, copy it into tests/fuzz/regressions/<target>/ so that every later run replays it. A
+// regression file named *.accepted.bin or *.refused.bin must also get that verdict.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -79,15 +83,57 @@ bool fuzz_safetensors(const uint8_t* data, size_t n) {
   }
 }
 
+// Raw and gzip IDX files must accept exactly the same contents: a disagreement between an input and
+// its twin (the same content stored the other way) fails the run like a crash.
+struct TwinMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct IdxOutcome {
+  bool accepted = false;
+  hg::Tensor t;
+};
+
+IdxOutcome read_idx_outcome(const std::string& path) {
+  try {
+    return {true, hg::data::read_idx(path)};
+  } catch (const hg::Error&) {
+    return {false, {}};
+  }
+}
+
+bool same_tensor(const hg::Tensor& a, const hg::Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         (a.nbytes() == 0 || std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0);  // bits: NaN payloads too
+}
+
+bool is_gzip(const uint8_t* data, size_t n) { return n >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
+
 bool fuzz_idx(const uint8_t* data, size_t n) {
   write_input(data, n);
-  try {
-    const hg::Tensor t = hg::data::read_idx(input_path());
-    (void)t.numel();
-    return true;
-  } catch (const hg::Error&) {
-    return false;
+  const IdxOutcome in = read_idx_outcome(input_path());
+  // the twin: a raw input gzip'd, or a valid gzip stream's content (up to 16 MiB) written raw; content
+  // that itself starts with the gzip magic has no raw twin (the magic decides)
+  const std::string twin = work_dir() + "/twin";
+  if (!is_gzip(data, n)) {
+    hg::data::write_bytes(twin, Bytes(data, data + n), hg::data::Compression::Gzip);
+  } else {
+    Bytes content;
+    try {
+      content = hg::data::read_bytes(input_path(), "fuzz twin", size_t{16} << 20);
+    } catch (const hg::Error&) {
+      return in.accepted;  // not a valid gzip stream (or a large one): no content to compare with
+    }
+    if (is_gzip(content.data(), content.size())) return in.accepted;
+    hg::data::write_bytes(twin, content);
   }
+  const IdxOutcome other = read_idx_outcome(twin);
+  if (other.accepted != in.accepted || (in.accepted && !same_tensor(in.t, other.t)))
+    throw TwinMismatch(std::string("the ") + (is_gzip(data, n) ? "gzip input" : "raw input") + " was " +
+                       (in.accepted ? "accepted" : "refused") + " but the same content " +
+                       (is_gzip(data, n) ? "raw" : "gzip'd") + " was " + (other.accepted ? "accepted" : "refused") +
+                       (in.accepted && other.accepted ? " with other values" : ""));
+  return in.accepted;
 }
 
 // ---- seeds: real files from the writers ----------------------------------------------------------
@@ -255,8 +301,18 @@ int main(int argc, char** argv) {
       for (const auto& e : fs::directory_iterator(regressions)) {
         if (!e.is_regular_file()) continue;
         const Bytes b = read_file(e.path().string());
-        std::printf("replay %s (%zu bytes): %s\n", e.path().filename().c_str(), b.size(),
-                    run(b.data(), b.size()) ? "accepted" : "refused");
+        const std::string name = e.path().filename().string();
+        const bool got = run(b.data(), b.size());
+        std::printf("replay %s (%zu bytes): %s\n", name.c_str(), b.size(), got ? "accepted" : "refused");
+        // a name ending in .accepted.bin or .refused.bin holds the reader to that verdict
+        const auto ends_with = [&](const std::string& tail) {
+          return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+        };
+        if ((ends_with(".accepted.bin") && !got) || (ends_with(".refused.bin") && got)) {
+          std::printf("fuzz %s: FAILED: regression file %s was %s, against the verdict its name states\n",
+                      target.c_str(), name.c_str(), got ? "accepted" : "refused");
+          return 1;
+        }
         ++replayed;
       }
     }
@@ -276,6 +332,11 @@ int main(int argc, char** argv) {
         accepted += run(b.data(), b.size()) ? 1 : 0;
       }
     }
+  } catch (const TwinMismatch& e) {
+    std::printf("fuzz %s: FAILED after %lld runs: raw and gzip disagree: %s\nthe input is in %s: copy it into "
+                "tests/fuzz/regressions/%s/\n",
+                target.c_str(), static_cast<long long>(runs), e.what(), input_path().c_str(), target.c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::printf("fuzz %s: FAILED after %lld runs: %s escaped (not an hg::Error): %s\nthe input is in %s: copy it "
                 "into tests/fuzz/regressions/%s/\n",
