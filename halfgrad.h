@@ -10,6 +10,7 @@
 #include "amp/opt_level.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "core/adaptive_threads.h"
 #include "core/allocator.h"
 #include "core/atomic_file.h"
 #include "core/convert.h"

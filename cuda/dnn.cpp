@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -25,9 +24,6 @@
 #include "cuda/available.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
-#if defined(HG_CUDA_EMULATE)
-#include "cuda/emulator/conv.h"
-#endif
 #include "cuda/register.h"
 #include "cuda/workspace.h"
 #include "ops/kernels/conv.h"
@@ -35,37 +31,10 @@
 namespace hg::cuda::dnn {
 namespace {
 
-// Variant-pack ids. Each direction names its three tensors x (or dx), w (or dw), y (or dy).
-constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
-
 std::string last_error_string() {
   char buf[2048] = {};
   cudnnGetLastErrorString(buf, sizeof buf);
   return buf;
-}
-
-[[noreturn]] void throw_cudnn(cudnnStatus_t st, const char* what, const ConvPlanKey* key) {
-  const std::string why = last_error_string();
-  HG_FAIL("cudnn: ", what, " failed: ", cudnnGetErrorString(st), why.empty() ? "" : " (" + why + ")",
-          key ? " for " + key->str() : std::string(), "; cuDNN runtime version ", cudnnGetVersion(),
-          CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM
-              ? ": the descriptors are inconsistent, check the shapes above"
-              : ": see the reason in parentheses");
-}
-
-#define HG_DNN_CHECK(expr, what, key)                                              \
-  do {                                                                             \
-    const cudnnStatus_t hg_dnn_st_ = (expr);                                       \
-    if (hg_dnn_st_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                           \
-      ::hg::cuda::dnn::throw_cudnn(hg_dnn_st_, what, key);                         \
-  } while (0)
-
-// Sets one attribute; the attribute's enum name goes into the error message.
-#define HG_DNN_SET(desc, attr, type, count, ptr, key) \
-  HG_DNN_CHECK(cudnnBackendSetAttribute((desc).get(), attr, type, count, ptr), "set " #attr, key)
-
-void finalize(const BackendDesc& d, const char* what, const ConvPlanKey* key) {
-  HG_DNN_CHECK(cudnnBackendFinalize(d.get()), what, key);
 }
 
 // Each dtype's row (core/dtype.h) holds its cudnnDataType_t value; the asserts tie them to the library's.
@@ -295,6 +264,19 @@ void check_target(const PlanTarget& t) {
 
 // ---- planning ---------------------------------------------------------------------------------
 
+[[noreturn]] void throw_cudnn(cudnnStatus_t st, const char* what, const ConvPlanKey* key) {
+  const std::string why = last_error_string();
+  HG_FAIL("cudnn: ", what, " failed: ", cudnnGetErrorString(st), why.empty() ? "" : " (" + why + ")",
+          key ? " for " + key->str() : std::string(), "; cuDNN runtime version ", cudnnGetVersion(),
+          CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM
+              ? ": the descriptors are inconsistent, check the shapes above"
+              : ": see the reason in parentheses");
+}
+
+void finalize(const BackendDesc& d, const char* what, const ConvPlanKey* key) {
+  HG_DNN_CHECK(cudnnBackendFinalize(d.get()), what, key);
+}
+
 const char* dir_name(ConvDir d) {
   switch (d) {
     case ConvDir::Fprop: return "fprop";
@@ -366,28 +348,6 @@ BackendDesc device_prop_from_json(const std::string& json) {
   return d;
 }
 
-std::string device_prop_json(int device) {
-#if defined(HG_CUDA_EMULATE)
-  HG_CHECK(device == 0, "cuda: device index ", device, " is out of range: the emulated device is cuda:0");
-  return emu::device_json();
-#else
-  BackendDesc d(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR);
-  const int32_t id = device;
-  HG_DNN_SET(d, CUDNN_ATTR_DEVICEPROP_DEVICE_ID, CUDNN_TYPE_INT32, 1, &id, nullptr);
-  finalize(d, "finalize the device properties of a device", nullptr);
-  int64_t size = 0;
-  HG_DNN_CHECK(cudnnBackendGetAttribute(d.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size,
-                                        nullptr),
-               "get the device properties' JSON size", nullptr);
-  std::string json(static_cast<size_t>(std::max<int64_t>(size, 0)), '\0');
-  HG_DNN_CHECK(cudnnBackendGetAttribute(d.get(), CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
-                                        &size, json.data()),
-               "get the device properties' JSON", nullptr);
-  json.resize(std::strlen(json.c_str()));
-  return json;
-#endif
-}
-
 ConvPlans build_conv_plans(const ConvPlanKey& key, const PlanTarget& target, PlanOptions opt) {
   check_target(target);
   if (opt.shape_check == ShapeCheck::Halfgrad) validate(key);
@@ -444,17 +404,6 @@ struct CacheKeyHash {
   }
 };
 
-#if defined(HG_CUDA_EMULATE)
-// The emulated device has no cuDNN device: plans are built devicelessly for its measured properties
-// (the same descriptors, finalized by the real cuDNN) and run by the emulator's reference convolution.
-PlanTarget plan_target(DeviceContext&) {
-  static const BackendDesc* prop = new BackendDesc(device_prop_from_json(emu::device_json()));
-  return {.device_prop = prop->get()};
-}
-#else
-PlanTarget plan_target(DeviceContext& ctx) { return {.handle = dnn_handle(ctx)}; }
-#endif
-
 // The first plan (heuristic order) of `key` on ctx's device, built on the first call. Plans live until
 // the process ends, like the contexts: destroying descriptors from static destructors races cuDNN's
 // own teardown. A failed build leaves no entry, so the next call reports the error again.
@@ -465,7 +414,7 @@ const ConvPlan& cached_plan(const ConvPlanKey& key, DeviceContext& ctx) {
   auto it = cache->find({key, ctx.device});
   if (it == cache->end()) {
     auto plans = std::make_unique<ConvPlans>(
-        build_conv_plans(key, plan_target(ctx), {.tf32 = key.tf32 ? Tf32::Allow : Tf32::Disallow}));
+        build_conv_plans(key, device_target(ctx), {.tf32 = key.tf32 ? Tf32::Allow : Tf32::Disallow}));
     it = cache->emplace(CacheKey{key, ctx.device}, std::move(plans)).first;
   }
   return it->second->plans.front();
@@ -487,20 +436,7 @@ void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const
   key.tf32 = key.dtype == DType::F32 && allow_tf32();
   const ConvPlan& plan = cached_plan(key, ctx);
   Workspace ws(static_cast<size_t>(plan.workspace_bytes), Device::cuda(ctx.device));
-#if defined(HG_CUDA_EMULATE)
-  // in TF32 only when cuDNN's first plan is a tensor-core engine, as it would run on the GPU
-  HG_CUDA_CHECK(emu::reference_conv(key, plan.tensor_core, x, w, y, ctx.stream));
-#else
-  BackendDesc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const int64_t uids[3] = {kUidX, kUidW, kUidY};
-  void* ptrs[3] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
-  void* wsp = ws.get();
-  HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids, &key);
-  HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, &key);
-  HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp, &key);
-  finalize(pack, "finalize the variant pack", &key);
-  HG_DNN_CHECK(cudnnBackendExecute(dnn_handle(ctx), plan.plan.get(), pack.get()), "cudnnBackendExecute", &key);
-#endif
+  run_plan(key, plan, x, w, y, ws.get(), ctx);
 }
 
 void zero(void* p, int64_t elems, DType t, const DeviceContext& ctx) {

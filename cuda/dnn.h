@@ -6,8 +6,10 @@
 //    fallback list) and finalized execution plans with their workspace sizes. It runs against a live
 //    cudnnHandle_t or, devicelessly (cuDNN >= 9.8), against a device-property descriptor loaded from
 //    JSON, which is how CI checks every descriptor without a device (tests/cuda/test_cudnn_plans.cpp);
-//  * execution (GPU only): a plan cache per (key, device), a variant pack with the device pointers, the
-//    workspace from the device allocator, all on the device's stream; bias add / bias grad kernels in
+//  * execution: a plan cache per (key, device) and the workspace from the device allocator (cuda/dnn.cpp);
+//    what needs the device itself (the handle plans are built against, a variant pack with the device
+//    pointers, cudnnBackendExecute on the device's stream) is cuda/dnn_device.cpp, which a build for the
+//    emulated device replaces with cuda/emulator/cudnn.cpp; bias add / bias grad kernels in
 //    cuda/kernels/conv_bias.cu.
 // Layouts are ops/conv.h's: x, y, dy, dx are NCHW with NCHW strides; w, dw are KCRS with C = c/groups
 // (the graph API has no group-count attribute: it infers groups from x's C over w's C).
@@ -119,7 +121,37 @@ struct ConvPlans {
 // cudnnGetLastErrorString) when a descriptor does not finalize or no plan does.
 ConvPlans build_conv_plans(const ConvPlanKey& key, const PlanTarget& target, PlanOptions opt = {});
 
-// ---- execution (GPU only) -------------------------------------------------------------------
+// ---- the device (cuda/dnn_device.cpp; on the emulated device cuda/emulator/cudnn.cpp) ----------
+// What needs a cuDNN device. The build links one of the two files, as it links cudart or the emulated
+// runtime; cuDNN itself stays the real library in both, since planning needs no device.
+
+// Where the plans that run on ctx's device are built: its cuDNN handle (created on first use).
+PlanTarget device_target(DeviceContext& ctx);
+// Runs `plan` (built for `key` against device_target) on x (or dx), w (or dw), y (or dy) with
+// `workspace` (plan.workspace_bytes of it) on ctx's stream. The caller holds ctx.handle_mutex.
+void run_plan(const ConvPlanKey& key, const ConvPlan& plan, const void* x, const void* w, const void* y,
+              void* workspace, DeviceContext& ctx);
+
+// Variant-pack ids. Each direction names its three tensors x (or dx), w (or dw), y (or dy).
+constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
+
+// Checked cuDNN calls, for cuda/dnn.cpp and cuda/dnn_device.cpp: a failure throws hg::Error naming the
+// call (`what`), the problem (key, when there is one), cuDNN's status and cudnnGetLastErrorString's reason.
+[[noreturn]] void throw_cudnn(cudnnStatus_t st, const char* what, const ConvPlanKey* key);
+void finalize(const BackendDesc& d, const char* what, const ConvPlanKey* key);
+
+#define HG_DNN_CHECK(expr, what, key)                                              \
+  do {                                                                             \
+    const cudnnStatus_t hg_dnn_st_ = (expr);                                       \
+    if (hg_dnn_st_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                           \
+      ::hg::cuda::dnn::throw_cudnn(hg_dnn_st_, what, key);                         \
+  } while (0)
+
+// Sets one attribute; the attribute's enum name goes into the error message.
+#define HG_DNN_SET(desc, attr, type, count, ptr, key) \
+  HG_DNN_CHECK(cudnnBackendSetAttribute((desc).get(), attr, type, count, ptr), "set " #attr, key)
+
+// ---- execution ---------------------------------------------------------------------------------
 // The CUDA ConvKernels of ops/conv.h (F32, F16, BF16, F64), and their registration.
 void conv2d_forward(const ConvArgs& a);
 void conv2d_backward_data(const ConvArgs& a);

@@ -1,7 +1,6 @@
 #pragma once
-// The emulated device's convolution (HG_CUDA=EMULATE): cuDNN cannot run without a GPU, so cuda/dnn.cpp
-// builds its plans devicelessly for the emulated GPU's measured properties (device_json: the real cuDNN
-// finalizes the same descriptors) and hands the problem to this reference loop instead of
+// The emulated device's convolution (HG_CUDA=EMULATE): cuDNN cannot run without a GPU, so the emulated
+// device's half of cuda/dnn (cudnn.cpp) hands each planned problem to this reference loop instead of
 // cudnnBackendExecute. The loop is written from the definition (cross-correlation, NCHW x and y,
 // KCRS w with C = c/groups), not from halfgrad's CPU convolution, and accumulates in F32 (F64 for F64).
 #include <cuda_runtime.h>
@@ -15,8 +14,5 @@ namespace hg::emu {
 // tensor-core one, so with key.tf32 the F32 inputs are read rounded to TF32, as those engines compute.
 cudaError_t reference_conv(const cuda::dnn::ConvPlanKey& key, bool tensor_core, const void* x, const void* w, const void* y,
                            cudaStream_t s);
-
-// The emulated GPU's cuDNN device properties (tests/cuda/fixtures/h200_sm90.json, embedded by the build).
-const char* device_json();
 
 }  // namespace hg::emu

@@ -1,6 +1,7 @@
 // core/parallel.h: ranges cover [0, n) exactly once; an exception thrown on any thread of an OpenMP
-// region reaches the caller as itself (an hg::Error stays an hg::Error) instead of terminating; regions
-// that wait for a descheduled thread make the process fall back to one thread for a while.
+// region reaches the caller as itself (an hg::Error stays an hg::Error) instead of terminating.
+// core/adaptive_threads.h: regions that wait for a descheduled thread make the process fall back to one
+// thread for a while.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "core/adaptive_threads.h"
 #include "core/error.h"
 #include "core/parallel.h"
 
