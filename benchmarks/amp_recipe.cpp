@@ -1,8 +1,11 @@
 // PyTorch's "Automatic Mixed Precision" recipe, in halfgrad: a stack of Linear+ReLU layers, MSE loss,
 // SGD lr 1e-3 on random data, timed in default precision (F32) and under autocast (BF16, and F16).
 //   ./build/amp_recipe [--width 1024] [--batch 256] [--layers 3] [--batches 20] [--epochs 2] [--full]
-//                      [--threads N] [--device cpu|cuda]
+//                      [--runs N] [--threads N] [--device cpu|cuda]
 // --full uses the recipe's own sizes (width 4096, batch 512, 3 layers, 50 batches, 3 epochs).
+// Timing as benchmarks/torch/amp_recipe.py's: one untimed warm-up step, then the device synchronized before
+// and after the timed epochs (benchmarks/bench_util.h). --runs N times the epochs N times over and prints
+// the median with the fastest and slowest run (default 1, the PyTorch script's one run).
 // After the timed runs, one more (untimed) training step of each is taken apart by amp::inspect::MemoryLedger:
 // bytes by role and dtype after forward and after backward, side by side.
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "amp/inspect/memory.h"
+#include "benchmarks/bench_util.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
 #include "cpu/gemm.h"
@@ -25,6 +29,7 @@ using hg::Tensor;
 
 struct Config {
   int64_t width = 1024, batch = 256, layers = 3, batches = 20, epochs = 2;
+  int runs = 1;
   hg::Device device = hg::Device::cpu();
 };
 
@@ -89,15 +94,19 @@ Result run(const Config& c, std::optional<hg::DType> amp, const char* label, con
   }
   hg::memory::reset_peak(c.device);
   const int64_t base = hg::memory::allocated(c.device);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t e = 0; e < c.epochs; ++e) {
-    for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
-  }
+  train_step(c, amp, *net, opt, scaler, data.front(), targets.front());  // warm-up: kernels chosen, handles made
+  const hg::bench::Timing t = hg::bench::time_calls(
+      [&] {
+        for (int64_t e = 0; e < c.epochs; ++e)
+          for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
+      },
+      {.warmup = 0, .samples = c.runs, .min_seconds = 0, .device = c.device});
   Result r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = t.median;
   r.peak_bytes = hg::memory::peak_allocated(c.device) - base;
   std::printf("%s\nTotal execution time = %.3f sec\nMax memory used by tensors = %lld bytes\n", label, r.seconds,
               static_cast<long long>(r.peak_bytes));
+  if (t.samples > 1) std::printf("(median of %d runs; fastest %.3f sec, slowest %.3f sec)\n", t.samples, t.min, t.max);
   // One more step, untimed and after the peak was read, taken apart by the memory ledger.
   hg::amp::inspect::MemoryLedger ledger({.model = net.get(), .optimizer = &opt, .device = c.device});
   hg::memory::reset_peak(c.device);
@@ -133,14 +142,14 @@ void print_ledgers(const Result& f32, const Result& bf16, const Result& f16) {
 }  // namespace
 
 [[noreturn]] void usage(const std::string& problem) {
-  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--threads N] [--device cpu|cuda]");
+  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--runs N] [--threads N] [--device cpu|cuda]");
 }
 
 int main(int argc, char** argv) {
   Config c;
   auto on_switch = [&](const std::string& f) {
     if (f != "--full") return false;
-    c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .device = c.device};
+    c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .runs = c.runs, .device = c.device};
     return true;
   };
   auto on_value = [&](const std::string& f, const std::string& v) {
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
     else if (f == "--layers") c.layers = parse_number<int64_t>(v, 1);
     else if (f == "--batches") c.batches = parse_number<int64_t>(v, 1);
     else if (f == "--epochs") c.epochs = parse_number<int64_t>(v, 1);
+    else if (f == "--runs") c.runs = parse_number<int>(v, 1, 100);
     else if (f == "--threads") hg::set_num_threads(parse_number<int>(v, 1, hg::max_num_threads()));
     else if (f == "--device" && (v == "cpu" || v == "cuda")) c.device = v == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
     else if (f == "--device") throw std::invalid_argument("expected cpu or cuda");

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
               get_num_threads(), device.c_str(), cpu::gemm_engine(DType::BF16).c_str());
   std::printf("one linear layer, forward + backward (dx, dw, db); ms per step and the ratio to BF16\n");
   std::printf("%-18s %8s %8s %8s %8s %8s %8s %8s %8s | %9s %9s | %s\n", "m x in -> out", "F32", "BF16", "delayed",
-              "current", "mxfp8", "del/BF16", "cur/BF16", "mx/BF16", "fwd casts", "fwd GEMM", "FP8 GEMMs native");
+              "current", "mxfp8", "del/BF16", "cur/BF16", "mx/BF16", "fwd casts", "fwd GEMM", "FP8 GEMMs native, spread");
   const Shape3 shapes[] = {{64, 784, 256}, {256, 1024, 1024}, {1024, 2048, 2048}};
   for (const Shape3& s : shapes) {
     const Tensor x32 = randn({s.m, s.in}, {.device = dev});
@@ -67,36 +67,41 @@ int main(int argc, char** argv) {
     };
     auto plain = [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); };
     const Tensor x16 = x32.to(DType::BF16), w16 = w32.to(DType::BF16), b16 = b32.to(DType::BF16);
-    const double f32 = bench::median_seconds([&] { step(x32, w32, b32, plain); }, samples, min_s);
-    const double bf16 = bench::median_seconds([&] { step(x16, w16, b16, plain); }, samples, min_s);
+    double spread = 0;  // the row's largest (max - min) / median over its timings' samples
+    const auto time_it = [&](auto&& body) {
+      const bench::Timing t = bench::time_calls(body, {.samples = samples, .min_seconds = min_s, .device = dev});
+      spread = std::max(spread, t.spread());
+      return t.median;
+    };
+    const double f32 = time_it([&] { step(x32, w32, b32, plain); });
+    const double bf16 = time_it([&] { step(x16, w16, b16, plain); });
     double fp8[3];
     double native = 0.0;  // the share of the delayed recipe's GEMMs that ran on FP8 Tensor Cores
     const Fp8Scaling kinds[3] = {Fp8Scaling::Delayed, Fp8Scaling::Current, Fp8Scaling::Mx};
     for (int k = 0; k < 3; ++k) {
       auto st = std::make_shared<Fp8LinearState>(Fp8Recipe{.scaling = kinds[k], .amax_history_len = 1024}, dev);
-      fp8[k] = bench::median_seconds(
-          [&] { step(x32, w32, b32, [&](const Tensor& x, const Tensor& w, const Tensor& b) { return fp8_linear(x, w, b, st); }); },
-          samples, min_s);
+      fp8[k] = time_it(
+          [&] { step(x32, w32, b32, [&](const Tensor& x, const Tensor& w, const Tensor& b) { return fp8_linear(x, w, b, st); }); });
       if (k == 0 && st->gemms() > 0) native = double(st->native_gemms()) / double(st->gemms());
     }
     // the delayed forward split: its casts (quantize x and w, decode both to BF16) against the GEMM alone
     Fp8DelayedScaling dx(DType::F8E4M3, {}, dev), dw(DType::F8E4M3, {}, dev);
-    const double casts = bench::median_seconds(
-        [&] {
-          (void)dx.quantize(x32).to(DType::BF16);
-          (void)dw.quantize(w32).to(DType::BF16);
-        },
-        samples, min_s);
+    const double casts = time_it([&] {
+      (void)dx.quantize(x32).to(DType::BF16);
+      (void)dw.quantize(w32).to(DType::BF16);
+    });
     NoGradGuard ng;
-    const double gemm = bench::median_seconds([&] { (void)linear(x16, w16); }, samples, min_s);
+    const double gemm = time_it([&] { (void)linear(x16, w16); });
     char name[32];
     std::snprintf(name, sizeof name, "%lldx%lld->%lld", static_cast<long long>(s.m), static_cast<long long>(s.in),
                   static_cast<long long>(s.out));
-    std::printf("%-18s %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %8.2f %8.2f | %8.3fms %8.3fms | %3.0f%%\n", name, f32 * 1e3,
-                bf16 * 1e3, fp8[0] * 1e3, fp8[1] * 1e3, fp8[2] * 1e3, fp8[0] / bf16, fp8[1] / bf16, fp8[2] / bf16,
-                casts * 1e3, gemm * 1e3, 100.0 * native);
+    std::printf("%-18s %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %8.2f %8.2f | %8.3fms %8.3fms | %3.0f%%  %4.1f%%\n", name,
+                f32 * 1e3, bf16 * 1e3, fp8[0] * 1e3, fp8[1] * 1e3, fp8[2] * 1e3, fp8[0] / bf16, fp8[1] / bf16,
+                fp8[2] / bf16, casts * 1e3, gemm * 1e3, 100.0 * native, 100.0 * spread);
   }
   std::printf("(ratio > 1: slower than BF16. Where no GEMM ran natively, FP8 is emulated: its GEMM is BF16's on decoded\n"
-              " values, plus the casts; 'fwd casts' and 'fwd GEMM' split that route's forward)\n");
+              " values, plus the casts; 'fwd casts' and 'fwd GEMM' split that route's forward. Each time is the median of\n"
+              " its samples (benchmarks/bench_util.h; the device synchronized around each); spread: the row's largest\n"
+              " (slowest - fastest) / median)\n");
   return 0;
 }

@@ -91,18 +91,10 @@ int main(int argc, char** argv) {
                       static_cast<long long>(n), name, "-", "-", "-");
           continue;
         }
-        call();  // the handle, the workspace, cuBLAS's heuristics
-        cuda::synchronize(0);
         const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-        // a batch long enough to hide the launch and the sync: about 50 ms at the expected speed
-        const int per_batch = std::clamp(static_cast<int>(5e12 * 0.05 / flops), 1, 200);
-        const double s = bench::median_seconds(
-                             [&] {
-                               for (int k = 0; k < per_batch; ++k) call();
-                               cuda::synchronize(0);
-                             },
-                             samples, 0.0) /
-                         per_batch;
+        // the first call makes the handle, the workspace and cuBLAS's heuristics (the helper's warm-up);
+        // samples of about 50 ms hide the launch and the sync
+        const double s = bench::time_calls(call, {.samples = samples, .min_seconds = 0.05, .device = dev}).median;
         const double tflops = flops / s / 1e12;
         cuda::set_allow_tf32(false);
         const auto peak = peaks.find(label);

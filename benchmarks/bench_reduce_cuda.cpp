@@ -45,17 +45,8 @@ int main(int argc, char** argv) {
                                        {"(4096,512) over dim 1", {4096, 512}, {1}},
                                        {"(64,65536) over dim 0", {64, 65536}, {0}},
                                        {"(16M) all", {int64_t{1} << 24}, {}}};
-    auto time_us = [&](const std::function<void()>& f, double bytes) {
-      f();
-      cuda::synchronize(0);
-      const int per_batch = std::clamp(static_cast<int>(2e12 * 0.02 / std::max(bytes, 1.0)), 1, 2000);
-      return bench::median_seconds(
-                 [&] {
-                   for (int k = 0; k < per_batch; ++k) f();
-                   cuda::synchronize(0);
-                 },
-                 samples, 0.0) /
-             per_batch * 1e6;
+    auto time_us = [&](const std::function<void()>& f, double) {
+      return bench::time_calls(f, {.samples = samples, .min_seconds = 0.02, .device = Device::cuda()}).median * 1e6;
     };
     for (const Shape2& c : cases) {
       for (DType dt : {DType::F32, DType::F16, DType::BF16}) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench_util.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
 #include "nn/nn.h"
@@ -133,18 +134,12 @@ void run(const Workload& w, int steps) {
     opt->step();
     if (sched) sched->step();
   };
-  for (int i = 0; i < warmup; ++i) step();
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
-  std::nth_element(ms.begin(), ms.begin() + static_cast<int64_t>(ms.size() / 2), ms.end());
+  // each step timed on its own (the helper's samples of one call), after the warm-up steps
+  const hg::bench::Timing t = hg::bench::time_calls(step, {.warmup = warmup, .samples = steps, .min_seconds = 0});
   std::printf("{\"framework\": \"halfgrad\", \"workload\": \"%s\", \"threads\": %d, \"steps\": %d, "
-              "\"ms_per_step_median\": %.4f, \"ms_per_step_mean\": %.4f}\n",
-              w.name.c_str(), hg::get_num_threads(), steps, ms[ms.size() / 2], mean);
+              "\"ms_per_step_median\": %.4f, \"ms_per_step_mean\": %.4f, \"ms_per_step_min\": %.4f, "
+              "\"ms_per_step_max\": %.4f}\n",
+              w.name.c_str(), hg::get_num_threads(), steps, t.median * 1e3, t.mean * 1e3, t.min * 1e3, t.max * 1e3);
   std::fflush(stdout);
 }
 
