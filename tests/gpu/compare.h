@@ -94,6 +94,32 @@ inline void check_close(const Tensor& cpu, const Tensor& cuda, Tol tol, const st
   CHECK(bad == 0);
 }
 
+// An FP8 Tensor Core (Hopper) multiplies FP8 values exactly but accumulates in a register that keeps about
+// 14 mantissa bits between promotions to F32 (DeepSeek-V3's measurement; cuBLASLt without FAST_ACCUM
+// promotes, but how often is not documented), so a sum of K products can be off by up to about
+// K * 2^-14 of the sum of their magnitudes. The native FP8 GEMM is held to that bound on a GPU; the
+// emulated cuBLASLt sums in F32 in k order and keeps its exact checks.
+inline constexpr double kFp8AccumUnit = 1.0 / 16384.0;  // 2^-14
+
+// |gpu - cpu| <= K * 2^-14 * magnitude + 1e-6 |cpu| per element, magnitude being the sum of |products| that
+// made each element (for C = A B^T: |A| |B|^T, computed on the CPU).
+inline void check_fp8_accumulation(const Tensor& cpu, const Tensor& cuda, const Tensor& magnitude, int64_t k,
+                                   const std::string& what) {
+  INFO(what << " (K = " << k << ", FP8 Tensor Core accumulation bound " << double(k) * kFp8AccumUnit << ")");
+  REQUIRE(cpu.shape() == cuda.shape());
+  REQUIRE(cpu.shape() == magnitude.shape());
+  const std::vector<double> a = cpu.to_vector<double>(), b = cuda.to(Device::cpu()).to_vector<double>(),
+                            mag = magnitude.to_vector<double>();
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double bound = double(k) * kFp8AccumUnit * mag[i] + 1e-6 * std::fabs(a[i]);
+    if (!(std::fabs(a[i] - b[i]) <= bound) && bad++ == 0) first = static_cast<int64_t>(i);
+  }
+  if (bad) UNSCOPED_INFO("first outside the bound at " << first << ": cpu " << a[size_t(first)] << " gpu " << b[size_t(first)]
+                                                        << ", magnitude " << mag[size_t(first)]);
+  CHECK(bad == 0);
+}
+
 // ||gpu - cpu|| / ||cpu|| for a GEMM-like result (docs/ARCHITECTURE.md, "GPU tolerances").
 inline void check_rel_norm(const Tensor& cpu, const Tensor& cuda, double bound, const std::string& what) {
   INFO(what);
