@@ -14,8 +14,8 @@
 # `ctest -L gpu` runs the whole GPU suite (with the kernel coverage), the backend-ops harness
 # (hg_backend_ops: every CUDA kernel against the CPU over shape variants), each GPU test case as its own entry
 # with a timeout (gpu_case: ..., so a hang or a fault names its test) and the MLP's CPU-vs-GPU training.
-# Besides the tests: compute-sanitizer (memcheck over the whole GPU suite, racecheck and synccheck over
-# the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
+# Besides the tests: compute-sanitizer (memcheck over the whole GPU suite, racecheck, synccheck and
+# initcheck over the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
 # HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), fp8_training --device cuda --quick (the FP8
@@ -26,7 +26,8 @@
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
-# cases and assertions counted in hg_gpu_tests' output), all passed, and nothing was skipped; 1
+# cases and assertions counted in hg_gpu_tests' output, every registered kernel run), all passed, every
+# program (training, benchmarks) succeeded, FP8 GEMMs ran natively on sm_89+, and nothing was skipped; 1
 # otherwise, skipped GPU tests (no usable device, a driver too old for the CUDA runtime), a missing
 # compute-sanitizer or dataset, and a machine without a GPU included.
 set -euo pipefail
@@ -97,8 +98,9 @@ if [ "$build_status" = "ok" ]; then
   [ -n "$ctest_line" ] || ctest_line="no summary (see ctest-gpu.log)"
   grep -q 'did not run' "$logs/ctest-gpu.log" && ctest_line="$ctest_line, but some were SKIPPED (see ctest-gpu.log)"
   gpu_rc=0
-  HG_DEVPROP_OUT="$logs/devprop.json" "$build/tests/hg_gpu_tests" --durations yes >"$logs/hg_gpu_tests.log" 2>&1 ||
-    gpu_rc=$?
+  # kernel coverage is required on the GPU as on the emulator: a registered kernel no test ran fails the run
+  HG_REQUIRE_KERNEL_COVERAGE=1 HG_DEVPROP_OUT="$logs/devprop.json" "$build/tests/hg_gpu_tests" --durations yes \
+    >"$logs/hg_gpu_tests.log" 2>&1 || gpu_rc=$?
   coverage_line="$(grep -m1 '^CUDA kernel coverage: ' "$logs/hg_gpu_tests.log" | sed 's/^CUDA kernel coverage: //' || true)"
   runtime="$(sed -n 's/^cuda versions: //p' "$logs/hg_gpu_tests.log" | head -n 1)"
   # Catch2 v2 ends with "All tests passed (A assertions in T test cases)" or with
@@ -146,15 +148,15 @@ elif [ -z "$sanitizer" ]; then
   san_lines+=("SKIPPED: compute-sanitizer not found (PATH, /usr/local/cuda*/compute-sanitizer/)")
   skipped+=("compute-sanitizer")
 else
-  # memcheck over everything; racecheck and synccheck (slower) over the kernels with barriers
+  # memcheck over everything; racecheck, synccheck and initcheck (slower) over the kernels with barriers
   shared="[loss],[pool],[optim],gpu: sum*,gpu: max*,gpu: softmax*,gpu: batch_norm*,gpu: layer_norm*,gpu: backward*"
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck racecheck synccheck initcheck; do
     filter=()
     [ "$tool" = memcheck ] || filter=("$shared")
     rc=0
     timeout 900 "$sanitizer" --tool "$tool" --error-exitcode 9 "$build/tests/hg_gpu_tests" "${filter[@]}" \
       >"$logs/$tool.log" 2>&1 || rc=$?
-    summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -n 1 | sed 's/^========= //')"
+    summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -n 1 | sed 's/^========= //' || true)"
     san_lines+=("$tool: ${summary:-no summary} (exit $rc${filter:+, kernels with barriers}; see $tool.log)")
     [ "$rc" -eq 0 ] || san_failed=1
   done
@@ -189,15 +191,24 @@ else
     train_lines+=("fp8_training: FAILED (see fp8_training.log)")
     train_failed=1
   fi
+  # on FP8 Tensor Cores (sm_89 and later) some of the delayed recipe's GEMMs must have run natively: 0% means
+  # cuBLASLt refused every call and the layer quietly decoded to BF16
+  native_share="$(sed -nE 's/^fp8-delayed .* ([0-9]+)%$/\1/p' "$logs/fp8_training.log" 2>/dev/null | head -n 1 || true)"
+  if [ "${cap/./}" -ge 89 ] 2>/dev/null && [ "${native_share:-0}" -eq 0 ]; then
+    train_lines+=("fp8_training: FAILED: no FP8 GEMM ran natively on sm_${cap/./} (native ${native_share:-?}%): cuBLASLt refused them")
+    native_failed=1
+  fi
 fi
 
 # --- benchmarks --------------------------------------------------------------------------------
+bench_failed=()  # any program that fails fails the check, benchmarks included
 gemm_lines=()
 if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build/amp_recipe" ]; then
   if timeout 600 "$build/amp_recipe" --full --device cuda >"$logs/amp_recipe.log" 2>&1; then
-    recipe="$(grep -E 'Total execution time|speed-up|peak tensor memory' "$logs/amp_recipe.log" | tr -s ' ' | paste -sd ';' -)"
+    recipe="$(grep -E 'Total execution time|speed-up|peak tensor memory' "$logs/amp_recipe.log" | tr -s ' ' | paste -sd ';' - || true)"
   else
     recipe="FAILED (see amp_recipe.log)"
+    bench_failed+=("amp_recipe")
   fi
   # halfgrad's GEMM against the published dense peak of the GPUs this knows (TFLOP/s: F32, TF32, F16, BF16, FP8)
   case "$gpu_name" in
@@ -212,6 +223,7 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
       < <(sed -n '/^N  *dtype/,$p' "$logs/bench_gemm_cuda.log")
   else
     gemm_lines+=("bench_gemm_cuda: FAILED (see bench_gemm_cuda.log)")
+    bench_failed+=("bench_gemm_cuda")
   fi
   # sums over a non-last dim (the column kernel), the last dim and everything, against a copy's bandwidth
   if timeout 300 "$build/bench_reduce_cuda" --quick >"$logs/bench_reduce_cuda.log" 2>&1; then
@@ -219,6 +231,7 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
       < <(sed -n '/^sum  *dtype/,$p' "$logs/bench_reduce_cuda.log")
   else
     gemm_lines+=("bench_reduce_cuda: FAILED (see bench_reduce_cuda.log)")
+    bench_failed+=("bench_reduce_cuda")
   fi
   # the FP8 linear layer's step against BF16 on the device: cuBLASLt FP8 GEMMs on sm_89+ (the last column
   # says the share that ran natively), BF16 GEMMs on decoded values elsewhere
@@ -228,6 +241,7 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
         < <(sed -n '/^m x in/,$p' "$logs/bench_fp8.log")
     else
       gemm_lines+=("bench_fp8: FAILED (see bench_fp8.log)")
+      bench_failed+=("bench_fp8")
     fi
   fi
 fi
@@ -243,6 +257,7 @@ for b in bench_gemm bench_elementwise; do
       < <(grep -v '^[[:space:]]*$' "$logs/$b.log" | tail -n 15)
   else
     bench_lines+=("$b: FAILED or timed out (see $b.log)")
+    bench_failed+=("$b")
   fi
 done
 
@@ -278,6 +293,8 @@ grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctes
 [ -z "${san_failed:-}" ] || reasons+=("compute-sanitizer reported errors")
 [ -z "${train_failed:-}" ] || reasons+=("training on the GPU failed")
 [ -z "${backend_failed:-}" ] || reasons+=("hg_backend_ops: $backend_line")
+[ -z "${native_failed:-}" ] || reasons+=("fp8_training: no FP8 GEMM ran on FP8 Tensor Cores")
+[ "${#bench_failed[@]}" -eq 0 ] || reasons+=("programs failed: ${bench_failed[*]}")
 [ "${#skipped[@]}" -eq 0 ] || reasons+=("skipped: ${skipped[*]}")
 if [ "${#reasons[@]}" -gt 0 ]; then
   for r in "${reasons[@]}"; do echo "gpu-check: FAILED: $r"; done
