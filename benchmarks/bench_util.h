@@ -67,6 +67,44 @@ Timing time_calls(F&& body, const TimingOptions& o = {}) {
   return t;
 }
 
+// The same statistics for a loop timed as it runs (the examples' training steps): lap() after each step
+// synchronizes the device and records the time since the previous lap (or since start()); summary()
+// leaves out the first `warmup` laps.
+class StepTimer {
+ public:
+  explicit StepTimer(Device device = Device::cpu(), int warmup = 0) : device_(device), warmup_(warmup) {}
+  void start() {
+    sync_device(device_);
+    last_ = std::chrono::steady_clock::now();
+  }
+  void lap() {
+    sync_device(device_);
+    const auto now = std::chrono::steady_clock::now();
+    seconds_.push_back(std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+  int64_t laps() const { return static_cast<int64_t>(seconds_.size()); }
+  Timing summary() const {
+    std::vector<double> s(seconds_.begin() + std::min<size_t>(static_cast<size_t>(std::max(warmup_, 0)), seconds_.size()),
+                          seconds_.end());
+    Timing t;
+    if (s.empty()) return t;
+    t.samples = static_cast<int>(s.size());
+    t.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
+    std::sort(s.begin(), s.end());
+    t.median = s[s.size() / 2];
+    t.min = s.front();
+    t.max = s.back();
+    return t;
+  }
+
+ private:
+  Device device_;
+  int warmup_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<double> seconds_;
+};
+
 // The median alone, what most tables print.
 template <class F>
 double median_seconds(F&& body, int samples = 7, double min_seconds = 0.1, Device device = Device::cpu()) {

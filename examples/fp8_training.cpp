@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "amp/inspect/histogram.h"
+#include "benchmarks/bench_util.h"
 #include "optim/sgd.h"
 #include "train_common.h"
 
@@ -155,8 +156,9 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
   hg::data::DataLoader loader(d.train, {.batch_size = 64, .shuffle = true, .seed = o.seed});
   const std::vector<nn::Fp8Linear*> layers = fp8_layers(*model);
   double loss_sum = 0, samples = 0;
-  int64_t loss_n = 0, step = 0, timed = 0;
-  double seconds = 0;  // of the steps that sampled no statistics (those copy tensors to the host)
+  int64_t loss_n = 0, step = 0;
+  // the steps that sampled no statistics (those copy tensors to the host), the device synchronized around each
+  hg::bench::StepTimer timer(dev);
   auto forward = [&](const Tensor& x) {
     std::optional<hg::amp::Autocast> ac;
     std::optional<hg::amp::Fp8Autocast> fp8;
@@ -171,7 +173,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
       const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
       if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
       for (nn::Fp8Linear* l : layers) l->fp8_state().track_stats = sample;
-      const auto t0 = std::chrono::steady_clock::now();
+      timer.start();
       opt.zero_grad();
       const Tensor loss = hg::cross_entropy(forward(x), y);
       loss.backward();
@@ -181,7 +183,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
       }
       opt.step();
       const float lv = loss.item<float>();
-      if (!sample) seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), ++timed;
+      if (!sample) timer.lap();
       if (o.steps - step <= 100) loss_sum += std::isfinite(lv) ? lv : 1e9, ++loss_n;
       if (sample) {
         samples += 1;
@@ -205,7 +207,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
     r.flushed[role] /= std::max(samples, 1.0);
   }
   for (nn::Fp8Linear* l : layers) r.gemms += l->fp8_state().gemms(), r.native_gemms += l->fp8_state().native_gemms();
-  r.ms_per_step = 1000.0 * seconds / static_cast<double>(std::max<int64_t>(timed, 1));
+  r.ms_per_step = 1000.0 * timer.summary().median;
   r.loss = loss_sum / static_cast<double>(std::max<int64_t>(loss_n, 1));
   for (nn::Fp8Linear* l : layers)
     for (const auto& [k, t] : l->extra_state()) r.state_bytes += t.nbytes();

@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "benchmarks/bench_util.h"
 #include "cli.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
@@ -244,7 +245,7 @@ inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& tes
 
 struct Summary {
   std::string mode = "fp32";  // Mode::label()
-  double accuracy = 0, ms_per_step_median = 0, total_s = 0;
+  double accuracy = 0, ms_per_step_median = 0, ms_per_step_min = 0, ms_per_step_max = 0, total_s = 0;
   int64_t steps = 0, peak_bytes = 0;  // peak tensor bytes while training: parameters, masters, gradients,
                                        // optimizer state, activations (not the datasets)
   int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients)
@@ -341,7 +342,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed});
   int64_t global_step = 0;
   const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);
-  std::vector<double> step_ms;
+  hg::bench::StepTimer steps_timer(dev);  // benchmarks/bench_util.h: the device synchronized at each lap
   Summary s{.mode = m.label()};
   hg::memory::reset_peak(dev);
   const auto t_start = clock::now();
@@ -351,7 +352,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     double running = 0;
     int64_t step = 0;
     const auto t_epoch = clock::now();
-    auto t_prev = t_epoch;
+    steps_timer.start();
     for (auto& [x, y] : loader) {
       const hg::Tensor xb = x.to(dev), yb = y.to(dev);
       std::optional<Inspection> inspection;
@@ -365,9 +366,8 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       scaler.update();
       const double l = loss.item();
       running = step == 0 ? l : 0.98 * running + 0.02 * l;
+      steps_timer.lap();
       const auto now = clock::now();
-      step_ms.push_back(std::chrono::duration<double, std::milli>(now - t_prev).count());
-      t_prev = now;
       ++step, ++global_step;
       bar.update(step, step / std::chrono::duration<double>(now - t_epoch).count(), running);
       if (step == steps) break;
@@ -376,11 +376,13 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     if (!a.save.empty()) save_run(a, m, model, opt, scaler, e, global_step);
   }
   s.total_s = std::chrono::duration<double>(clock::now() - t_start).count();
-  s.steps = static_cast<int64_t>(step_ms.size());
+  s.steps = steps_timer.laps();
   s.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
   s.peak_bytes = hg::memory::peak_allocated(dev) - d.bytes_before_model;
-  std::nth_element(step_ms.begin(), step_ms.begin() + static_cast<int64_t>(step_ms.size() / 2), step_ms.end());
-  s.ms_per_step_median = step_ms.empty() ? 0 : step_ms[step_ms.size() / 2];
+  const hg::bench::Timing st = steps_timer.summary();
+  s.ms_per_step_median = st.median * 1e3;
+  s.ms_per_step_min = st.min * 1e3;
+  s.ms_per_step_max = st.max * 1e3;
   s.accuracy = evaluate(model, d.test, dev, prec);
   std::printf("test accuracy %.4f after %d epoch(s) [%s]\n", s.accuracy, a.epochs, s.mode.c_str());
   return s;
@@ -389,11 +391,12 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
 inline void print_summary(const Args& a, const Summary& s) {
   std::printf("{\"example\": \"%s\", \"mode\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %g, \"seed\": %llu, "
               "\"threads\": %d, \"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, "
-              "\"ms_per_step_median\": %.4f, \"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, "
+              "\"ms_per_step_median\": %.4f, \"ms_per_step_min\": %.4f, \"ms_per_step_max\": %.4f, "
+              "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, "
               "\"skipped_steps\": %lld, \"final_scale\": %g}\n",
               a.name.c_str(), s.mode.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
               static_cast<unsigned long long>(a.seed), hg::get_num_threads(), a.device.c_str(), s.accuracy,
-              static_cast<long long>(s.steps), s.ms_per_step_median, s.total_s, static_cast<long long>(s.peak_bytes),
+              static_cast<long long>(s.steps), s.ms_per_step_median, s.ms_per_step_min, s.ms_per_step_max, s.total_s, static_cast<long long>(s.peak_bytes),
               static_cast<long long>(s.skipped), s.final_scale);
 }
 
