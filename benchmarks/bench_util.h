@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -28,6 +29,19 @@ struct TimingOptions {
   double min_seconds = 0.1;   // per sample; 0: one call per sample
   Device device = Device::cpu();
 };
+
+// The statistics of per-call times in seconds.
+inline Timing timing_of(std::vector<double> per_call) {
+  Timing t;
+  if (per_call.empty()) return t;
+  t.samples = static_cast<int>(per_call.size());
+  t.mean = std::accumulate(per_call.begin(), per_call.end(), 0.0) / static_cast<double>(per_call.size());
+  std::sort(per_call.begin(), per_call.end());
+  t.median = per_call[per_call.size() / 2];
+  t.min = per_call.front();
+  t.max = per_call.back();
+  return t;
+}
 
 inline void sync_device(Device d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
@@ -57,14 +71,7 @@ Timing time_calls(F&& body, const TimingOptions& o = {}) {
     sync_device(o.device);
     per_call.push_back(seconds_since(t0) / static_cast<double>(calls));
   }
-  Timing t;
-  t.samples = static_cast<int>(per_call.size());
-  t.mean = std::accumulate(per_call.begin(), per_call.end(), 0.0) / static_cast<double>(per_call.size());
-  std::sort(per_call.begin(), per_call.end());
-  t.median = per_call[per_call.size() / 2];
-  t.min = per_call.front();
-  t.max = per_call.back();
-  return t;
+  return timing_of(std::move(per_call));
 }
 
 // The same statistics for a loop timed as it runs (the examples' training steps): lap() after each step
@@ -85,17 +92,8 @@ class StepTimer {
   }
   int64_t laps() const { return static_cast<int64_t>(seconds_.size()); }
   Timing summary() const {
-    std::vector<double> s(seconds_.begin() + std::min<size_t>(static_cast<size_t>(std::max(warmup_, 0)), seconds_.size()),
-                          seconds_.end());
-    Timing t;
-    if (s.empty()) return t;
-    t.samples = static_cast<int>(s.size());
-    t.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
-    std::sort(s.begin(), s.end());
-    t.median = s[s.size() / 2];
-    t.min = s.front();
-    t.max = s.back();
-    return t;
+    const size_t skip = std::min(static_cast<size_t>(std::max(warmup_, 0)), seconds_.size());
+    return timing_of(std::vector<double>(seconds_.begin() + static_cast<std::ptrdiff_t>(skip), seconds_.end()));
   }
 
  private:
