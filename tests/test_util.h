@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
@@ -192,6 +193,18 @@ inline void run_threads(int n, const Fn& fn) {
   for (auto& th : threads) th.join();
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// The message of the hg::Error that f throws ("" and a failed check when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const hg::Error& e) {
+    return e.what();
+  }
+  FAIL_CHECK("no hg::Error was thrown");
+  return "";
 }
 
 }  // namespace hg::test
