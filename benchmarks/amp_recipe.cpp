@@ -8,7 +8,6 @@
 // the median with the fastest and slowest run (default 1, the PyTorch script's one run).
 // After the timed runs, one more (untimed) training step of each is taken apart by amp::inspect::MemoryLedger:
 // bytes by role and dtype after forward and after backward, side by side.
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>

@@ -4,12 +4,10 @@
 //   ./build/bench_train --workload mlp|cnn|bn_cnn|recipe|tiny|all [--steps N] [--threads N]
 // Prints one JSON line per workload: median and mean ms per step.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>

@@ -75,11 +75,10 @@ Timing time_calls(F&& body, const TimingOptions& o = {}) {
 }
 
 // The same statistics for a loop timed as it runs (the examples' training steps): lap() after each step
-// synchronizes the device and records the time since the previous lap (or since start()); summary()
-// leaves out the first `warmup` laps.
+// synchronizes the device and records the time since the previous lap (or since start()).
 class StepTimer {
  public:
-  explicit StepTimer(Device device = Device::cpu(), int warmup = 0) : device_(device), warmup_(warmup) {}
+  explicit StepTimer(Device device = Device::cpu()) : device_(device) {}
   void start() {
     sync_device(device_);
     last_ = std::chrono::steady_clock::now();
@@ -91,14 +90,10 @@ class StepTimer {
     last_ = now;
   }
   int64_t laps() const { return static_cast<int64_t>(seconds_.size()); }
-  Timing summary() const {
-    const size_t skip = std::min(static_cast<size_t>(std::max(warmup_, 0)), seconds_.size());
-    return timing_of(std::vector<double>(seconds_.begin() + static_cast<std::ptrdiff_t>(skip), seconds_.end()));
-  }
+  Timing summary() const { return timing_of(seconds_); }
 
  private:
   Device device_;
-  int warmup_;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::vector<double> seconds_;
 };

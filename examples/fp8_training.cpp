@@ -34,7 +34,6 @@
 // --device cuda trains on the GPU (autocast for CUDA); on FP8 Tensor Cores (sm_89+) a GEMM whose m, n and k are
 // multiples of 16 runs natively (cuBLASLt), and the "native" column gives the share of the FP8 GEMMs that did (the
 // MLP's last layer has 10 outputs, so its GEMMs take the decode route).
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

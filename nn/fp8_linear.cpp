@@ -106,7 +106,7 @@ void find_linears(Module& parent, const std::string& prefix, const Fp8ConvertOpt
 int64_t convert_to_fp8(Module& root, const Fp8Recipe& recipe, const Fp8ConvertOptions& o) {
   HG_CHECK(dynamic_cast<const Linear*>(&root) == nullptr, "convert_to_fp8: the root module is itself a Linear, which "
            "cannot replace itself; make nn::Fp8Linear(linear, recipe) instead");
-  Fp8LinearState check(recipe);  // the recipe's own errors (margin, mx_block) before any swap
+  check_fp8_recipe(recipe, "convert_to_fp8");  // before any swap
   std::vector<Swap> swaps;
   find_linears(root, "", o, swaps);  // every check passes before the first swap
   for (const Swap& s : swaps) s.parent->replace_module(s.name, std::make_shared<Fp8Linear>(*s.layer, recipe));

@@ -35,10 +35,15 @@ std::string describe(const Fp8Recipe& r) {
 
 // ---- the state ---------------------------------------------------------------------------------------
 
+void check_fp8_recipe(const Fp8Recipe& r, const char* op) {
+  HG_CHECK(r.amax_history_len >= 1, op, ": Fp8Recipe amax_history_len=", r.amax_history_len,
+           " must be at least 1 (TE's default is 1024)");
+  HG_CHECK(r.mx_block >= 1, op, ": Fp8Recipe mx_block=", r.mx_block, " must be at least 1 (MXFP8 uses 32)");
+  HG_CHECK(std::isfinite(r.margin), op, ": Fp8Recipe margin=", r.margin, " must be finite");
+}
+
 Fp8LinearState::Fp8LinearState(const Fp8Recipe& r, Device dev) : recipe_(r), device_(dev) {
-  HG_CHECK(r.scaling != Fp8Scaling::Mx || r.mx_block >= 1, "Fp8Recipe: mx_block=", r.mx_block,
-           " must be at least 1 (MXFP8 uses 32)");
-  HG_CHECK(std::isfinite(r.margin), "Fp8Recipe: margin=", r.margin, " must be finite");
+  check_fp8_recipe(r, "Fp8LinearState");
   scaling_ = make_fp8_scaling(r, dev);
 }
 
@@ -233,9 +238,7 @@ thread_local const Fp8Recipe* t_recipe = nullptr;
 }
 
 Fp8Autocast::Fp8Autocast(const Fp8Recipe& recipe, bool enabled) : prev_(t_recipe), recipe_(recipe) {
-  HG_CHECK(recipe.amax_history_len >= 1, "Fp8Autocast: amax_history_len=", recipe.amax_history_len,
-           " must be at least 1 (TE's default is 1024)");
-  HG_CHECK(recipe.mx_block >= 1, "Fp8Autocast: mx_block=", recipe.mx_block, " must be at least 1 (MXFP8 uses 32)");
+  check_fp8_recipe(recipe, "Fp8Autocast");
   t_recipe = enabled ? &recipe_ : nullptr;
 }
 

@@ -62,6 +62,9 @@ struct Fp8Recipe {
   DType backward_dtype() const { return format == Fp8Format::Hybrid ? DType::F8E5M2 : DType::F8E4M3; }
 };
 std::string describe(const Fp8Recipe& r);  // "delayed HYBRID, history 1024 max, margin 0"
+// An hg::Error naming `op` and the field when a recipe cannot run (history length or MX block below 1, a
+// margin that is not finite); Fp8LinearState, amp::Fp8Autocast and nn::convert_to_fp8 all check with it.
+void check_fp8_recipe(const Fp8Recipe& r, const char* op);
 
 enum class Fp8Role : uint8_t { Input = 0, Weight = 1, GradOutput = 2 };
 const char* fp8_role_name(Fp8Role r);  // "input", "weight", "grad_output"
