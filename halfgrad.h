@@ -46,4 +46,5 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/lr_scheduler.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"

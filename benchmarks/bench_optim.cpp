@@ -41,7 +41,7 @@ uint64_t checksum(const std::vector<Tensor>& ts) {
     if (!t.defined()) continue;
     const Tensor c = t.to(Device::cpu());
     const auto* b = static_cast<const unsigned char*>(c.data_ptr());
-    for (int64_t i = 0; i < c.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
   }
   return h;
 }

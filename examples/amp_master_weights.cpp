@@ -148,7 +148,7 @@ insp::WeightSnapshot masters_after(const nn::Module& m, const hg::optim::Optimiz
 }
 
 // fp16-O3: the update plain SGD computed for each F16 weight, -lr * (g * (1/scale)) in F32 as
-// ops/kernels/optim.h's SgdUpdate does, recorded against the weight it was added to; and, counted directly, how
+// ops/kernels/optim_rules.h's SgdRule does, recorded against the weight it was added to; and, counted directly, how
 // many F16 weights with a nonzero update kept their value.
 Swamp record_o3(insp::GradientHistogram& h, const insp::WeightSnapshot& before, const nn::Module& m, double lr,
                 double scale) {

@@ -1,6 +1,5 @@
 #include "optim/adam.h"
 
-#include "ops/kernels/optim.h"
 #include "optim/update.h"
 
 namespace hg::optim::detail {
@@ -21,37 +20,21 @@ Optimizer::StateNames AdamBase<Options>::state_names(const Options& o) {
 }
 
 template <class Options>
-std::array<double, 5> AdamBase<Options>::device_hyper(const Options& o) {
-  static_assert(kAdamHyperCount == 5);
-  std::array<double, 5> h{};
+std::array<double, kAdamHyperCount> AdamBase<Options>::hyper(const Options& o) {
+  std::array<double, kAdamHyperCount> h{};
   h[kAdamLr] = o.lr;
   h[kAdamBeta1] = o.betas[0];
   h[kAdamBeta2] = o.betas[1];
   h[kAdamEps] = o.eps;
   h[kAdamWeightDecay] = o.weight_decay;
+  h[kAdamDecoupled] = kDecoupled ? 1.0 : 0.0;
+  h[kAdamAmsgrad] = o.amsgrad ? 1.0 : 0.0;
   return h;
 }
 
 template <class Options>
 void AdamBase<Options>::step(const AmpStep& amp) {
-  this->for_each_update(amp, [](const Options& o, const UpdateContext& u) {
-    const AdamHyper h{.lr = o.lr, .beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps,
-                      .weight_decay = o.weight_decay, .decoupled = kDecoupled, .amsgrad = o.amsgrad};
-    AdamArgs args{.n = u.param.numel(),
-                  .param = u.param.data_ptr(),
-                  .grad = u.grad.data_ptr(),
-                  .exp_avg = u.buffer(0),
-                  .exp_avg_sq = u.buffer(1),
-                  .max_exp_avg_sq = u.buffer(2),  // amsgrad only
-                  .master = u.master,
-                  .store = u.store,
-                  // with a device counter the kernel derives them itself; then only amsgrad and unscale are read
-                  .s = adam_scalars(h, u.amp.steps == nullptr ? u.step : 1),
-                  .h = h,
-                  .amp = u.amp};
-    args.s.unscale = u.unscale.host;
-    adam_kernels().get(u.param.device(), u.param.dtype())(args);
-  });
+  this->template run_updates<AdamRule>(amp);
 }
 
 template class AdamBase<AdamOptions>;

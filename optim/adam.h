@@ -60,7 +60,7 @@ class AdamBase : public OptimizerOf<AdamBase<Options>, Options> {
   static constexpr bool kCountsSteps = true;
   static void check_options(const Options& o);
   static Optimizer::StateNames state_names(const Options& o);
-  static std::array<double, 5> device_hyper(const Options& o);  // ops/kernels/optim.h's AdamHyperIndex order
+  static std::array<double, 7> hyper(const Options& o);  // ops/kernels/optim_rules.h's AdamHyperIndex order
 };
 
 extern template class AdamBase<AdamOptions>;

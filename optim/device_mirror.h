@@ -24,7 +24,7 @@ class DeviceMirror {
   // the device parts of `unscale` (its GradUnscale), and the step counter, made on p's device from
   // steps_so_far at the first step with a found_inf flag when `counts` (updates with state).
   // On a CUDA device the counter is always made, and `hyper` (group g's hyper-parameters in the order
-  // of ops/kernels/optim.h's SgdHyperIndex / AdamHyperIndex) is read from device memory, so that a step
+  // of its rule's *HyperIndex, ops/kernels/optim_rules.h) is read from device memory, so that a step
   // captured in a CUDA graph counts and follows set_lr (and any option changed by an eager step) when
   // it is replayed.
   DeviceStep device_step(size_t i, size_t g, const Tensor& p, const float* found_inf, const GradUnscale& unscale,

@@ -1,7 +1,8 @@
 // The optimizer-independent parts of Optimizer: parameter bookkeeping, lazily created state, each
-// parameter's UpdateContext, and the state dict's checked reading and writing.
+// parameter's update arguments, and the state dict's checked reading and writing.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/node.h"
@@ -52,31 +53,33 @@ Optimizer::StepCount Optimizer::step_count(size_t i) const {
   return {state_[i].step, mirror_.steps(i)};
 }
 
-UpdateContext Optimizer::prepare_update(const char* opt, size_t i, size_t g, const Tensor& p, const Tensor& grad,
-                                        const AmpStep& amp, size_t num_buffers, bool counts_steps,
-                                        std::span<const double> hyper) {
+UpdateArgs Optimizer::prepare_update(const char* opt, size_t i, size_t g, const Tensor& p, const Tensor& grad,
+                                     const AmpStep& amp, size_t num_buffers, bool counts_steps,
+                                     std::span<const double> hyper) {
   check_grad(opt, i, p, grad);
+  HG_CHECK(num_buffers <= kMaxUpdateBuffers && hyper.size() <= kMaxHyper, opt, ": ", num_buffers, " buffers and ",
+           hyper.size(), " hyper-parameters; an update takes at most ", kMaxUpdateBuffers, " and ", kMaxHyper);
   ParamState& s = state_[i];
   const bool first = ensure_state(opt, i, p, num_buffers);
-  GradUnscale unscale = p.grad_unscale();
-  float* master = precision_.master_for(i, p);
-  const ParamStore store = precision_.store_for(i, p);
+  const GradUnscale unscale = p.grad_unscale();
   // A device counter where the update depends on the steps taken: their number (Adam's bias corrections),
   // or whether this is the first (SGD's momentum buffer starts as the gradient); a stateless update has none.
   const DeviceStep dev = mirror_.device_step(i, g, p, amp.found_inf, unscale, counts_steps ? s.step : (first ? 0 : 1),
                                              counts_steps || num_buffers != 0, hyper);
   if (counts_steps && dev.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
-  return UpdateContext{.index = i,
-                       .group = g,
-                       .param = p,
-                       .grad = grad,
-                       .state = std::span<const Tensor>(s.buffers).first(num_buffers),
-                       .master = master,
-                       .store = store,
-                       .unscale = std::move(unscale),
-                       .amp = dev,
-                       .first_step = first,
-                       .step = s.step};
+  UpdateArgs a{.n = p.numel(),
+               .param = p.data_ptr(),
+               .grad = grad.data_ptr(),
+               .num_buffers = static_cast<int>(num_buffers),
+               .master = precision_.master_for(i, p),
+               .store = precision_.store_for(i, p),
+               .step = s.step,
+               .first_step = first,
+               .unscale = unscale.host,
+               .amp = dev};
+  for (size_t k = 0; k < num_buffers; ++k) a.buffers[k] = s.buffers[k].data_ptr();
+  std::copy(hyper.begin(), hyper.end(), a.hyper);
+  return a;
 }
 
 std::vector<Tensor> Optimizer::parameters() const {

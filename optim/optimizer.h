@@ -4,9 +4,9 @@
 // groups of one optimizer (SGD, Adam, AdamW); Optimizer is the view schedulers, clipping and the grad
 // scaler use, whatever the optimizer. Two parts are the same for every optimizer: the parameters' store
 // precision (masters, stochastic and Kahan rounding: optim/param_precision.h) and what lives in device
-// memory (step counters, hyper-parameters: optim/device_mirror.h). An optimizer's step asks for each
-// parameter's UpdateContext (optim/update.h) and calls its kernel with it. step() makes no tensor and
-// calls no op after a parameter's first step: one kernel call per parameter (ops/kernels/optim.h).
+// memory (step counters, hyper-parameters: optim/device_mirror.h). An optimizer's step runs its update
+// rule (ops/kernels/optim_rules.h) over every parameter with a gradient (optim/update.h). step() makes no
+// tensor and calls no op after a parameter's first step: one kernel call per parameter.
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -34,7 +34,7 @@ namespace hg::optim {
 // A parameter that never took a step has no state.<i> entries.
 using hg::StateDict;  // core/state_dict.h
 
-struct UpdateContext;  // optim/update.h
+struct UpdateArgs;  // ops/kernels/optim.h
 
 // The default of an option that has none and must be given (torch's `required`: SGD's lr).
 inline constexpr double kRequired = std::numeric_limits<double>::lowest();
@@ -128,10 +128,10 @@ class Optimizer {
   // Checks the new group's parameters (defined, floating, leaf, in no other group) and gives them the
   // next indices <i>.
   void add_params(const char* opt, const std::vector<Tensor>& params);
-  // Everything the update of parameter i (group g, gradient `grad`) needs (optim/update.h): its first
-  // num_buffers buffers (made as zeros at its first step), master, store and device step; the host
-  // counts the step when `counts_steps` and no device counter does. hyper: the group's DeviceStep::hyper.
-  UpdateContext prepare_update(const char* opt, size_t i, size_t g, const Tensor& p, const Tensor& grad,
+  // The update kernel's arguments for parameter i (group g, gradient `grad`): its first num_buffers
+  // buffers (made as zeros at its first step), master, store, the group's hyper-parameters and the
+  // device step; the host counts the step when `counts_steps` and no device counter does.
+  UpdateArgs prepare_update(const char* opt, size_t i, size_t g, const Tensor& p, const Tensor& grad,
                                const AmpStep& amp, size_t num_buffers, bool counts_steps,
                                std::span<const double> hyper);
   // Parameter i's buffers, created as zeros at its first step; true when they were just created.
@@ -166,8 +166,8 @@ class Optimizer {
 //   static constexpr const char* kName;  static constexpr bool kCountsSteps;
 //   static void check_options(const Options&);   // throws hg::Error naming the bad option
 //   static Optimizer::StateNames state_names(const Options&);  // its buffers, a span of static names
-//   static std::array<double, N> device_hyper(const Options&);  // in ops/kernels/optim.h's *HyperIndex order
-//   void step(const AmpStep&) override;  // for_each_update, calling its kernel per parameter
+//   static std::array<double, N> hyper(const Options&);  // in its rule's *HyperIndex order (flags as 0/1)
+//   void step(const AmpStep& amp) override { run_updates<ItsRule>(amp); }  // in its .cpp (optim/update.h)
 // and a free visit_options(Options&, f) calling f(name, field) for each option (found by ADL).
 template <class Derived, class Options>
 class OptimizerOf : public Optimizer {
@@ -199,7 +199,7 @@ class OptimizerOf : public Optimizer {
     (void)group(g);  // checks g
     HG_CHECK(lr >= 0, Derived::kName, ": lr=", lr, " for group ", g, "; a learning rate must be >= 0");
     groups_[g].options.lr = lr;
-    mirror_.upload_hyper(g, Derived::device_hyper(groups_[g].options));
+    mirror_.upload_hyper(g, Derived::hyper(groups_[g].options));
   }
   double momentum(size_t g) const override {
     const Options& o = group(g).options;
@@ -212,7 +212,7 @@ class OptimizerOf : public Optimizer {
     else o.momentum = m;
     Derived::check_options(o);  // throws naming the bad value; the group keeps its options
     groups_[g].options = o;
-    mirror_.upload_hyper(g, Derived::device_hyper(o));
+    mirror_.upload_hyper(g, Derived::hyper(o));
   }
 
   StateDict state_dict() const override {
@@ -246,10 +246,10 @@ class OptimizerOf : public Optimizer {
 
  protected:
   OptimizerOf() = default;
-  // Calls update(options, context) for each parameter that has a gradient, in index order, with its
-  // UpdateContext (optim/update.h, which defines this): all its kernel's arguments but its options'.
-  template <class F>
-  void for_each_update(const AmpStep& amp, F&& update);
+  // Runs Rule's update kernel (ops/kernels/optim_rules.h) for each parameter that has a gradient, in index
+  // order (optim/update.h, which defines this).
+  template <class Rule>
+  void run_updates(const AmpStep& amp);
   const Group& group(size_t g) const {
     HG_CHECK(g < groups_.size(), Derived::kName, ": group ", g, " does not exist; the optimizer has ",
              groups_.size(), " group(s)");

@@ -1,6 +1,5 @@
 #include "optim/sgd.h"
 
-#include "ops/kernels/optim.h"
 #include "optim/update.h"
 
 namespace hg::optim {
@@ -19,34 +18,16 @@ Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
   return StateNames(kNames).first(o.momentum != 0 ? 1 : 0);
 }
 
-std::array<double, 4> SGD::device_hyper(const SGDOptions& o) {
-  static_assert(kSgdHyperCount == 4);
-  std::array<double, 4> h{};
+std::array<double, kSgdHyperCount> SGD::hyper(const SGDOptions& o) {
+  std::array<double, kSgdHyperCount> h{};
   h[kSgdLr] = o.lr;
   h[kSgdMomentum] = o.momentum;
   h[kSgdDampening] = o.dampening;
   h[kSgdWeightDecay] = o.weight_decay;
+  h[kSgdNesterov] = o.nesterov ? 1.0 : 0.0;
   return h;
 }
 
-void SGD::step(const AmpStep& amp) {
-  for_each_update(amp, [](const SGDOptions& o, const UpdateContext& u) {
-    const SgdArgs args{.n = u.param.numel(),
-                       .param = u.param.data_ptr(),
-                       .grad = u.grad.data_ptr(),
-                       .momentum_buffer = u.buffer(0),
-                       .master = u.master,
-                       .store = u.store,
-                       .s = {.lr = o.lr,
-                             .momentum = o.momentum,
-                             .dampening = o.dampening,
-                             .weight_decay = o.weight_decay,
-                             .nesterov = o.nesterov,
-                             .first_step = u.first_step,
-                             .unscale = u.unscale.host},
-                       .amp = u.amp};
-    sgd_kernels().get(u.param.device(), u.param.dtype())(args);
-  });
-}
+void SGD::step(const AmpStep& amp) { run_updates<SgdRule>(amp); }
 
 }  // namespace hg::optim

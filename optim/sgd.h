@@ -2,7 +2,7 @@
 // SGD with momentum, dampening, Nesterov momentum and L2 weight decay: torch.optim.SGD (1.13), e.g.
 //   hg::optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
 // The momentum buffer is set to the first step's gradient (undamped), then
-// buf = momentum * buf + (1 - dampening) * grad (ops/kernels/optim.h).
+// buf = momentum * buf + (1 - dampening) * grad (ops/kernels/optim_rules.h).
 #include <array>
 #include <concepts>
 #include <type_traits>
@@ -42,7 +42,7 @@ class SGD final : public OptimizerOf<SGD, SGDOptions> {
   static constexpr bool kCountsSteps = false;
   static void check_options(const SGDOptions& o);
   static StateNames state_names(const SGDOptions& o);
-  static std::array<double, 4> device_hyper(const SGDOptions& o);  // ops/kernels/optim.h's SgdHyperIndex order
+  static std::array<double, 5> hyper(const SGDOptions& o);  // ops/kernels/optim_rules.h's SgdHyperIndex order
 };
 
 }  // namespace hg::optim

@@ -1,5 +1,6 @@
 // Optimizer updates and gradient clipping on the GPU: grid-stride loops that index memory and call
-// ops/kernels/optim.h's functors, the same math the CPU loops (cpu/optim.cpp) run. One thread per
+// the rules of ops/kernels/optim_rules.h and ops/kernels/optim.h's clipping functors, the same math the CPU
+// loops (cpu/optim.cpp) run; one update kernel template runs every rule. One thread per
 // element: widen the parameter (or read its F32 master), update in the compute type, round once.
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
 // last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
@@ -12,16 +13,15 @@
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
 #include "cuda/kernels/optim.h"
+#include "ops/kernels/optim_rules.h"
 #include "cuda/launch.h"
 #include "cuda/register.h"
 
 namespace hg::cuda {
 namespace {
 
-using optim::AdamUpdate;
 using optim::GradTransformFn;
 using optim::NormTerm;
-using optim::SgdUpdate;
 
 constexpr int kThreads = 256;
 constexpr int kWarp = 32;
@@ -43,54 +43,41 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v,
     } else if (st.rounding != ParamRounding::Nearest) {
       uint32_t w[4] = {0, 0, 0, 0};
       if (st.rounding == ParamRounding::Stochastic) Philox4x32::words(st.seed, st.offset, static_cast<uint64_t>(i / 4), w);
-      optim::store_param_rounded(p, i, v, st, w[i % 4]);
+      // word i % 4 by selects: an array indexed at run time would live in local memory
+      const int64_t k = i % 4;
+      optim::store_param_rounded(p, i, v, st, k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3]);
       return;
     }
   }
   p[i] = store<T>(v);
 }
 
-// p, g: n elements of T; buf: n of compute_t<T> or null (no momentum); master: n floats or null.
-// With the grad scaler's device path (ops/kernels/optim.h's DeviceStep) the kernel reads found_inf and
-// returns at once when it is set, and derives its scalars from s and the device values; else it
-// takes f as the host built it.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    sgd_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ buf, float* __restrict__ master,
-               int64_t n, SgdUpdate<compute_t<T>> host_f, optim::SgdScalars s, optim::DeviceStep amp,
-               optim::ParamStore st) {
+// The update of every element by the rule's form V, in a grid-stride loop: read the parameter (its master),
+// update it and the buffers in the compute type, store it as its store says.
+template <class Rule, class T, int V>
+__device__ __forceinline__ void update_elements(const typename Rule::template Update<compute_t<T>>& f,
+                                                const optim::UpdateArgs& a) {
   using C = compute_t<T>;
-  if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  const SgdUpdate<C> f = optim::amp_on_device(amp) ? SgdUpdate<C>(optim::sgd_scalars_for(s, amp, buf != nullptr)) : host_f;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+  T* __restrict__ p = static_cast<T*>(a.param);
+  const T* __restrict__ g = static_cast<const T*>(a.grad);
+  C* buf[optim::kMaxUpdateBuffers];
+  for (int j = 0; j < optim::kMaxUpdateBuffers; ++j) buf[j] = static_cast<C*>(a.buffers[j]);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    C x = load_param(p, master, i);
-    C b = buf ? buf[i] : C(0);  // values, not references: a reference to a local would live in local memory
-    f(x, load(g[i]), b);
-    if (buf) buf[i] = b;
-    store_param(p, master, i, x, st);
+    C x = load_param(p, a.master, i);
+    f.template apply<V>(x, load(g[i]), buf, i);
+    store_param(p, a.master, i, x, a.store);
   }
 }
 
-// m, v (and vmax with amsgrad, else null): n elements of compute_t<T>.
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    adam_kernel(T* __restrict__ p, const T* __restrict__ g, compute_t<T>* __restrict__ m, compute_t<T>* __restrict__ v,
-                compute_t<T>* __restrict__ vmax, float* __restrict__ master, int64_t n, AdamUpdate<compute_t<T>> host_f,
-                optim::AdamScalars s, optim::AdamHyper h, optim::DeviceStep amp, optim::ParamStore st) {
-  using C = compute_t<T>;
-  if (optim::amp_skips(amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  // with a device step counter: the bias corrections of the step this one is (ops/kernels/optim.h)
-  const AdamUpdate<C> f = optim::amp_on_device(amp) ? AdamUpdate<C>(optim::adam_scalars_for(s, h, amp)) : host_f;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    C x = load_param(p, master, i), mi = m[i], vi = v[i], vm = vmax ? vmax[i] : C(0);
-    f(x, load(g[i]), mi, vi, vm);
-    m[i] = mi;
-    v[i] = vi;
-    if (vmax) vmax[i] = vm;
-    store_param(p, master, i, x, st);
-  }
+// Any rule of ops/kernels/optim_rules.h. On the grad scaler's device path (ops/kernels/optim.h's DeviceStep)
+// the kernel reads found_inf and returns at once when it is set; every thread derives the rule's scalars
+// from the step's inputs (device hyper-parameters and step counter, or the host's values).
+template <class Rule, class T>
+__global__ void __launch_bounds__(kThreads) update_kernel(const optim::UpdateArgs a) {
+  if (optim::amp_skips(a.amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
+  const typename Rule::template Update<compute_t<T>> f(optim::step_inputs(a));
+  optim::with_variant<Rule::kVariants>(f.variant(), [&](auto form) { update_elements<Rule, T, decltype(form)::value>(f, a); });
 }
 
 // *result += w * sum |g|^p (or = max(*result, w * max |g|)) over n elements, w = optim::norm_weight of the
@@ -145,34 +132,24 @@ void count_step(const DeviceContext& ctx, const optim::DeviceStep& amp) {
   launch(count_step_kernel, 1, 1, 0, ctx.stream, amp);
 }
 
+template <class Rule, class T>
+void update(const optim::UpdateArgs& a) {
+  optim::check_update_args<Rule>(dtype_v<T>, a);
+  DeviceContext& ctx = context_for(a.param);
+  if (a.n > 0) launch(update_kernel<Rule, T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, a);
+  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
+}
+
+template <class Rule>
+void register_update() {
+  optim::update_kernels<Rule>().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &update<Rule, T>; });
+}
+template <class... Rules>
+void register_updates(optim::RuleList<Rules...>) {
+  (register_update<Rules>(), ...);
+}
+
 }  // namespace
-
-template <class T>
-void sgd_update(const optim::SgdArgs& a) {
-  check_update_args(dtype_v<T>, a);
-  using C = compute_t<T>;
-  DeviceContext& ctx = context_for(a.param);
-  if (a.n > 0) {
-    launch(sgd_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
-        static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.momentum_buffer), a.master, a.n,
-        SgdUpdate<C>(a.s), a.s, a.amp, a.store);
-  }
-  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
-}
-
-template <class T>
-void adam_update(const optim::AdamArgs& a) {
-  check_update_args(dtype_v<T>, a);
-  using C = compute_t<T>;
-  DeviceContext& ctx = context_for(a.param);
-  if (a.n > 0) {
-    launch(adam_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
-        static_cast<T*>(a.param), static_cast<const T*>(a.grad), static_cast<C*>(a.exp_avg),
-        static_cast<C*>(a.exp_avg_sq), static_cast<C*>(a.max_exp_avg_sq), a.master, a.n, AdamUpdate<C>(a.s), a.s, a.h,
-        a.amp, a.store);
-  }
-  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
-}
 
 template <class T>
 void grad_norm(const optim::GradNormArgs& a) {
@@ -196,16 +173,13 @@ void grad_transform(const optim::GradTransformArgs& a) {
 }
 
 #define HG_INSTANTIATE(T)                                                 \
-  template void sgd_update<T>(const optim::SgdArgs&);                     \
-  template void adam_update<T>(const optim::AdamArgs&);                   \
   template void grad_norm<T>(const optim::GradNormArgs&);                 \
   template void grad_transform<T>(const optim::GradTransformArgs&);
 HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 
 void register_optim() {
-  optim::sgd_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &sgd_update<T>; });
-  optim::adam_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &adam_update<T>; });
+  register_updates(optim::UpdateRules{});
   optim::grad_norm_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &grad_norm<T>; });
   optim::grad_transform_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &grad_transform<T>; });
   optim::clip_coef_kernels().set(DeviceType::CUDA, DType::F64, &clip_coefficient);

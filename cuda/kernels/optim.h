@@ -7,8 +7,6 @@
 namespace hg::cuda {
 
 // T is float, f16, bf16 or double.
-template <class T> void sgd_update(const optim::SgdArgs& a);
-template <class T> void adam_update(const optim::AdamArgs& a);
 template <class T> void grad_norm(const optim::GradNormArgs& a);
 template <class T> void grad_transform(const optim::GradTransformArgs& a);
 

@@ -1,24 +1,25 @@
 #pragma once
-// The per-element math of the optimizer updates and of gradient clipping, written once as HG_HD
-// functors (docs/ARCHITECTURE.md, Principles 3) and called by the CPU loops (cpu/optim.cpp) and the CUDA kernels
-// (cuda/kernels/optim.cu); then the kernels' argument structs and their dispatch tables.
-//
-// The formulas are torch 1.13's non-fused single-tensor ones (torch/optim/sgd.py, adam.py, adamw.py)
-// in their operation order. Every scalar (1 - beta1, lr / bias_correction1, ...) is derived in double
-// on the host, as torch does with Python floats, and rounded once to the compute type C: float for
-// F32/F16/BF16 parameters, double for F64. Each operation then rounds in C.
+// The contract of the optimizer updates and of gradient clipping: what an update kernel is given
+// (UpdateArgs), what an update rule is (below), the clipping math as HG_HD functors, the kernels'
+// argument structs and their dispatch tables. The rules themselves, one struct per optimizer, are
+// ops/kernels/optim_rules.h; each backend has one driver that runs any rule (cpu/optim.cpp,
+// cuda/kernels/optim.cu), so a new optimizer adds a rule and no backend code (docs/ARCHITECTURE.md,
+// "A new optimizer").
 //
 // Buffers: the parameter and its gradient have the parameter's dtype T; the optimizer state (momentum
-// buffer, moments) has dtype C. A parameter stored in F16/BF16 may come with an F32 master copy: the
-// update then reads and writes the master and rounds it into the parameter (docs/ARCHITECTURE.md, Principles 6).
-// `unscale` (1 unless the grad scaler left an F16 gradient scaled: autograd/grad_unscale.h) multiplies the
-// gradient in C before anything else, so unscaling costs no extra pass over memory.
+// buffer, moments) has the compute type C: float for F32/F16/BF16 parameters, double for F64. A
+// parameter stored in F16/BF16 may come with an F32 master copy: the update then reads and writes the
+// master and rounds it into the parameter (docs/ARCHITECTURE.md, Principles 6); without one, the store
+// rounds as ParamStore says. `unscale` (1 unless the grad scaler left an F16 gradient scaled:
+// autograd/grad_unscale.h) multiplies the gradient in C before anything else, so unscaling costs no
+// extra pass over memory.
 //
 // The grad scaler's device path (DeviceStep below) hands the kernels pointers instead of values: the
-// kernel reads found_inf and leaves everything untouched when it is set, multiplies the gradient by a
-// device-resident inv_scale (1/scale), and derives Adam's bias corrections from a device-resident step
-// counter that only advances when the step was taken (torch's fused optimizers). The scalars are then
-// derived on the device by the same HG_HD functions the host uses (sgd_scalars_for, adam_scalars_for).
+// driver reads found_inf and leaves everything untouched when it is set, the gradient's factor takes
+// the device-resident 1/scale, the step number comes from a device-resident counter that only advances
+// when the step was taken (torch's fused optimizers), and on a CUDA device the hyper-parameters are read
+// from device memory. A rule derives its scalars from those StepInputs by the same HG_HD code on the
+// host and on the device.
 #include <math.h>
 
 #include <cstdint>
@@ -29,124 +30,6 @@
 #include "ops/functors.h"
 
 namespace hg::optim {
-
-// ---- SGD (torch.optim.SGD) --------------------------------------------------------------------
-
-struct SgdScalars {
-  double lr = 0;
-  double momentum = 0;  // 0: no momentum buffer
-  double dampening = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
-  bool first_step = false;  // the buffer was just created: torch sets it to the gradient, undamped
-  double unscale = 1;       // the gradient is multiplied by it first: the host part of its GradUnscale
-};
-
-template <class C>
-struct SgdUpdate {
-  C neg_lr, momentum, keep, weight_decay, unscale;  // keep = 1 - dampening
-  bool use_momentum, nesterov, first_step;
-
-  HG_HD explicit SgdUpdate(const SgdScalars& s)
-      : neg_lr(static_cast<C>(-s.lr)), momentum(static_cast<C>(s.momentum)), keep(static_cast<C>(1.0 - s.dampening)),
-        weight_decay(static_cast<C>(s.weight_decay)), unscale(static_cast<C>(s.unscale)),
-        use_momentum(s.momentum != 0), nesterov(s.nesterov), first_step(s.first_step) {}
-
-  // p and buf are updated in place; buf is unused without momentum. The flags as template arguments
-  // let a CPU loop pick its variant once (cpu/optim.cpp): with them read per element GCC kept
-  // the loop scalar.
-  template <bool kMomentum, bool kFirst, bool kNesterov>
-  HG_HD void apply(C& p, C g, C& buf) const {
-    if (unscale != C(1)) g = g * unscale;  // torch's unscale: val * inv_scale, in the compute type
-    if (weight_decay != C(0)) g = g + weight_decay * p;  // torch skips it at 0 (0 * inf would be NaN)
-    if constexpr (kMomentum) {
-      buf = kFirst ? g : buf * momentum + keep * g;
-      g = kNesterov ? g + momentum * buf : buf;
-    }
-    p = p + neg_lr * g;
-  }
-  HG_HD void operator()(C& p, C g, C& buf) const {
-    if (!use_momentum) apply<false, false, false>(p, g, buf);
-    else if (first_step) nesterov ? apply<true, true, true>(p, g, buf) : apply<true, true, false>(p, g, buf);
-    else nesterov ? apply<true, false, true>(p, g, buf) : apply<true, false, false>(p, g, buf);
-  }
-};
-
-// ---- Adam / AdamW (torch.optim.Adam, torch.optim.AdamW) ------------------------------------------
-
-// The hyper-parameters of one group.
-struct AdamHyper {
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-  bool decoupled = false;  // AdamW: p *= 1 - lr * weight_decay; Adam: grad += weight_decay * p
-  bool amsgrad = false;
-};
-
-// The scalars of one step of one parameter, derived in double.
-struct AdamScalars {
-  double beta1 = 0.9, one_minus_beta1 = 0.1, beta2 = 0.999, one_minus_beta2 = 1e-3;
-  double neg_step_size = 0;          // -lr / (1 - beta1^step)
-  double bias_correction2_sqrt = 1;  // sqrt(1 - beta2^step)
-  double eps = 1e-8;
-  double l2 = 0;     // Adam's weight decay, added to the gradient
-  double decay = 1;  // AdamW's factor 1 - lr * weight_decay on the parameter
-  bool amsgrad = false;
-  double unscale = 1;  // the gradient is multiplied by it first: the host part of its GradUnscale
-};
-
-// step counts from 1 (torch increments state['step'] before using it). HG_HD: the device path derives
-// them in the kernel from its device-resident step counter.
-HG_HD AdamScalars adam_scalars(const AdamHyper& h, int64_t step) {
-  const double t = static_cast<double>(step);
-  const double bias_correction1 = 1.0 - ::pow(h.beta1, t);
-  const double bias_correction2 = 1.0 - ::pow(h.beta2, t);
-  return AdamScalars{.beta1 = h.beta1,
-          .one_minus_beta1 = 1.0 - h.beta1,
-          .beta2 = h.beta2,
-          .one_minus_beta2 = 1.0 - h.beta2,
-          .neg_step_size = -(h.lr / bias_correction1),
-          .bias_correction2_sqrt = ::sqrt(bias_correction2),
-          .eps = h.eps,
-          .l2 = h.decoupled ? 0.0 : h.weight_decay,
-          .decay = h.decoupled ? 1.0 - h.lr * h.weight_decay : 1.0,
-          .amsgrad = h.amsgrad};
-}
-
-// Two stages around one square root, so a CPU loop can take the roots of a block with vector
-// instructions (a libm sqrtf call keeps a loop scalar); operator() is both stages.
-template <class C>
-struct AdamUpdate {
-  C beta1, one_minus_beta1, beta2, one_minus_beta2, neg_step_size, bc2_sqrt, eps, l2, decay, unscale;
-  bool amsgrad;
-
-  HG_HD explicit AdamUpdate(const AdamScalars& s)
-      : beta1(static_cast<C>(s.beta1)), one_minus_beta1(static_cast<C>(s.one_minus_beta1)),
-        beta2(static_cast<C>(s.beta2)), one_minus_beta2(static_cast<C>(s.one_minus_beta2)),
-        neg_step_size(static_cast<C>(s.neg_step_size)), bc2_sqrt(static_cast<C>(s.bias_correction2_sqrt)),
-        eps(static_cast<C>(s.eps)), l2(static_cast<C>(s.l2)), decay(static_cast<C>(s.decay)),
-        unscale(static_cast<C>(s.unscale)), amsgrad(s.amsgrad) {}
-
-  // Stage 1: AdamW's decay of p, Adam's L2 term, the moments m and v (and the running max vmax of v
-  // with amsgrad; unused otherwise). Returns the second moment whose root the denominator takes.
-  HG_HD C moments(C& p, C g, C& m, C& v, C& vmax) const {
-    if (unscale != C(1)) g = g * unscale;  // torch's unscale: val * inv_scale, in the compute type
-    if (decay != C(1)) p = p * decay;   // torch: param.mul_(1 - lr * weight_decay)
-    if (l2 != C(0)) g = g + l2 * p;     // torch: grad.add(param, alpha=weight_decay)
-    m = m * beta1 + one_minus_beta1 * g;        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-    v = v * beta2 + (one_minus_beta2 * g) * g;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    if (!amsgrad) return v;
-    vmax = (v > vmax || v != v) ? v : vmax;  // torch.maximum: NaN propagates
-    return vmax;
-  }
-  // Stage 2: the new p from m and root = sqrt(the moment stage 1 returned).
-  HG_HD C param(C p, C m, C root) const {
-    const C denom = root / bc2_sqrt + eps;  // (sqrt(v) / bias_correction2_sqrt).add_(eps)
-    return p + (neg_step_size * m) / denom;  // param.addcdiv_(exp_avg, denom, value=-step_size)
-  }
-  HG_HD void operator()(C& p, C g, C& m, C& v, C& vmax) const {
-    const C s = moments(p, g, m, v, vmax);
-    p = param(p, m, fn::m_sqrt(s));
-  }
-};
 
 // ---- gradient clipping (torch.nn.utils.clip_grad_norm_, clip_grad_value_) -----------------------
 
@@ -187,13 +70,9 @@ struct DeviceStep {
   const float* found_inf = nullptr;   // nonzero: leave parameter, master and state untouched (a skipped step)
   const float* inv_scale = nullptr;   // the scaler's 1/scale of a gradient it left scaled (F16)
   int64_t* steps = nullptr;           // the updates this parameter took; advanced only by a step not skipped
-  const double* hyper = nullptr;      // the group's hyper-parameters (below; set_lr writes lr)
+  const double* hyper = nullptr;      // the group's hyper-parameters (UpdateArgs::hyper's order; set_lr writes lr)
   const double* clip = nullptr;       // clip_grad_norm_'s factor for a gradient still scaled, else null
 };
-
-// The order of a group's hyper-parameters in device memory (DeviceStep::hyper).
-enum SgdHyperIndex { kSgdLr, kSgdMomentum, kSgdDampening, kSgdWeightDecay, kSgdHyperCount };
-enum AdamHyperIndex { kAdamLr, kAdamBeta1, kAdamBeta2, kAdamEps, kAdamWeightDecay, kAdamHyperCount };
 
 HG_HD bool amp_skips(const DeviceStep& a) { return a.found_inf != nullptr && *a.found_inf != 0.0f; }
 
@@ -205,45 +84,9 @@ HG_HD double unscale_factor(const DeviceStep& a, double host) {
   return a.clip != nullptr ? f * *a.clip : f;
 }
 
-// Whether the kernel derives its scalars from device values (else it takes the host's).
-HG_HD bool amp_on_device(const DeviceStep& a) {
-  return a.inv_scale != nullptr || a.steps != nullptr || a.hyper != nullptr || a.clip != nullptr;
-}
-
 // After the update (a separate one-thread launch on a GPU: the update's threads read *steps).
 HG_HD void amp_count_step(const DeviceStep& a) {
   if (a.steps != nullptr && !amp_skips(a)) *a.steps += 1;
-}
-
-// SGD's scalars with the device's factor and hyper-parameters; with a step counter, the first step is
-// the first one taken (the momentum buffer starts as the gradient even when earlier steps were
-// skipped). Momentum needs its buffer: a parameter whose state was made without one keeps none.
-HG_HD SgdScalars sgd_scalars_for(SgdScalars s, const DeviceStep& a, bool has_buffer) {
-  s.unscale = unscale_factor(a, s.unscale);
-  if (a.hyper != nullptr) {
-    s.lr = a.hyper[kSgdLr];
-    s.momentum = has_buffer ? a.hyper[kSgdMomentum] : 0.0;
-    s.dampening = a.hyper[kSgdDampening];
-    s.weight_decay = a.hyper[kSgdWeightDecay];
-  }
-  if (a.steps != nullptr) s.first_step = *a.steps == 0;
-  return s;
-}
-
-// Adam's scalars: from the host (s, step counted on the host) or, with a device step counter, derived
-// here from it by adam_scalars, so a skipped step does not advance the bias corrections.
-HG_HD AdamScalars adam_scalars_for(const AdamScalars& host, const AdamHyper& h, const DeviceStep& a) {
-  AdamHyper hd = h;
-  if (a.hyper != nullptr) {
-    hd.lr = a.hyper[kAdamLr];
-    hd.beta1 = a.hyper[kAdamBeta1];
-    hd.beta2 = a.hyper[kAdamBeta2];
-    hd.eps = a.hyper[kAdamEps];
-    hd.weight_decay = a.hyper[kAdamWeightDecay];
-  }
-  AdamScalars s = a.steps != nullptr ? adam_scalars(hd, *a.steps + 1) : host;
-  s.unscale = unscale_factor(a, host.unscale);
-  return s;
 }
 
 // ---- the parameter's store without a master copy ---------------------------------------------------
@@ -278,35 +121,96 @@ HG_HD void store_param_rounded(T* p, int64_t i, float v, const ParamStore& st, u
   else p[i] = from_float<T>(v);
 }
 
-// ---- kernel arguments and tables ------------------------------------------------------------------
+// ---- what an update kernel is given, and what an update rule is -----------------------------------
 
-// n elements; param and grad have the table's dtype T, momentum_buffer the compute type C (null
-// without momentum); master, when not null, is the F32 master copy of an F16/BF16 param.
-struct SgdArgs {
+inline constexpr int kMaxUpdateBuffers = 4;  // state buffers of one parameter (Adam with amsgrad: 3)
+inline constexpr int kMaxHyper = 8;          // hyper-parameters of one group
+
+// n elements; param and grad have the table's dtype T, the buffers the compute type C, in the order of
+// the optimizer's state names (optim/optimizer.h); master, when not null, is the F32 master copy of an
+// F16/BF16 param.
+struct UpdateArgs {
   int64_t n = 0;
   void* param = nullptr;
   const void* grad = nullptr;
-  void* momentum_buffer = nullptr;
+  void* buffers[kMaxUpdateBuffers] = {};
+  int num_buffers = 0;
   float* master = nullptr;
   ParamStore store = {};  // a low-precision param without master: how the update is rounded into it
-  SgdScalars s = {};
-  DeviceStep amp = {};  // the kernel uses sgd_scalars_for(s, amp, momentum_buffer != null)
+  // The group's hyper-parameters in its rule's order (ops/kernels/optim_rules.h), options that are flags
+  // as 0/1; amp.hyper, when set, is read instead (the same values, in device memory).
+  double hyper[kMaxHyper] = {};
+  int64_t step = 0;         // the steps counted on the host, this one included (optimizers that count steps)
+  bool first_step = false;  // the buffers were just made (SGD's momentum buffer starts as the gradient)
+  double unscale = 1;       // the host's part of the gradient's factor (its GradUnscale)
+  DeviceStep amp = {};
 };
 
-// max_exp_avg_sq is null unless amsgrad.
-struct AdamArgs {
-  int64_t n = 0;
-  void* param = nullptr;
-  const void* grad = nullptr;
-  void* exp_avg = nullptr;
-  void* exp_avg_sq = nullptr;
-  void* max_exp_avg_sq = nullptr;
-  float* master = nullptr;
-  ParamStore store = {};  // a low-precision param without master: how the update is rounded into it
-  AdamScalars s = {};  // host-derived; with amp.steps only s.unscale and s.amsgrad are used
-  AdamHyper h = {};    // for scalars derived from amp.steps
-  DeviceStep amp = {};  // the kernel uses adam_scalars_for(s, h, amp)
+// What a rule derives its scalars from, wherever they live (host values, or device memory on the
+// device path).
+struct StepInputs {
+  const double* hyper = nullptr;  // the group's hyper-parameters
+  int64_t step = 1;               // this step's number, from 1 (torch increments state['step'] before using it)
+  bool first_step = false;        // no step taken yet: the buffers hold their initial zeros
+  double unscale = 1;             // the gradient's whole factor
+  int num_buffers = 0;
 };
+
+// With a device step counter the step's number and first-step flag are the counter's (a skipped step
+// does not advance them), else the host's.
+HG_HD StepInputs step_inputs(const UpdateArgs& a) {
+  return StepInputs{.hyper = a.amp.hyper != nullptr ? a.amp.hyper : a.hyper,
+                    .step = a.amp.steps != nullptr ? *a.amp.steps + 1 : a.step,
+                    .first_step = a.amp.steps != nullptr ? *a.amp.steps == 0 : a.first_step,
+                    .unscale = unscale_factor(a.amp, a.unscale),
+                    .num_buffers = a.num_buffers};
+}
+
+// An update rule (ops/kernels/optim_rules.h) is a struct with
+//   static constexpr const char* kName;  // its table's name: the op in errors and in kernel coverage
+//   static constexpr int kBuffers;       // the most state buffers it takes (<= kMaxUpdateBuffers)
+//   static constexpr int kHyper;         // how many hyper-parameters (<= kMaxHyper)
+//   static constexpr int kVariants;      // how many forms its element update has (below)
+//   static int buffers_for(const double* hyper);  // how many buffers these options need
+//   template <class C> struct Update {   // C: the compute type
+//     HG_HD explicit Update(const StepInputs& in);  // its scalars, derived in double, rounded to C once
+//     HG_HD int variant() const;  // which form, in [0, kVariants): branches fixed for the whole tensor
+//     template <int V> HG_HD void apply(C& p, C g, C* const* buf, int64_t i) const;  // element i
+//   };
+// apply updates p (the parameter, its master or a widened copy) from the gradient g, reading and writing
+// element i of its buffers buf[0..num_buffers). The forms are template arguments so that a CPU loop runs
+// one branch-free body per tensor (with per-element flags GCC keeps a loop scalar).
+template <int V> struct Variant { static constexpr int value = V; };
+
+// f(Variant<v>{}) for the runtime form v in [0, N).
+template <int N, int V = 0, class F>
+HG_HD void with_variant(int v, F&& f) {
+  if constexpr (V + 1 < N) {
+    if (v != V) return with_variant<N, V + 1>(v, f);
+  }
+  f(Variant<V>{});
+}
+
+// The argument checks every backend's update driver makes (host code, before any launch).
+template <class Rule>
+void check_update_args(DType t, const UpdateArgs& a) {
+  static_assert(Rule::kBuffers <= kMaxUpdateBuffers && Rule::kHyper <= kMaxHyper);
+  HG_CHECK(a.master == nullptr || is_low_precision(t), Rule::kName, ": a master copy was given for a ", t,
+           " parameter; only F16/BF16 parameters take an F32 master");
+  // an empty parameter has no buffers at all
+  const int need = Rule::buffers_for(a.hyper);
+  HG_CHECK(a.n == 0 || a.num_buffers == need, Rule::kName, ": the options need ", need,
+           " state buffer(s) but the update was given ", a.num_buffers);
+}
+
+using UpdateKernel = void (*)(const UpdateArgs& a);
+
+// One table per rule, indexed by the parameter's device and dtype, named Rule::kName: a rule's table line
+// in ops/kernels/optim_rules.h declares its specialization,
+//   template <> HG_KERNEL_TABLE(UpdateKernel, update_kernels<SgdRule>, SgdRule::kName);
+// and every backend fills the tables of every rule in UpdateRules.
+template <class Rule>
+DispatchTable<UpdateKernel>& update_kernels();
 
 // *result (memory on the grad's device, set by the caller) is combined with the sum of |f g|^p, or with
 // max |f g| when norm_type is inf, f = (*inv_scale or 1) * host: a gradient still scaled by the grad
@@ -357,29 +261,12 @@ HG_HD void clip_coef(const ClipCoefArgs& a) {
   a.out[1] = coef >= 1.0 ? 1.0 : coef;
 }
 
-// The argument checks every backend's update kernel makes (host code, before any launch).
-inline void check_update_args(const char* op, DType t, const float* master) {
-  HG_CHECK(master == nullptr || is_low_precision(t), op, ": a master copy was given for a ", t,
-           " parameter; only F16/BF16 parameters take an F32 master");
-}
-inline void check_update_args(DType t, const SgdArgs& a) { check_update_args("SGD.step", t, a.master); }
-inline void check_update_args(DType t, const AdamArgs& a) {
-  check_update_args("Adam.step", t, a.master);
-  // an empty parameter has no buffers at all
-  HG_CHECK(a.n == 0 || a.s.amsgrad == (a.max_exp_avg_sq != nullptr),
-           "Adam.step: amsgrad needs max_exp_avg_sq and only amsgrad takes it (amsgrad=", a.s.amsgrad, ")");
-}
-
-using SgdKernel = void (*)(const SgdArgs& a);
-using AdamKernel = void (*)(const AdamArgs& a);
 using GradNormKernel = void (*)(const GradNormArgs& a);
 using GradTransformKernel = void (*)(const GradTransformArgs& a);
 using ClipCoefKernel = void (*)(const ClipCoefArgs& a);
 
 // Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
 // (cpu/optim.cpp), the CUDA ones by cuda/kernels/optim.cu's register_optim().
-HG_KERNEL_TABLE(SgdKernel, sgd_kernels, "SGD.step");
-HG_KERNEL_TABLE(AdamKernel, adam_kernels, "Adam.step");
 HG_KERNEL_TABLE(GradNormKernel, grad_norm_kernels, "clip_grad_norm_");
 HG_KERNEL_TABLE(GradTransformKernel, grad_transform_kernels, "clip_grad");
 HG_KERNEL_TABLE(ClipCoefKernel, clip_coef_kernels, "clip_grad_norm_ (factor)");  // slot F64 (the accumulator's dtype)

@@ -11,6 +11,7 @@
 #include "ops/kernels/loss.h"
 #include "ops/kernels/norm.h"
 #include "ops/kernels/optim.h"
+#include "ops/kernels/optim_rules.h"
 #include "ops/kernels/pool.h"
 #include "ops/kernels/reduce.h"
 #include "ops/kernels/rounding.h"

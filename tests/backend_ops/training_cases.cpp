@@ -62,6 +62,13 @@ void add_training_cases(std::vector<OpCase>& ops) {
   ops.push_back(optimizer("AdamW", "Adam.step", [](std::vector<Tensor> p) {
     return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
   }));
+  ops.push_back(optimizer("RMSprop centered momentum weight_decay", "RMSprop.step", [](std::vector<Tensor> p) {
+    return std::make_unique<optim::RMSprop>(
+        std::move(p), optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
+  }));
+  ops.push_back(optimizer("RMSprop", "RMSprop.step", [](std::vector<Tensor> p) {
+    return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions{.lr = 0.01});
+  }));
   // clipping: the returned norm and the clipped gradients
   const double inf = std::numeric_limits<double>::infinity();
   for (double norm_type : {2.0, inf}) {

@@ -2,7 +2,7 @@
 // the public API: cross-entropy and NLL (every reduction, ignore_index, label smoothing, spatial
 // targets), dropout (the same Philox mask on both devices), embedding (repeated indices, padding_idx),
 // max/avg/adaptive pooling, linear with autograd, the optimizers (SGD with momentum and nesterov,
-// Adam with amsgrad, AdamW) and clipping (2-norm, inf-norm, by value) for parameters of every floating
+// Adam with amsgrad, AdamW, RMSprop centered with momentum) and clipping (2-norm, inf-norm, by value) for parameters of every floating
 // dtype, and GradScaler's unscale of BF16 and F64 gradients.
 #include <catch2/catch.hpp>
 
@@ -201,7 +201,7 @@ void check_optimizer(DType dt, const std::string& what,
 
 }  // namespace
 
-TEST_CASE("gpu: SGD, Adam and AdamW steps match the CPU for every parameter dtype", "[gpu][optim]") {
+TEST_CASE("gpu: SGD, Adam, AdamW and RMSprop steps match the CPU for every parameter dtype", "[gpu][optim]") {
   for (DType dt : kTypes) {
     const std::string d = dtype_name(dt);
     check_optimizer(dt, "SGD momentum nesterov wd " + d, [](std::vector<Tensor> p) {
@@ -216,6 +216,13 @@ TEST_CASE("gpu: SGD, Adam and AdamW steps match the CPU for every parameter dtyp
     });
     check_optimizer(dt, "AdamW " + d, [](std::vector<Tensor> p) {
       return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
+    });
+    check_optimizer(dt, "RMSprop centered momentum wd " + d, [](std::vector<Tensor> p) {
+      return std::make_unique<optim::RMSprop>(
+          std::move(p), optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
+    });
+    check_optimizer(dt, "RMSprop " + d, [](std::vector<Tensor> p) {
+      return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions{.lr = 0.01});
     });
     // low-precision parameters without masters: the stochastic store draws the host's Philox bits, the Kahan
     // store keeps its compensation on the device

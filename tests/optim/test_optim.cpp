@@ -15,8 +15,11 @@
 #include "ops/reduce.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "ops/kernels/optim.h"
+#include "ops/kernels/optim_rules.h"
+#include "optim_reference.h"
 #include "test_util.h"
 
 using namespace hg;
@@ -29,18 +32,12 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
 using test::check_close;
+using test::grad_at;
+using test::kInit;
 using test::make_param;
+using test::run_against;
 using test::set_grad;
 using test::values;
-
-// A different gradient at every step, with both signs and a spread of magnitudes.
-Vec grad_at(int step, size_t n, double scale = 1.0) {
-  Vec g(n);
-  for (size_t i = 0; i < n; ++i) g[i] = scale * std::sin(1.3 * static_cast<double>(i) + 0.7 * step) * (1.0 + static_cast<double>(i % 3));
-  return g;
-}
-
-const Vec kInit = {0.5, -1.25, 2.0, 0.75, -0.3, 1.1};
 
 // ---- references (torch 1.13 _single_tensor_sgd / _single_tensor_adam / adamw, in double) ----------
 
@@ -83,22 +80,6 @@ struct RefAdam {
     }
   }
 };
-
-double rel_tol(DType dt) { return dt == DType::F64 ? 1e-12 : 2e-6; }
-
-// Runs `steps` steps of opt on p and of ref on a double copy, comparing after each.
-template <class Ref>
-void run_against(Optimizer& opt, const Tensor& p, Ref& ref, int steps, double grad_scale = 1.0) {
-  Vec want = values(p);
-  for (int s = 0; s < steps; ++s) {
-    const Vec g = grad_at(s, want.size(), grad_scale);
-    set_grad(p, g);
-    opt.step();
-    ref.step(want, g);
-    INFO("step " << s << ", dtype " << p.dtype());
-    check_close(values(p), want, rel_tol(p.dtype()), rel_tol(p.dtype()));
-  }
-}
 
 }  // namespace
 
@@ -287,8 +268,9 @@ TEST_CASE("The update kernels take an F32 master copy of an F16 parameter", "[op
   Tensor p = make_param({1.0, 2.0}, DType::F16);
   Tensor g = from_vector(Vec{1e-4, -1e-4}, {2}, {.dtype = DType::F16});
   std::vector<float> master = {1.0f, 2.0f};
-  const SgdArgs a{.n = 2, .param = p.data_ptr(), .grad = g.data_ptr(), .master = master.data(), .s = {.lr = 1.0}};
-  for (int k = 0; k < 10; ++k) sgd_kernels().get(Device::cpu(), DType::F16)(a);
+  UpdateArgs a{.n = 2, .param = p.data_ptr(), .grad = g.data_ptr(), .master = master.data()};
+  a.hyper[kSgdLr] = 1.0;
+  for (int k = 0; k < 10; ++k) update_kernels<SgdRule>().get(Device::cpu(), DType::F16)(a);
   const float g0 = to_float(g.data<f16>()[0]), g1 = to_float(g.data<f16>()[1]);
   float m0 = 1.0f, m1 = 2.0f;
   for (int k = 0; k < 10; ++k) m0 = m0 + -1.0f * g0, m1 = m1 + -1.0f * g1;
@@ -296,8 +278,14 @@ TEST_CASE("The update kernels take an F32 master copy of an F16 parameter", "[op
   CHECK(master[1] == m1);
   CHECK(values(p) == Vec{to_float(f16{float_to_f16_bits(m0)}), to_float(f16{float_to_f16_bits(m1)})});
   CHECK(values(p)[0] != 1.0);  // ten small steps add up in the master
-  const SgdArgs bad{.n = 1, .param = master.data(), .grad = master.data(), .master = master.data(), .s = {.lr = 1.0}};
-  REQUIRE_THROWS_WITH(sgd_kernels().get(Device::cpu(), DType::F32)(bad), Catch::Contains("only F16/BF16"));
+  UpdateArgs bad{.n = 1, .param = master.data(), .grad = master.data(), .master = master.data()};
+  bad.hyper[kSgdLr] = 1.0;
+  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F32)(bad), Catch::Contains("only F16/BF16"));
+  // the buffers the options need: momentum 0.9 needs a momentum buffer
+  UpdateArgs missing = a;
+  missing.hyper[kSgdMomentum] = 0.9;
+  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F16)(missing),
+                      Catch::Contains("SGD.step: the options need 1 state buffer(s) but the update was given 0"));
 }
 
 // ---- state dict ---------------------------------------------------------------------------------
@@ -603,7 +591,7 @@ TEST_CASE("clip_grad_value_ clamps in place, NaN stays NaN", "[optim]") {
 
 TEST_CASE("Every optimizer steps an empty parameter next to a full one (amsgrad included)", "[optim]") {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
-    for (int kind = 0; kind < 3; ++kind) {
+    for (int kind = 0; kind < 4; ++kind) {
       Tensor empty_p = zeros({0, 4}, {.dtype = dt}), p = ones({3}, {.dtype = dt});
       empty_p.requires_grad_();
       p.requires_grad_();
@@ -611,6 +599,9 @@ TEST_CASE("Every optimizer steps an empty parameter next to a full one (amsgrad 
       if (kind == 0) opt = std::make_unique<SGD>(std::vector<Tensor>{empty_p, p}, SGDOptions{.lr = 0.5, .momentum = 0.9});
       if (kind == 1) opt = std::make_unique<Adam>(std::vector<Tensor>{empty_p, p}, AdamOptions{.lr = 0.5, .amsgrad = true});
       if (kind == 2) opt = std::make_unique<AdamW>(std::vector<Tensor>{empty_p, p}, AdamWOptions{.lr = 0.5});
+      if (kind == 3)
+        opt = std::make_unique<RMSprop>(std::vector<Tensor>{empty_p, p},
+                                        RMSpropOptions{.lr = 0.5, .momentum = 0.9, .centered = true});
       INFO(dtype_name(dt) << " optimizer " << kind);
       for (int k = 0; k < 2; ++k) {
         empty_p.set_grad(zeros({0, 4}, {.dtype = dt}));
