@@ -23,6 +23,7 @@
 #include "core/safetensors.h"
 #include "core/tensor.h"
 #include "cuda/available.h"
+#include "cuda/counters.h"
 #include "data/cifar.h"
 #include "data/dataloader.h"
 #include "data/idx.h"

@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/counters.h"
 #include "cuda/kernels/kernels.h"
 
 namespace hg::cuda {
@@ -24,6 +25,7 @@ void* pool_alloc(DeviceContext& c, size_t nbytes) {
   if (e == cudaErrorMemoryAllocation) {
     // Out of memory: let pending frees complete, hand cached blocks back to the driver, retry once.
     (void)cudaGetLastError();
+    detail::count_sync();
     HG_CUDA_CHECK(cudaStreamSynchronize(c.stream));
     if (c.memory_pools) {
       cudaMemPool_t pool = nullptr;
@@ -85,10 +87,12 @@ class UploadRing {
     for (size_t k = 0; k < in_flight_.size(); ++k)
       if (in_flight_[k].begin < end && begin < in_flight_[k].end) overlapping = k + 1;
     if (overlapping > 0) {
+      detail::count_sync();
       HG_CUDA_CHECK(cudaEventSynchronize(in_flight_[overlapping - 1].done));
       while (overlapping-- > 0) retire_front();
     }
     std::memcpy(base_ + begin, src, n);
+    detail::count_copy();
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, base_ + begin, n, cudaMemcpyHostToDevice, c.stream));
     cudaEvent_t done = nullptr;
     if (spare_.empty()) {
@@ -154,9 +158,12 @@ class CudaAllocator final : public Allocator {
   void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) override {
     if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index) {
       // Both streams' queued work must be finished: the destination's stream runs the copy.
+      detail::count_sync();
       HG_CUDA_CHECK(cudaStreamSynchronize(context(src_dev.index).stream));
       DeviceContext& d = context(dst_dev.index);
+      detail::count_copy();
       HG_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, d.stream));
+      detail::count_sync();
       HG_CUDA_CHECK(cudaStreamSynchronize(d.stream));
       return;
     }
@@ -168,10 +175,14 @@ class CudaAllocator final : public Allocator {
     const cudaMemcpyKind kind = src_dev.is_cpu()   ? cudaMemcpyHostToDevice
                                 : dst_dev.is_cpu() ? cudaMemcpyDeviceToHost
                                                    : cudaMemcpyDeviceToDevice;
+    detail::count_copy();
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, c.stream));
     // Host memory is pageable and may be freed or read as soon as we return: wait (a download must
     // anyway). A copy within one device is ordered on its stream like any kernel, so it needs no wait.
-    if (kind != cudaMemcpyDeviceToDevice) HG_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    if (kind != cudaMemcpyDeviceToDevice) {
+      detail::count_sync();
+      HG_CUDA_CHECK(cudaStreamSynchronize(c.stream));
+    }
   }
 
   void fill(void* dst, Device, int64_t n, size_t elem_size, uint64_t pattern) override {

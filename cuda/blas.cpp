@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "cuda/available.h"
+#include "cuda/counters.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/register.h"
@@ -78,9 +79,11 @@ void run(DeviceContext& ctx, const ColMajorGemm& c, DType dt, bool c_f32, const 
   const int lda = static_cast<int>(c.lda), ldb = static_cast<int>(c.ldb), ldc = static_cast<int>(c.ldc);
   std::lock_guard<std::mutex> lock(ctx.handle_mutex);  // one host thread per handle at a time
   if (c.batch == 1) {
+    detail::count_library_call();
     HG_CUBLAS_CHECK(cublasGemmEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a, t, lda, c.b,
                                  t, ldb, beta, c.c, ct, ldc, compute, CUBLAS_GEMM_DEFAULT));
   } else {
+    detail::count_library_call();
     HG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.blas, cublas_op(c.op_a), cublas_op(c.op_b), m, n, k, alpha, c.a,
                                                t, lda, c.stride_a, c.b, t, ldb, c.stride_b, beta, c.c, ct, ldc,
                                                c.stride_c, static_cast<int>(c.batch), compute,

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/counters.h"
 #include "cuda/register.h"
 #include "ops/kernels/fp8.h"
 
@@ -122,6 +123,7 @@ bool fp8_gemm(const GemmArgs& g) {
   set_attr(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(g.scale_b));
   set_attr(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(g.scale_a));
   const float alpha = 1.0f, beta = 0.0f;
+  detail::count_library_call();
   HG_CUBLAS_CHECK(cublasLtMatmul(lt_handle(ctx), p.op, &alpha, g.b, p.a, g.a, p.b, &beta, g.c, p.d, g.c, p.d, &p.algo,
                                  ctx.blas_workspace, ctx.blas_workspace_bytes, ctx.stream));
   return true;

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "cuda/available.h"
+#include "cuda/counters.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/register.h"
@@ -440,6 +441,7 @@ void execute(ConvPlanKey key, const void* x, const void* w, const void* y, const
 }
 
 void zero(void* p, int64_t elems, DType t, const DeviceContext& ctx) {
+  detail::count_kernel();
   HG_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(elems) * dtype_size(t), ctx.stream));
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/context.h"
+#include "cuda/counters.h"
 #include "cuda/dnn.h"
 
 namespace hg::cuda::dnn {
@@ -22,6 +23,7 @@ void run_plan(const ConvPlanKey& key, const ConvPlan& plan, const void* x, const
   HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, &key);
   HG_DNN_SET(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, &key);
   finalize(pack, "finalize the variant pack", &key);
+  detail::count_library_call();
   HG_DNN_CHECK(cudnnBackendExecute(dnn_handle(ctx), plan.plan.get(), pack.get()), "cudnnBackendExecute", &key);
 }
 

@@ -6,10 +6,14 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/context.h"
+#include "cuda/counters.h"
 
 namespace hg::cuda {
 
-void stream_synchronize(int device) { HG_CUDA_CHECK(cudaStreamSynchronize(context(device).stream)); }
+void stream_synchronize(int device) {
+  detail::count_sync();
+  HG_CUDA_CHECK(cudaStreamSynchronize(context(device).stream));
+}
 
 void* graph_capture(int device, const std::function<void()>& body) {
   DeviceContext& ctx = context(device);
@@ -42,6 +46,7 @@ void* graph_capture(int device, const std::function<void()>& body) {
 }
 
 void graph_launch(void* exec, int device) {
+  detail::count_graph_launch();
   HG_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), context(device).stream));
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cuda/check.h"
+#include "cuda/counters.h"
 #if defined(HG_CUDA_EMULATE)
 #include "cuda/emulator/runtime.h"
 #endif
@@ -19,6 +20,7 @@ namespace hg::cuda {
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "launch: the kernel takes a different number of arguments");
+  detail::count_kernel();
 #if defined(HG_CUDA_EMULATE)
   HG_CUDA_CHECK(emu::check_launch(grid, block, shared_bytes));
   HG_CUDA_CHECK(emu::enqueue(stream, "kernel", [kernel, grid, block, ... a = static_cast<P>(std::forward<A>(args))] {

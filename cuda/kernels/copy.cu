@@ -84,6 +84,7 @@ void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t 
   if (n <= 0) return;
   DeviceContext& ctx = context_for(dst);
   if (src_dtype == dst_dtype) {
+    detail::count_copy();
     HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_dtype),
                                   cudaMemcpyDeviceToDevice, ctx.stream));
     return;

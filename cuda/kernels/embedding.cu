@@ -53,6 +53,7 @@ template <class T>
 void embedding_backward(const EmbeddingArgs& a) {
   if (a.num * a.dim == 0) return;
   DeviceContext& ctx = context_for(a.grad);
+  detail::count_kernel();
   HG_CUDA_CHECK(cudaMemsetAsync(a.grad, 0, static_cast<size_t>(a.num * a.dim) * sizeof(compute_t<T>), ctx.stream));
   if (a.n == 0) return;
   launch(scatter_add_kernel<T>, grid_for(ctx, a.n * a.dim, kThreads), kThreads, 0, ctx.stream,

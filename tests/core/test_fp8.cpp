@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -24,6 +23,7 @@
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -373,9 +373,8 @@ TEST_CASE("fp8: printing, factories, shape ops and safetensors", "[fp8]") {
   const Tensor t = q.transpose(0, 1);
   CHECK(t.to_vector<float>() == std::vector<float>{1.0f, 448.0f, -0.5f, 0.1015625f});
 
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hg_test_fp8";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "fp8.safetensors").string();
+  const test::TempDir dir("fp8");  // per process: CI runs this case in two processes at once
+  const std::string path = dir / "fp8.safetensors";
   const Tensor g = from_vector(std::vector<float>{57344.0f, -2.0f, 0.0f}, Shape{3}).to(DType::F8E5M2);
   save_safetensors(path, {{"q", q}, {"g", g}});
   std::string bytes;
@@ -395,7 +394,6 @@ TEST_CASE("fp8: printing, factories, shape ops and safetensors", "[fp8]") {
   CHECK(loaded.at("g").dtype() == DType::F8E5M2);
   CHECK(std::memcmp(loaded.at("q").data_ptr(), q.data_ptr(), 4) == 0);
   CHECK(std::memcmp(loaded.at("g").data_ptr(), g.data_ptr(), 3) == 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("fp8: ops refuse FP8 and name the cast to make", "[fp8]") {

@@ -58,10 +58,10 @@ def check_citations(root):
 
 # What the user's one include (halfgrad.h) may not pull in, directly or through other headers: the backend
 # contract (ops/kernels/ and the elementwise descriptors both backends read, ops/ew.h) and the backends,
-# except the two CUDA facade headers.
+# except the CUDA facade headers.
 UMBRELLA = "halfgrad.h"
 BACKEND_ONLY = ("ops/kernels/", "ops/ew.h", "cpu/", "cuda/")
-FACADE = ("cuda/available.h", "cuda/graph.h")
+FACADE = ("cuda/available.h", "cuda/graph.h", "cuda/counters.h")
 
 
 def check_umbrella(root):
