@@ -111,6 +111,8 @@ std::vector<Workload> workloads() {
   return all;
 }
 
+constexpr int kCountedSteps = 5;  // on a CUDA device: the steps whose launches and syncs are counted
+
 void run(const Workload& w, int steps, hg::Device dev) {
   hg::manual_seed(0);
   auto model = w.model();
@@ -121,7 +123,7 @@ void run(const Workload& w, int steps, hg::Device dev) {
   std::unique_ptr<hg::optim::LRScheduler> sched;
   if (w.schedule == Workload::Schedule::OneCycle)
     sched = std::make_unique<hg::optim::OneCycleLR>(
-        *opt, hg::optim::OneCycleLROptions{.max_lr = opt->lr(0), .total_steps = warmup + steps});
+        *opt, hg::optim::OneCycleLROptions{.max_lr = opt->lr(0), .total_steps = warmup + steps + kCountedSteps});
   const Tensor x = hg::randn(w.input).to(dev);
   const int64_t batch = w.input[0];
   Tensor target;
@@ -158,12 +160,11 @@ void run(const Workload& w, int steps, hg::Device dev) {
       hg::bench::time_calls(step, {.warmup = warmup, .samples = steps, .min_seconds = 0, .device = dev});
   std::string counts;
   if (dev.is_cuda()) {  // what one step enqueues and waits for, without the timing's synchronizations
-    constexpr int kCounted = 5;
     const hg::cuda::Counters before = hg::cuda::counters();
-    for (int k = 0; k < kCounted; ++k) step();
+    for (int k = 0; k < kCountedSteps; ++k) step();
     const hg::cuda::Counters c = hg::cuda::counters() - before;
     hg::cuda::synchronize(dev.index);
-    auto per_step = [&](int64_t n) { return static_cast<double>(n) / kCounted; };
+    auto per_step = [&](int64_t n) { return static_cast<double>(n) / kCountedSteps; };
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   ", \"launches_per_step\": %.1f, \"kernels_per_step\": %.1f, \"library_calls_per_step\": %.1f, "

@@ -6,6 +6,7 @@
 // and F64 buffers are updated in place. OpenMP only above kParallel elements: below that a parallel
 // region costs more than the whole update, and tiny models step many small parameters.
 #include <algorithm>
+#include <span>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -86,7 +87,7 @@ template <int V, class Update, class C>
 }
 
 template <class Rule, class T>
-void update_cpu(const UpdateArgs& a) {
+void update_one(const UpdateArgs& a) {
   using C = compute_t<T>;
   check_update_args<Rule>(dtype_v<T>, a);
   if (amp_skips(a.amp)) return;  // the grad scaler's device path: an inf/NaN gradient skips the step
@@ -104,6 +105,12 @@ void update_cpu(const UpdateArgs& a) {
     });
   });
   amp_count_step(a.amp);
+}
+
+// The parameters one after another: each update is parallel on its own where it is large enough.
+template <class Rule, class T>
+void update_cpu(std::span<const UpdateArgs> batch) {
+  for (const UpdateArgs& a : batch) update_one<Rule, T>(a);
 }
 
 template <class Rule>

@@ -3,6 +3,7 @@
 // update on the host.
 #include <algorithm>
 #include <atomic>
+#include <span>
 #include <type_traits>
 
 #include "core/parallel.h"
@@ -40,7 +41,7 @@ bool unscale_block(const UnscaleArgs& a, const UnscaleCheck<compute_t<T>>& f, in
 
 // grad is (n) of dtype T, contiguous; *found_inf is host memory.
 template <class T>
-void unscale_cpu(const UnscaleArgs& a) {
+void unscale_one(const UnscaleArgs& a) {
   using C = compute_t<T>;
   const UnscaleCheck<C> f = amp::unscale_check<C>(a.write, a.inv_scale, a.inv_scale_at);
   std::atomic<bool> bad{false};
@@ -51,6 +52,11 @@ void unscale_cpu(const UnscaleArgs& a) {
   };
   parallel_ranges(num_pieces(a.n, kBlock), a.n > kParallel, ranges);
   if (bad.load(std::memory_order_relaxed)) *a.found_inf = 1.0f;
+}
+
+template <class T>
+void unscale_cpu(std::span<const UnscaleArgs> batch) {
+  for (const UnscaleArgs& a : batch) unscale_one<T>(a);
 }
 
 void state_op_cpu(const amp::ScalerStateArgs& a) { amp::scaler_state_op(a); }

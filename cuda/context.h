@@ -32,6 +32,10 @@ struct DeviceContext {
   bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
   int sm_count = 0;
   int compute_capability = 0;  // 10 * major + minor: 80 for an A100, 89 for an L4 or RTX 4090, 90 for an H100/H200
+  // Zero between launches: the blocks of one multi-tensor optimizer update count themselves out here, and the
+  // last one advances the step counters and resets it (cuda/kernels/optim.cu). Made with the context, so
+  // never inside a graph capture.
+  unsigned* update_ticket = nullptr;
 };
 
 // The devices cudaGetDeviceCount finds (0 when it fails); cached after the first call; never throws.

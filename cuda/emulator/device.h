@@ -39,6 +39,7 @@ uint64_t shuffle_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width
 #define gridDim (::hg::emu::current_coords().grid_dim)
 
 inline void __syncthreads() { ::hg::emu::syncthreads(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {

@@ -1,14 +1,17 @@
-// The grad scaler's unscale-and-check on the GPU: a grid-stride loop over ops/kernels/scaler.h's
-// UnscaleCheck, the math the CPU loop (amp/grad_scaler.cpp) runs. torch's
+// The grad scaler's unscale-and-check on the GPU: every gradient of a dtype in one launch, a block-strided
+// loop per gradient over ops/kernels/scaler.h's UnscaleCheck, the math the CPU loop (cpu/scaler.cpp) runs. torch's
 // _amp_foreach_non_finite_check_and_unscale_: a thread that meets an inf/NaN writes 1 to *found_inf
 // (racy but idempotent: every writer writes the same value). Also the device path's one-thread state
 // ops (ops/kernels/scaler.h's scaler_state_op).
-#include "ops/kernels/scaler.h"
+#include <span>
+
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/launch.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/kernels/multi_tensor.cuh"
 #include "cuda/register.h"
+#include "ops/kernels/scaler.h"
 
 namespace hg::cuda {
 
@@ -16,28 +19,58 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// g is (n) of T; found_inf is one float in device memory, zeroed by the caller; inv_scale_at, when not
-// null, is the device path's 1/scale in device memory (read once per thread).
+// Up to kMaxLaunchGrads gradients in one launch (cuda/kernels/multi_tensor.cuh), sharing found_inf (one float
+// in device memory, zeroed by the caller) and the factor: inv_scale, or when inv_scale_at is not null the
+// device path's 1/scale in device memory (read once per thread).
+constexpr int kMaxLaunchGrads = 96;
+struct UnscaleLaunch {
+  BlockPartition<kMaxLaunchGrads> part;
+  void* grad[kMaxLaunchGrads] = {};
+  int64_t n[kMaxLaunchGrads] = {};
+  bool write[kMaxLaunchGrads] = {};
+  double inv_scale = 1.0;
+  const float* inv_scale_at = nullptr;
+  float* found_inf = nullptr;
+};
+static_assert(sizeof(UnscaleLaunch) <= 4096, "UnscaleLaunch must fit the classic 4 KiB of kernel parameters");
+
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    unscale_kernel(T* __restrict__ g, int64_t n, double inv_scale, const float* __restrict__ inv_scale_at, bool write,
-                   float* found_inf) {
-  const amp::UnscaleCheck<compute_t<T>> f = amp::unscale_check<compute_t<T>>(write, inv_scale, inv_scale_at);
+__global__ void __launch_bounds__(kThreads) unscale_kernel(const UnscaleLaunch L) {
+  const int t = L.part.tensor_of(blockIdx.x);
+  const bool write = L.write[t];
+  const amp::UnscaleCheck<compute_t<T>> f = amp::unscale_check<compute_t<T>>(write, L.inv_scale, L.inv_scale_at);
+  T* __restrict__ g = static_cast<T*>(L.grad[t]);
+  const int64_t n = L.n[t];
+  const int64_t stride = static_cast<int64_t>(L.part.blocks_of(t)) * blockDim.x;
   bool bad = false;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = L.part.block_in(t, blockIdx.x) * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
     const compute_t<T> y = f(load(g[i]), bad);
     if (write) g[i] = store<T>(y);
   }
-  if (bad) *found_inf = 1.0f;
+  if (bad) *L.found_inf = 1.0f;
 }
 
 template <class T>
-void unscale(const amp::UnscaleArgs& a) {
-  if (a.n == 0) return;
-  DeviceContext& ctx = context_for(a.grad);
-  launch(unscale_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream,
-      static_cast<T*>(a.grad), a.n, a.inv_scale, a.inv_scale_at, a.write, a.found_inf);
+void unscale(std::span<const amp::UnscaleArgs> batch) {
+  if (batch.empty()) return;
+  const amp::UnscaleArgs& lead = batch[0];
+  DeviceContext& ctx = context_for(lead.found_inf);
+  for (size_t begin = 0; begin < batch.size(); begin += kMaxLaunchGrads) {
+    UnscaleLaunch L;
+    L.inv_scale = lead.inv_scale;
+    L.inv_scale_at = lead.inv_scale_at;
+    L.found_inf = lead.found_inf;
+    for (size_t k = begin; k < batch.size() && !L.part.full(); ++k) {
+      const amp::UnscaleArgs& a = batch[k];
+      HG_CHECK(a.found_inf == lead.found_inf && a.inv_scale == lead.inv_scale && a.inv_scale_at == lead.inv_scale_at,
+               "GradScaler.unscale_: the gradients of one batch share their factor and found_inf flag");
+      L.grad[L.part.count] = a.grad;
+      L.n[L.part.count] = a.n;
+      L.write[L.part.count] = a.write;
+      L.part.add(ctx, a.n, kThreads);
+    }
+    launch(unscale_kernel<T>, L.part.blocks(), kThreads, 0, ctx.stream, L);
+  }
 }
 
 // The device path's state ops: one thread runs amp::scaler_state_op, the host's function, on the

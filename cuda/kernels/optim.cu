@@ -5,6 +5,7 @@
 // Note: nvcc contracts a * b + c into FMAs by default, so results may differ from the CPU's in the
 // last bit. On the grad scaler's device path the kernels also read found_inf, the device 1/scale and
 // the step counter (ops/kernels/optim.h's DeviceStep) and derive their scalars with the host's functions.
+#include <span>
 #include <type_traits>
 
 #include "core/rng.h"
@@ -12,10 +13,11 @@
 #include "cuda/check.h"
 #include "cuda/context.h"
 #include "cuda/kernels/kernels.h"
+#include "cuda/kernels/multi_tensor.cuh"
 #include "cuda/kernels/optim.h"
-#include "ops/kernels/optim_rules.h"
 #include "cuda/launch.h"
 #include "cuda/register.h"
+#include "ops/kernels/optim_rules.h"
 
 namespace hg::cuda {
 namespace {
@@ -52,32 +54,54 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v,
   p[i] = store<T>(v);
 }
 
-// The update of every element by the rule's form V, in a grid-stride loop: read the parameter (its master),
-// update it and the buffers in the compute type, store it as its store says.
+// One launch updates up to kMaxLaunchTensors parameters (cuda/kernels/multi_tensor.cuh).
+constexpr int kMaxLaunchTensors = 12;
+struct UpdateLaunch {
+  BlockPartition<kMaxLaunchTensors> part;
+  unsigned* ticket = nullptr;  // the device's DeviceContext::update_ticket
+  optim::UpdateArgs args[kMaxLaunchTensors];
+};
+static_assert(sizeof(UpdateLaunch) <= 4096, "UpdateLaunch must fit the classic 4 KiB of kernel parameters");
+
+// Tensor a's elements of this block by the rule's form V: read the parameter (its master), update it and
+// the buffers in the compute type, store it as its store says.
 template <class Rule, class T, int V>
 __device__ __forceinline__ void update_elements(const typename Rule::template Update<compute_t<T>>& f,
-                                                const optim::UpdateArgs& a) {
+                                                const optim::UpdateArgs& a, unsigned block, unsigned blocks) {
   using C = compute_t<T>;
   T* __restrict__ p = static_cast<T*>(a.param);
   const T* __restrict__ g = static_cast<const T*>(a.grad);
   C* buf[optim::kMaxUpdateBuffers];
   for (int j = 0; j < optim::kMaxUpdateBuffers; ++j) buf[j] = static_cast<C*>(a.buffers[j]);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = block * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(blocks) * blockDim.x) {
     C x = load_param(p, a.master, i);
     f.template apply<V>(x, load(g[i]), buf, i);
     store_param(p, a.master, i, x, a.store);
   }
 }
 
-// Any rule of ops/kernels/optim_rules.h. On the grad scaler's device path (ops/kernels/optim.h's DeviceStep)
-// the kernel reads found_inf and returns at once when it is set; every thread derives the rule's scalars
-// from the step's inputs (device hyper-parameters and step counter, or the host's values).
+// Any rule of ops/kernels/optim_rules.h over several parameters. On the grad scaler's device path
+// (ops/kernels/optim.h's DeviceStep) a parameter whose found_inf is set is left untouched; every thread
+// derives its parameter's scalars from the step's inputs (device hyper-parameters and step counter, or
+// the host's values). The step counters are read by every block, so the last block to finish advances
+// them (a ticket counted with atomics: "last block" as in CUDA's threadFenceReduction sample).
 template <class Rule, class T>
-__global__ void __launch_bounds__(kThreads) update_kernel(const optim::UpdateArgs a) {
-  if (optim::amp_skips(a.amp)) return;  // torch's fused optimizers: an inf/NaN step changes nothing
-  const typename Rule::template Update<compute_t<T>> f(optim::step_inputs(a));
-  optim::with_variant<Rule::kVariants>(f.variant(), [&](auto form) { update_elements<Rule, T, decltype(form)::value>(f, a); });
+__global__ void __launch_bounds__(kThreads) update_kernel(const UpdateLaunch L) {
+  const int t = L.part.tensor_of(blockIdx.x);
+  const optim::UpdateArgs& a = L.args[t];
+  if (!optim::amp_skips(a.amp)) {  // torch's fused optimizers: an inf/NaN step changes nothing
+    const typename Rule::template Update<compute_t<T>> f(optim::step_inputs(a));
+    const unsigned block = L.part.block_in(t, blockIdx.x), blocks = L.part.blocks_of(t);
+    optim::with_variant<Rule::kVariants>(
+        f.variant(), [&](auto form) { update_elements<Rule, T, decltype(form)::value>(f, a, block, blocks); });
+  }
+  __syncthreads();  // every thread of this block is done with the counters
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  if (atomicAdd(L.ticket, 1u) != gridDim.x - 1) return;
+  for (int k = 0; k < L.part.count; ++k) optim::amp_count_step(L.args[k].amp);
+  *L.ticket = 0;
 }
 
 // *result += w * sum |g|^p (or = max(*result, w * max |g|)) over n elements, w = optim::norm_weight of the
@@ -122,22 +146,24 @@ __global__ void __launch_bounds__(kThreads)
     g[i] = store<T>(f(load(g[i])));
 }
 
-// After an update kernel on the device path: advance the step counter unless the step was skipped.
-__global__ void count_step_kernel(optim::DeviceStep amp) { optim::amp_count_step(amp); }
-
 __global__ void clip_coef_kernel(optim::ClipCoefArgs a) { optim::clip_coef(a); }
 
-void count_step(const DeviceContext& ctx, const optim::DeviceStep& amp) {
-  if (amp.steps == nullptr) return;
-  launch(count_step_kernel, 1, 1, 0, ctx.stream, amp);
-}
-
+// The batch in launches of up to kMaxLaunchTensors parameters (the optimizer's step: one launch for a model
+// of up to that many parameters of one dtype).
 template <class Rule, class T>
-void update(const optim::UpdateArgs& a) {
-  optim::check_update_args<Rule>(dtype_v<T>, a);
-  DeviceContext& ctx = context_for(a.param);
-  if (a.n > 0) launch(update_kernel<Rule, T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, a);
-  count_step(ctx, a.amp);  // a separate launch: every thread of the update reads the counter
+void update(std::span<const optim::UpdateArgs> batch) {
+  if (batch.empty()) return;
+  for (const optim::UpdateArgs& a : batch) optim::check_update_args<Rule>(dtype_v<T>, a);
+  DeviceContext& ctx = context_for(batch[0].param);
+  for (size_t begin = 0; begin < batch.size(); begin += kMaxLaunchTensors) {
+    UpdateLaunch L;
+    L.ticket = ctx.update_ticket;
+    for (size_t k = begin; k < batch.size() && !L.part.full(); ++k) {
+      L.args[L.part.count] = batch[k];
+      L.part.add(ctx, batch[k].n, kThreads);  // at least one block: an empty parameter may still count a step
+    }
+    launch(update_kernel<Rule, T>, L.part.blocks(), kThreads, 0, ctx.stream, L);
+  }
 }
 
 template <class Rule>

@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include <cstdint>
+#include <span>
 
 #include "core/dispatch_table.h"
 #include "core/macros.h"
@@ -203,7 +204,10 @@ void check_update_args(DType t, const UpdateArgs& a) {
            " state buffer(s) but the update was given ", a.num_buffers);
 }
 
-using UpdateKernel = void (*)(const UpdateArgs& a);
+// Updates every parameter of `batch`: all of the table's dtype and on one device (one step's parameters of
+// that dtype, in index order). A GPU runs the whole batch in one launch (torch's fused optimizers, Apex's
+// multi_tensor_apply), the step counters advanced in it too.
+using UpdateKernel = void (*)(std::span<const UpdateArgs> batch);
 
 // One table per rule, indexed by the parameter's device and dtype, named Rule::kName: a rule's table line
 // in ops/kernels/optim_rules.h declares its specialization,

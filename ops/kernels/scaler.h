@@ -3,6 +3,7 @@
 // kernel's arguments and its dispatch table, then the one-thread ops over the device-resident state of
 // the device path. Their math is ops/scaler_math.h.
 #include <cstdint>
+#include <span>
 
 #include "core/dispatch_table.h"
 #include "ops/scaler_math.h"
@@ -20,7 +21,9 @@ struct UnscaleArgs {
   float* found_inf = nullptr;
   const float* inv_scale_at = nullptr;  // the device path: 1/scale is read here (the gradient's device) instead
 };
-using UnscaleKernel = void (*)(const UnscaleArgs& a);
+// A batch: gradients of the table's dtype on one device (one unscale_'s of that dtype); a GPU checks and
+// unscales the whole batch in one launch (torch's _amp_foreach_non_finite_check_and_unscale_).
+using UnscaleKernel = void (*)(std::span<const UnscaleArgs> batch);
 
 // The per-element functor of one unscale: factor 1 for a check only, else 1/scale (from inv_scale_at
 // when given, read where the kernel runs).

@@ -418,11 +418,11 @@ TEST_CASE("unscale kernel: g * inv_scale in the compute type, finite check in th
       const double inv = static_cast<float>(1.0 / 3.0);  // not a power of two: the product rounds
       float found = 0.0f;
       UnscaleArgs a{.n = n, .grad = g.data_ptr(), .inv_scale = inv, .write = false, .found_inf = &found};
-      unscale_kernels().get(Device::cpu(), dt)(a);
+      unscale_kernels().get(Device::cpu(), dt)({&a, 1});
       CHECK(values(g) == before);  // check only
       CHECK(found == 0.0f);
       a.write = true;
-      unscale_kernels().get(Device::cpu(), dt)(a);
+      unscale_kernels().get(Device::cpu(), dt)({&a, 1});
       CHECK(found == 0.0f);
       // the reference: widen, multiply in the compute type, round to dt
       Vec want(before.size());
@@ -434,7 +434,8 @@ TEST_CASE("unscale kernel: g * inv_scale in the compute type, finite check in th
         w[w.size() - 1] = bad;  // in the last block
         Tensor h = from_vector(w, {n}, {.dtype = dt});
         float f = 0.0f;
-        unscale_kernels().get(Device::cpu(), dt)({.n = n, .grad = h.data_ptr(), .inv_scale = inv, .write = true, .found_inf = &f});
+        const UnscaleArgs bad_args{.n = n, .grad = h.data_ptr(), .inv_scale = inv, .write = true, .found_inf = &f};
+        unscale_kernels().get(Device::cpu(), dt)({&bad_args, 1});
         CHECK(f == 1.0f);
       }
     }

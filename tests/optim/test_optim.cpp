@@ -270,7 +270,7 @@ TEST_CASE("The update kernels take an F32 master copy of an F16 parameter", "[op
   std::vector<float> master = {1.0f, 2.0f};
   UpdateArgs a{.n = 2, .param = p.data_ptr(), .grad = g.data_ptr(), .master = master.data()};
   a.hyper[kSgdLr] = 1.0;
-  for (int k = 0; k < 10; ++k) update_kernels<SgdRule>().get(Device::cpu(), DType::F16)(a);
+  for (int k = 0; k < 10; ++k) update_kernels<SgdRule>().get(Device::cpu(), DType::F16)({&a, 1});
   const float g0 = to_float(g.data<f16>()[0]), g1 = to_float(g.data<f16>()[1]);
   float m0 = 1.0f, m1 = 2.0f;
   for (int k = 0; k < 10; ++k) m0 = m0 + -1.0f * g0, m1 = m1 + -1.0f * g1;
@@ -280,11 +280,11 @@ TEST_CASE("The update kernels take an F32 master copy of an F16 parameter", "[op
   CHECK(values(p)[0] != 1.0);  // ten small steps add up in the master
   UpdateArgs bad{.n = 1, .param = master.data(), .grad = master.data(), .master = master.data()};
   bad.hyper[kSgdLr] = 1.0;
-  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F32)(bad), Catch::Contains("only F16/BF16"));
+  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F32)({&bad, 1}), Catch::Contains("only F16/BF16"));
   // the buffers the options need: momentum 0.9 needs a momentum buffer
   UpdateArgs missing = a;
   missing.hyper[kSgdMomentum] = 0.9;
-  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F16)(missing),
+  REQUIRE_THROWS_WITH(update_kernels<SgdRule>().get(Device::cpu(), DType::F16)({&missing, 1}),
                       Catch::Contains("SGD.step: the options need 1 state buffer(s) but the update was given 0"));
 }
 
