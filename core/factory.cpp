@@ -70,6 +70,47 @@ std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks) {
   return {g.seed(), g.advance(blocks)};
 }
 
+namespace {
+struct CaptureSession {
+  int device = 0;
+  uint64_t* state_at = nullptr;
+  std::vector<rng_capture::Use> uses;
+};
+thread_local CaptureSession* t_capture = nullptr;
+}  // namespace
+
+PhiloxDraw reserve_draw(Generator& g, uint64_t blocks, Device dev) {
+  CaptureSession* c = t_capture;
+  if (c == nullptr || !dev.is_cuda() || dev.index != c->device) {
+    const auto [seed, offset] = reserve_blocks(g, blocks);
+    return {.seed = seed, .offset = offset};
+  }
+  size_t k = 0;
+  while (k < c->uses.size() && c->uses[k].generator != &g) ++k;
+  if (k == c->uses.size()) {
+    HG_CHECK(k < static_cast<size_t>(rng_capture::kMaxGenerators), "cuda::Graph::capture: the body draws from more than ",
+             rng_capture::kMaxGenerators, " random generators; draw from fewer (the default one serves every op)");
+    c->uses.push_back({&g, 0});
+  }
+  const uint64_t offset = c->uses[k].blocks;
+  c->uses[k].blocks += blocks;
+  return {.seed = g.seed(), .offset = offset, .state_at = c->state_at + 2 * k};
+}
+
+namespace rng_capture {
+void begin(int device, uint64_t* state_at) {
+  HG_CHECK(t_capture == nullptr, "cuda::Graph::capture: a capture is already open on this thread; captures do not nest");
+  t_capture = new CaptureSession{device, state_at, {}};
+}
+std::vector<Use> end() {
+  std::vector<Use> uses;
+  if (t_capture != nullptr) uses = std::move(t_capture->uses);
+  delete t_capture;
+  t_capture = nullptr;
+  return uses;
+}
+}  // namespace rng_capture
+
 Generator& default_generator() {
   static Generator g;
   return g;

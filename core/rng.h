@@ -4,6 +4,9 @@
 // (seed, offset, i): the same on any thread count and, later, on the GPU.
 #include <cstdint>
 #include <utility>
+#include <vector>
+
+#include "core/device.h"
 
 #include "core/macros.h"
 
@@ -86,5 +89,35 @@ void manual_seed(uint64_t seed);
 // a generator may be shared by threads (the default one always is), and two draws at one offset
 // would repeat their numbers. Every op that draws random numbers (rand, randn, dropout) uses it.
 std::pair<uint64_t, uint64_t> reserve_blocks(Generator& g, uint64_t blocks);
+
+// Where a kernel's draw lies in its Philox stream: (seed, offset), or, for a draw recorded by a CUDA graph
+// capture, `offset` blocks past a base that the graph reads from device memory (state_at: {seed, base}),
+// which every replay fills first (cuda/graph.h). So each replay draws new numbers, the ones the same eager
+// step would have drawn.
+struct PhiloxDraw {
+  uint64_t seed = 0, offset = 0;
+  const uint64_t* state_at = nullptr;
+  HG_HD uint64_t seed_now() const { return state_at != nullptr ? state_at[0] : seed; }
+  HG_HD uint64_t offset_now() const { return state_at != nullptr ? state_at[1] + offset : offset; }
+};
+
+// reserve_blocks for a kernel running on device `dev`: while a graph capture of that CUDA device is open on
+// this thread, the blocks are counted against the capture (rng_capture below) and g's stream is not
+// advanced; otherwise it is reserve_blocks.
+PhiloxDraw reserve_draw(Generator& g, uint64_t blocks, Device dev);
+
+// What cuda::Graph::capture (cuda/api/graph.cpp) does with the draws of the body it records.
+namespace rng_capture {
+inline constexpr int kMaxGenerators = 8;  // generators one captured body may draw from
+struct Use {
+  Generator* generator;  // must outlive the graph (the default generator always does)
+  uint64_t blocks;       // what one replay draws from it
+};
+// Opens a session on this thread for a capture of CUDA device `device`: state_at is device memory of
+// 2 * kMaxGenerators words, slot k = {seed, base offset} of the k-th generator drawn from.
+void begin(int device, uint64_t* state_at);
+// Closes it: the generators drawn from, in slot order.
+std::vector<Use> end();
+}  // namespace rng_capture
 
 }  // namespace hg

@@ -20,8 +20,9 @@ void dropout_kernel(const DropoutArgs& a) {
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
   const C scale = static_cast<C>(a.scale);
+  const uint64_t seed = a.rng.seed_now(), offset = a.rng.offset_now();
   parallel_for(num_pieces(a.n, 4), a.n > kParallel, [&](int64_t b) {
-    Philox4x32::for_block(a.seed, a.offset, b, a.n, [&](int64_t i, uint32_t w) {
+    Philox4x32::for_block(seed, offset, b, a.n, [&](int64_t i, uint32_t w) {
       y[i] = store<T>(dropoutfn::dropout_apply(load(x[i]), w, a.threshold, scale));
     });
   });

@@ -66,7 +66,7 @@ void store_param(T* p, int64_t i, int64_t k, const C* values, const float* maste
       return;
     }
     for (int64_t b = i / 4; b < num_pieces(i + k, 4); ++b)
-      Philox4x32::for_block(st.seed, st.offset, b, i + k,
+      Philox4x32::for_block(st.rng.seed_now(), st.rng.offset_now(), b, i + k,
                             [&](int64_t e, uint32_t w) { store_param_rounded(p, e, values[e - i], st, w); });
   }
 }

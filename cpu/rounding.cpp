@@ -17,8 +17,9 @@ constexpr int64_t kParallel = 32768;
 template <class T>
 void stochastic_round_kernel(const StochasticRoundArgs& a) {
   T* y = static_cast<T*>(a.y);
+  const uint64_t seed = a.rng.seed_now(), offset = a.rng.offset_now();
   parallel_for(num_pieces(a.n, 4), a.n > kParallel, [&](int64_t b) {
-    Philox4x32::for_block(a.seed, a.offset, b, a.n, [&](int64_t i, uint32_t w) { y[i] = stochastic_round<T>(a.x[i], w); });
+    Philox4x32::for_block(seed, offset, b, a.n, [&](int64_t i, uint32_t w) { y[i] = stochastic_round<T>(a.x[i], w); });
   });
 }
 

@@ -32,10 +32,8 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   if (!o.training || o.p == 0.0) return x;
   if (o.p == 1.0) return mul(x, 0.0);  // torch: input * 0, so NaN and inf become NaN rather than 0
   Generator& g = o.generator ? *o.generator : default_generator();
-  const auto [seed, offset] = reserve_blocks(g, static_cast<uint64_t>((x.numel() + 3) / 4));
   DropoutArgs a;
-  a.seed = seed;
-  a.offset = offset;
+  a.rng = reserve_draw(g, static_cast<uint64_t>((x.numel() + 3) / 4), x.device());
   a.threshold = static_cast<uint32_t>(std::ceil(o.p * 16777216.0));  // p * 2^24 is exact: no rounding doubt
   a.scale = 1.0 / (1.0 - o.p);
   Tensor y = empty_like(x);

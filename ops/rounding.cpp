@@ -17,13 +17,11 @@ Tensor stochastic_round(const Tensor& x, DType dt, Generator* gen) {
   Tensor y = empty(x.shape(), {.dtype = dt, .device = x.device()});
   if (x.numel() > 0) {
     Generator& g = gen ? *gen : default_generator();
-    const auto [seed, offset] = reserve_blocks(g, static_cast<uint64_t>((x.numel() + 3) / 4));
     StochasticRoundArgs a;
     a.n = x.numel();
     a.x = static_cast<const float*>(xf.data_ptr());
     a.y = y.data_ptr();
-    a.seed = seed;
-    a.offset = offset;
+    a.rng = reserve_draw(g, static_cast<uint64_t>((x.numel() + 3) / 4), x.device());
     stochastic_round_kernels().get(x.device(), dt)(a);
   }
   if (is_low_precision(dt)) {

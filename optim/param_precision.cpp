@@ -53,9 +53,7 @@ ParamStore ParamPrecision::store_for(size_t i, const Tensor& p) {
   if (!is_low_precision(p.dtype()) || mode_ != MasterWeights::Off || rounding_ == ParamRounding::Nearest) return st;
   st.rounding = rounding_;
   if (rounding_ == ParamRounding::Stochastic) {
-    const auto [seed, offset] = reserve_blocks(gen_, static_cast<uint64_t>((p.numel() + 3) / 4));
-    st.seed = seed;
-    st.offset = offset;
+    st.rng = reserve_draw(gen_, static_cast<uint64_t>((p.numel() + 3) / 4), p.device());
     return st;
   }
   Tensor& c = compensations_[i];

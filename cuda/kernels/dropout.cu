@@ -16,8 +16,9 @@ constexpr int kThreads = 256;
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset,
-                   uint32_t threshold, compute_t<T> scale) {
+    dropout_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, PhiloxDraw rng, uint32_t threshold,
+                   compute_t<T> scale) {
+  const uint64_t seed = rng.seed_now(), offset = rng.offset_now();  // read when the kernel runs (a graph's replay)
   const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step)
     Philox4x32::for_block(seed, offset, b, n, [&](int64_t i, uint32_t w) {
@@ -32,7 +33,7 @@ void dropout_forward(const DropoutArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.y);
   launch(dropout_kernel<T>, grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream,
-      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.seed, a.offset, a.threshold,
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n, a.rng, a.threshold,
       static_cast<compute_t<T>>(a.scale));
 }
 

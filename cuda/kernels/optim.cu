@@ -44,7 +44,8 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v,
       master[i] = v;
     } else if (st.rounding != ParamRounding::Nearest) {
       uint32_t w[4] = {0, 0, 0, 0};
-      if (st.rounding == ParamRounding::Stochastic) Philox4x32::words(st.seed, st.offset, static_cast<uint64_t>(i / 4), w);
+      if (st.rounding == ParamRounding::Stochastic)
+        Philox4x32::words(st.rng.seed_now(), st.rng.offset_now(), static_cast<uint64_t>(i / 4), w);
       // word i % 4 by selects: an array indexed at run time would live in local memory
       const int64_t k = i % 4;
       optim::store_param_rounded(p, i, v, st, k == 0 ? w[0] : k == 1 ? w[1] : k == 2 ? w[2] : w[3]);

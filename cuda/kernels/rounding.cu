@@ -17,7 +17,8 @@ constexpr int kThreads = 256;
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    stochastic_round_kernel(const float* __restrict__ x, T* __restrict__ y, int64_t n, uint64_t seed, uint64_t offset) {
+    stochastic_round_kernel(const float* __restrict__ x, T* __restrict__ y, int64_t n, PhiloxDraw rng) {
+  const uint64_t seed = rng.seed_now(), offset = rng.offset_now();  // read when the kernel runs (a graph's replay)
   const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += step)
     Philox4x32::for_block(seed, offset, b, n, [&](int64_t i, uint32_t w) { y[i] = stochastic_round<T>(x[i], w); });
@@ -28,7 +29,7 @@ void stochastic_round_launch(const StochasticRoundArgs& a) {
   if (a.n == 0) return;
   DeviceContext& ctx = context_for(a.y);
   launch(stochastic_round_kernel<T>, grid_for(ctx, (a.n + 3) / 4, kThreads), kThreads, 0, ctx.stream, a.x,
-         static_cast<T*>(a.y), a.n, a.seed, a.offset);
+         static_cast<T*>(a.y), a.n, a.rng);
 }
 
 }  // namespace

@@ -93,11 +93,11 @@ HG_HD void amp_count_step(const DeviceStep& a) {
 // ---- the parameter's store without a master copy ---------------------------------------------------
 
 // Where the update of a low-precision parameter without a master goes (optim/optimizer.h's ParamRounding):
-// element i of a Stochastic store draws word i % 4 of Philox block offset + i / 4 under `seed`; a Kahan
-// store reads and writes `compensation` (n values of the parameter's dtype).
+// element i of a Stochastic store draws word i % 4 of Philox block i / 4 of the draw rng (core/rng.h's
+// PhiloxDraw); a Kahan store reads and writes `compensation` (n values of the parameter's dtype).
 struct ParamStore {
   ParamRounding rounding = ParamRounding::Nearest;
-  uint64_t seed = 0, offset = 0;
+  PhiloxDraw rng = {};
   void* compensation = nullptr;
 };
 
