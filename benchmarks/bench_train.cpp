@@ -2,10 +2,11 @@
 // shapes, optimizers and steps as benchmarks/torch/train_workloads.py). Synthetic data of the real
 // shapes, so data loading is not timed; each step is zero_grad + forward + loss + backward + step (with
 // mlp_fp16: F16 autocast and a GradScaler, Apex O1).
-//   ./build/bench_train --workload mlp|cnn|bn_cnn|recipe|tiny|all [--steps N] [--threads N] [--device cpu|cuda]
+//   ./build/bench_train --workload mlp|cnn|bn_cnn|recipe|tiny|all [--steps N] [--threads N] [--device cpu|cuda] [--graph]
 // Prints one JSON line per workload: median and mean ms per step; on a CUDA device (or the emulated one)
 // also the launches, library calls, copies and host syncs of one step (cuda/counters.h), counted over
-// five more steps.
+// five more steps. --graph (CUDA): the step is captured once after the warm-up (cuda/graph.h) and replayed;
+// the scheduler steps between replays, outside the graph.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "benchmarks/bench_util.h"
+#include "cuda/graph.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
 #include "nn/nn.h"
@@ -113,7 +115,7 @@ std::vector<Workload> workloads() {
 
 constexpr int kCountedSteps = 5;  // on a CUDA device: the steps whose launches and syncs are counted
 
-void run(const Workload& w, int steps, hg::Device dev) {
+void run(const Workload& w, int steps, hg::Device dev, bool graphed) {
   hg::manual_seed(0);
   auto model = w.model();
   model->to(dev);
@@ -123,7 +125,7 @@ void run(const Workload& w, int steps, hg::Device dev) {
   std::unique_ptr<hg::optim::LRScheduler> sched;
   if (w.schedule == Workload::Schedule::OneCycle)
     sched = std::make_unique<hg::optim::OneCycleLR>(
-        *opt, hg::optim::OneCycleLROptions{.max_lr = opt->lr(0), .total_steps = warmup + steps + kCountedSteps});
+        *opt, hg::optim::OneCycleLROptions{.max_lr = opt->lr(0), .total_steps = 2 * warmup + steps + kCountedSteps});
   const Tensor x = hg::randn(w.input).to(dev);
   const int64_t batch = w.input[0];
   Tensor target;
@@ -134,8 +136,7 @@ void run(const Workload& w, int steps, hg::Device dev) {
   } else {
     target = hg::randn(w.input).to(dev);
   }
-  auto step = [&] {
-    opt->zero_grad();
+  auto body = [&] {  // forward, loss, backward, update; the gradients are dropped before (eager) or after (graph)
     Tensor loss;
     {
       std::optional<hg::amp::Autocast> ac;
@@ -152,8 +153,26 @@ void run(const Workload& w, int steps, hg::Device dev) {
       loss.backward();
       opt->step();
     }
+  };
+  std::optional<hg::cuda::Graph> graph;
+  auto step = [&] {
+    if (graph) {
+      graph->launch();
+    } else {
+      opt->zero_grad();
+      body();
+    }
     if (sched) sched->step();
   };
+  if (graphed) {  // warm up eagerly (state, masters, plans, the scaler's device state), then capture one step
+    for (int k = 0; k < warmup; ++k) step();
+    opt->zero_grad();  // a capture may not free what was allocated outside it
+    hg::cuda::synchronize(dev.index);
+    graph.emplace(hg::cuda::Graph::capture(dev.index, [&] {
+      body();
+      opt->zero_grad();  // what the graph allocates it frees
+    }));
+  }
   // each step timed on its own (the helper's samples of one call, the device synchronized around it),
   // after the warm-up steps
   const hg::bench::Timing t =
@@ -173,27 +192,33 @@ void run(const Workload& w, int steps, hg::Device dev) {
                   per_step(c.syncs));
     counts = buf;
   }
-  std::printf("{\"framework\": \"halfgrad\", \"workload\": \"%s\", \"device\": \"%s\", \"threads\": %d, "
+  std::printf("{\"framework\": \"halfgrad\", \"workload\": \"%s\", \"device\": \"%s\", \"graph\": %s, \"threads\": %d, "
               "\"steps\": %d, \"ms_per_step_median\": %.4f, \"ms_per_step_mean\": %.4f, \"ms_per_step_min\": %.4f, "
               "\"ms_per_step_max\": %.4f%s}\n",
-              w.name.c_str(), dev.str().c_str(), hg::get_num_threads(), steps, t.median * 1e3, t.mean * 1e3,
+              w.name.c_str(), dev.str().c_str(), graphed ? "true" : "false", hg::get_num_threads(), steps, t.median * 1e3, t.mean * 1e3,
               t.min * 1e3, t.max * 1e3, counts.c_str());
   std::fflush(stdout);
 }
 
 }  // namespace
 
-int run_all(const std::string& which, int steps, hg::Device dev);
+int run_all(const std::string& which, int steps, hg::Device dev, bool graphed);
 
 [[noreturn]] void usage(const std::string& problem) {
   example::exit_with_usage("bench_train", problem, "[--workload tiny|mlp|recipe|cnn|bn_cnn|recipe_bf16|cnn_bf16|bn_cnn_bf16|mlp_fp16|all] [--steps N] [--threads N] "
-                         "[--device cpu|cuda]");
+                         "[--device cpu|cuda] [--graph]");
 }
 
 int main(int argc, char** argv) {
   std::string which = "all";
   int steps = 0;
   hg::Device dev = hg::Device::cpu();
+  bool graphed = false;
+  auto on_switch = [&](const std::string& f) {
+    if (f != "--graph") return false;
+    graphed = true;
+    return true;
+  };
   auto on_value = [&](const std::string& f, const std::string& v) {
     if (f == "--workload") which = v;
     else if (f == "--steps") steps = example::parse_number<int>(v, 1);
@@ -202,11 +227,12 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   };
-  example::parse_flags(argc, argv, [](const std::string&) { return false; }, on_value, usage);
-  return example::guarded_main("bench_train", [&] { return run_all(which, steps, dev); });
+  example::parse_flags(argc, argv, on_switch, on_value, usage);
+  if (graphed && !dev.is_cuda()) usage("--graph captures CUDA work: add --device cuda");
+  return example::guarded_main("bench_train", [&] { return run_all(which, steps, dev, graphed); });
 }
 
-int run_all(const std::string& which, int steps, hg::Device dev) {
+int run_all(const std::string& which, int steps, hg::Device dev, bool graphed) {
   // the header on stderr: stdout is one JSON line per workload (benchmarks/compare_pytorch reads it)
   std::fprintf(stderr, "bench_train on %s; GEMM engines F32 %s, BF16 %s\n", hg::cpu_summary().c_str(),
                hg::cpu::gemm_engine(hg::DType::F32).c_str(), hg::cpu::gemm_engine(hg::DType::BF16).c_str());
@@ -214,7 +240,7 @@ int run_all(const std::string& which, int steps, hg::Device dev) {
   for (const Workload& w : workloads()) {
     if (which != "all" && which != w.name) continue;
     found = true;
-    run(w, steps > 0 ? steps : w.default_steps, dev);
+    run(w, steps > 0 ? steps : w.default_steps, dev, graphed);
   }
   if (!found) {
     std::fprintf(stderr, "bench_train: unknown workload '%s' (tiny, mlp, recipe, cnn, bn_cnn, recipe_bf16, cnn_bf16, bn_cnn_bf16, mlp_fp16 or all)\n", which.c_str());
