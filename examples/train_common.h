@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
+#include "cuda/graph.h"
 #include "halfgrad.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"
@@ -47,6 +48,7 @@ struct Args {
   std::string save = {};       // write a training checkpoint here after every epoch
   std::string resume = {};     // continue the run saved in this checkpoint
   std::string inspect = {};    // the first step through PrecisionTrace and MemoryLedger, written here
+  bool graph = false;          // CUDA: capture the training step once and replay it (cuda/graph.h)
 };
 
 // The precision a run trains in, resolved from --amp and --opt-level.
@@ -72,14 +74,17 @@ inline std::vector<Mode> compare_modes() {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
                "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16] [--opt-level O0|O1|O2|O3]\n"
-               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR]\n"
+               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR] [--graph]\n"
                "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu (FP32)\n"
                "  --amp fp16|bf16   mixed precision; alone it means --opt-level O1 (autocast; fp16 adds a GradScaler)\n"
                "  --opt-level O2    F16 weights (batch norm F32) with FP32 master weights; O3 pure F16, no masters\n"
                "  --compare         train FP32, FP16 O1/O2/O3 and BF16 O1 in turn and print one table\n"
                "  --save FILE       checkpoint (model, optimizer, scaler, RNG, epoch) after every epoch\n"
                "  --resume FILE     continue from such a checkpoint up to --epochs (same flags as the saved run)\n"
-               "  --inspect DIR     print the first step's precision trace and memory ledger; write them to DIR/<mode>\n",
+               "  --inspect DIR     print the first step's precision trace and memory ledger; write them to DIR/<mode>\n"
+               "  --graph           (with --device cuda) capture the step after two eager ones and replay it: one launch per\n"
+               "                    step; the last partial batch of an epoch is dropped, the loss is read every 50 steps,\n"
+               "                    skipped steps are not counted (-1)\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
 }
@@ -121,8 +126,11 @@ inline Args parse_args(int argc, char** argv, Args a) {
     else return false;
     return true;
   };
-  parse_flags(argc, argv, switch_flag("--compare", a.compare), on_value,
+  const auto compare = switch_flag("--compare", a.compare), graph = switch_flag("--graph", a.graph);
+  parse_flags(argc, argv, [&](const std::string& f) { return compare(f) || graph(f); }, on_value,
               [&](const std::string& problem) { usage(a, problem); });
+  if (a.graph && a.device != "cuda") usage(a, "--graph captures CUDA work; add --device cuda");
+  if (a.graph && !a.inspect.empty()) usage(a, "--inspect looks at an eager step; drop --graph or --inspect");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
   if (!a.amp.empty() && a.amp != "off" && a.amp != "fp16" && a.amp != "bf16")
     usage(a, "amp must be off, fp16 or bf16, got " + a.amp);
@@ -248,7 +256,7 @@ struct Summary {
   double accuracy = 0, ms_per_step_median = 0, ms_per_step_min = 0, ms_per_step_max = 0, total_s = 0;
   int64_t steps = 0, peak_bytes = 0;  // peak tensor bytes while training: parameters, masters, gradients,
                                        // optimizer state, activations (not the datasets)
-  int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients)
+  int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients); -1: not counted (--graph)
   double final_scale = 1.0;            // the loss scale at the end (1: no scaling)
 };
 
@@ -326,6 +334,35 @@ class Inspection {
   hg::amp::inspect::LedgerSnapshot forward_;
 };
 
+// --graph: the training step captured once, after kEagerSteps eager ones made the optimizer state, the masters
+// and the scaler's device state, and replayed (cuda/graph.h); each batch is uploaded into the captured step's
+// input buffers first (through the staging ring: no wait), and the loss is copied into a fixed scalar.
+struct GraphedStep {
+  static constexpr int kEagerSteps = 2;
+  int eager_steps = 0;
+  hg::Tensor x, y, loss;  // the captured step's inputs and its loss (F32, 0-d)
+  std::optional<hg::cuda::Graph> graph;
+
+  template <class Body>
+  void capture(hg::Device dev, const hg::Tensor& xb, const hg::Tensor& yb, hg::optim::Optimizer& opt, Body&& body) {
+    x = hg::empty(xb.shape(), {.dtype = xb.dtype(), .device = dev});
+    y = hg::empty(yb.shape(), {.dtype = yb.dtype(), .device = dev});
+    loss = hg::zeros(hg::Shape{}, {.device = dev});
+    opt.zero_grad();  // a capture may not free what was allocated outside it
+    hg::cuda::synchronize(dev.index);
+    graph.emplace(hg::cuda::Graph::capture(dev.index, [&] {
+      const hg::Tensor l = body(x, y).to(hg::DType::F32);
+      hg::copy_bytes(loss.data_ptr(), dev, l.data_ptr(), dev, sizeof(float));
+      opt.zero_grad();  // what the graph allocates it frees
+    }));
+  }
+  void run(hg::Device dev, const hg::Tensor& xb, const hg::Tensor& yb) {
+    hg::copy_bytes(x.data_ptr(), dev, xb.data_ptr(), hg::Device::cpu(), xb.nbytes());
+    hg::copy_bytes(y.data_ptr(), dev, yb.data_ptr(), hg::Device::cpu(), yb.nbytes());
+    graph->launch();
+  }
+};
+
 // Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
 // sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
 // steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
@@ -339,7 +376,9 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   const hg::amp::Properties props = hg::amp::initialize(model, opt, m.level, ov);
   const Precision prec(props);
   hg::amp::GradScaler scaler(props.scaler_options());
-  hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed});
+  // a captured step has fixed shapes: --graph drops the last partial batch
+  hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed, .drop_last = a.graph});
+  GraphedStep graphed;
   int64_t global_step = 0;
   const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);
   hg::bench::StepTimer steps_timer(dev);  // benchmarks/bench_util.h: the device synchronized at each lap
@@ -354,6 +393,29 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
     const auto t_epoch = clock::now();
     steps_timer.start();
     for (auto& [x, y] : loader) {
+      if (a.graph && graphed.eager_steps == GraphedStep::kEagerSteps) {  // the captured step: one launch
+        if (!graphed.graph) {
+          graphed.capture(dev, x, y, opt, [&](const hg::Tensor& xg, const hg::Tensor& yg) {
+            const hg::Tensor loss = prec.loss(model, xg, yg);
+            scaler.scale(loss).backward();
+            scaler.step(opt);
+            scaler.update();
+            return loss;
+          });
+        }
+        graphed.run(dev, x, y);
+        if (step % 50 == 0 || step + 1 == steps) {  // reading the loss waits for the device
+          const double l = graphed.loss.item();
+          running = step == 0 ? l : 0.9 * running + 0.1 * l;
+        }
+        s.skipped = -1;
+        steps_timer.lap();
+        ++step, ++global_step;
+        bar.update(step, step / std::chrono::duration<double>(clock::now() - t_epoch).count(), running);
+        if (step == steps) break;
+        continue;
+      }
+      if (a.graph) ++graphed.eager_steps;
       const hg::Tensor xb = x.to(dev), yb = y.to(dev);
       std::optional<Inspection> inspection;
       if (!a.inspect.empty() && e == done + 1 && step == 0) inspection.emplace(a, m, model, opt);

@@ -5,6 +5,7 @@
 # On a build with the emulated device (HG_CUDA=EMULATE) this is the whole training loop, GradScaler's
 # device path included, run by halfgrad's own kernels on the CPU. Exits 77 (skipped) on a machine without
 # a CUDA device.
+# With --graph the CUDA run replays a captured step (examples/train_common.h's GraphedStep).
 #   device_training.sh EXE [example flags...]       e.g. device_training.sh build/fashion_mnist_mlp --amp fp16
 set -euo pipefail
 exe="$1"
@@ -23,7 +24,9 @@ train() {  # train TAG FLAGS...: one short epoch; the test accuracy goes to $dir
   sed -n 's/.*"test_accuracy": \([0-9.]*\).*/\1/p' "$dir/log.$tag" >"$dir/acc.$tag"
 }
 train cuda "$@" --device cuda
-train cpu "$@" --device cpu
+cpu_flags=()  # --graph is CUDA's: the CPU run trains eagerly (and keeps its last partial batch)
+for f in "$@"; do [ "$f" = --graph ] || cpu_flags+=("$f"); done
+train cpu "${cpu_flags[@]}" --device cpu
 cpu="$(cat "$dir/acc.cpu")"
 cuda="$(cat "$dir/acc.cuda")"
 if [ -z "$cpu" ] || [ -z "$cuda" ]; then
