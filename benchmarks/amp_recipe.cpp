@@ -1,11 +1,12 @@
 // PyTorch's "Automatic Mixed Precision" recipe, in halfgrad: a stack of Linear+ReLU layers, MSE loss,
 // SGD lr 1e-3 on random data, timed in default precision (F32) and under autocast (BF16, and F16).
 //   ./build/amp_recipe [--width 1024] [--batch 256] [--layers 3] [--batches 20] [--epochs 2] [--full]
-//                      [--runs N] [--threads N] [--device cpu|cuda]
+//                      [--runs N] [--threads N] [--device cpu|cuda] [--graph]
 // --full uses the recipe's own sizes (width 4096, batch 512, 3 layers, 50 batches, 3 epochs).
 // Timing as benchmarks/torch/amp_recipe.py's: one untimed warm-up step, then the device synchronized before
 // and after the timed epochs (benchmarks/bench_util.h). --runs N times the epochs N times over and prints
-// the median with the fastest and slowest run (default 1, the PyTorch script's one run).
+// the median with the fastest and slowest run (default 1, the PyTorch script's one run). --graph (CUDA): an
+// epoch's steps are captured once after the warm-up step (cuda/graph.h) and each epoch is one replay.
 // After the timed runs, one more (untimed) training step of each is taken apart by amp::inspect::MemoryLedger:
 // bytes by role and dtype after forward and after backward, side by side.
 #include <cstdio>
@@ -18,6 +19,7 @@
 
 #include "amp/inspect/memory.h"
 #include "benchmarks/bench_util.h"
+#include "cuda/graph.h"
 #include "examples/cli.h"
 #include "halfgrad.h"
 #include "cpu/gemm.h"
@@ -30,6 +32,7 @@ struct Config {
   int64_t width = 1024, batch = 256, layers = 3, batches = 20, epochs = 2;
   int runs = 1;
   hg::Device device = hg::Device::cpu();
+  bool graph = false;  // replay a captured epoch (CUDA)
 };
 
 // The recipe's make_model: (layers - 1) x [Linear(w, w), ReLU] then Linear(w, w).
@@ -94,10 +97,17 @@ Result run(const Config& c, std::optional<hg::DType> amp, const char* label, con
   hg::memory::reset_peak(c.device);
   const int64_t base = hg::memory::allocated(c.device);
   train_step(c, amp, *net, opt, scaler, data.front(), targets.front());  // warm-up: kernels chosen, handles made
+  auto epoch = [&] {
+    for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
+  };
+  std::optional<hg::cuda::Graph> graph;
+  if (c.graph) {  // the warm-up made the state; every step ends with zero_grad, so the graph frees what it allocates
+    hg::cuda::synchronize(c.device.index);
+    graph.emplace(hg::cuda::Graph::capture(c.device.index, epoch));
+  }
   const hg::bench::Timing t = hg::bench::time_calls(
       [&] {
-        for (int64_t e = 0; e < c.epochs; ++e)
-          for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
+        for (int64_t e = 0; e < c.epochs; ++e) graph ? graph->launch() : epoch();
       },
       {.warmup = 0, .samples = c.runs, .min_seconds = 0, .device = c.device});
   Result r;
@@ -141,14 +151,17 @@ void print_ledgers(const Result& f32, const Result& bf16, const Result& f16) {
 }  // namespace
 
 [[noreturn]] void usage(const std::string& problem) {
-  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--runs N] [--threads N] [--device cpu|cuda]");
+  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--runs N] [--threads N] [--device cpu|cuda] [--graph]");
 }
 
 int main(int argc, char** argv) {
   Config c;
   auto on_switch = [&](const std::string& f) {
-    if (f != "--full") return false;
-    c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .runs = c.runs, .device = c.device};
+    if (f == "--graph") c.graph = true;
+    else if (f == "--full")
+      c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .runs = c.runs, .device = c.device,
+           .graph = c.graph};
+    else return false;
     return true;
   };
   auto on_value = [&](const std::string& f, const std::string& v) {
@@ -166,13 +179,14 @@ int main(int argc, char** argv) {
     return true;
   };
   example::parse_flags(argc, argv, on_switch, on_value, usage);
+  if (c.graph && !c.device.is_cuda()) usage("--graph captures CUDA work: add --device cuda");
   return example::guarded_main("amp_recipe", [&] {
     std::printf("amp_recipe on %s; BF16 GEMM engine %s\n", hg::cpu_summary().c_str(),
                 hg::cpu::gemm_engine(hg::DType::BF16).c_str());
-    std::printf("width %lld, batch %lld, %lld layers, %lld batches x %lld epochs, %d thread(s), %s\n",
+    std::printf("width %lld, batch %lld, %lld layers, %lld batches x %lld epochs, %d thread(s), %s%s\n",
                 static_cast<long long>(c.width), static_cast<long long>(c.batch), static_cast<long long>(c.layers),
                 static_cast<long long>(c.batches), static_cast<long long>(c.epochs), hg::get_num_threads(),
-                c.device.is_cpu() ? "cpu" : "cuda");
+                c.device.is_cpu() ? "cpu" : "cuda", c.graph ? ", each epoch one graph replay" : "");
     const Result f32 = run(c, std::nullopt, "Default precision (F32):", "F32");
     const Result bf16 = run(c, hg::DType::BF16, "Mixed precision (autocast BF16):", "BF16");
     const Result f16 = run(c, hg::DType::F16, "Mixed precision (autocast F16):", "F16");
