@@ -22,7 +22,8 @@
 # recipes' accuracy and the share of FP8 GEMMs run natively), amp_recipe --full --device cuda, and
 # bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
-# bench_reduce_cuda (GB/s of sums against a device copy's).
+# bench_reduce_cuda (GB/s of sums against a device copy's), bench_train --device cuda eager and --graph (ms,
+# launches and syncs per step of tiny, mlp, mlp_fp16, cnn).
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
@@ -233,6 +234,20 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
     gemm_lines+=("bench_reduce_cuda: FAILED (see bench_reduce_cuda.log)")
     bench_failed+=("bench_reduce_cuda")
   fi
+  # ms per training step on the device, eager and replaying a captured step, with the launches and host syncs
+  # of one step (cuda/counters.h): the small-model workloads, where launches are the cost
+  for mode in eager graph; do
+    flags=(--device cuda)
+    [ "$mode" = graph ] && flags+=(--graph)
+    for w in tiny mlp mlp_fp16 cnn; do
+      if timeout 300 "$build/bench_train" --workload "$w" "${flags[@]}" >"$logs/bench_train_${w}_$mode.log" 2>&1; then
+        gemm_lines+=("bench_train $w $mode: $(grep -o '"ms_per_step_median": [0-9.]*\|"launches_per_step": [0-9.]*\|"syncs_per_step": [0-9.]*' "$logs/bench_train_${w}_$mode.log" | tr '\n' ' ')")
+      else
+        gemm_lines+=("bench_train $w $mode: FAILED (see bench_train_${w}_$mode.log)")
+        bench_failed+=("bench_train $w $mode")
+      fi
+    done
+  done
   # the FP8 linear layer's step against BF16 on the device: cuBLASLt FP8 GEMMs on sm_89+ (the last column
   # says the share that ran natively), BF16 GEMMs on decoded values elsewhere
   if [ -x "$build/bench_fp8" ]; then
