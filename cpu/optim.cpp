@@ -159,7 +159,7 @@ double chunk_norm(const T* g, int64_t n, double norm_type) {
 }
 
 template <class T>
-void grad_norm_cpu(const GradNormArgs& a) {
+void grad_norm_one(const GradNormArgs& a) {
   const auto* g = static_cast<const T*>(a.grad);
   const bool inf = std::isinf(a.norm_type);
   const int64_t chunks = (a.n + kNormChunk - 1) / kNormChunk;
@@ -180,7 +180,12 @@ void grad_norm_cpu(const GradNormArgs& a) {
 }
 
 template <class T>
-void grad_transform_cpu(const GradTransformArgs& a) {
+void grad_norm_cpu(std::span<const GradNormArgs> batch) {
+  for (const GradNormArgs& a : batch) grad_norm_one<T>(a);
+}
+
+template <class T>
+void grad_transform_one(const GradTransformArgs& a) {
   using C = compute_t<T>;
   const GradTransformFn<C> f{a.op, static_cast<C>(a.device_value != nullptr ? *a.device_value : a.value)};
   auto* g = static_cast<T*>(a.grad);
@@ -190,6 +195,11 @@ void grad_transform_cpu(const GradTransformArgs& a) {
     for (int64_t j = 0; j < k; ++j) x[j] = f(x[j]);
     store_param(g, i, k, x, nullptr, ParamStore{});
   });
+}
+
+template <class T>
+void grad_transform_cpu(std::span<const GradTransformArgs> batch) {
+  for (const GradTransformArgs& a : batch) grad_transform_one<T>(a);
 }
 
 }  // namespace

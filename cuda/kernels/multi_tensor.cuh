@@ -5,8 +5,10 @@
 // stride over its elements. A model's optimizer step or unscale_ is then one launch instead of one per
 // parameter (cuda/counters.h counts them).
 #include <cstdint>
+#include <span>
 
 #include "cuda/context.h"
+#include "cuda/launch.h"
 
 namespace hg::cuda {
 
@@ -32,5 +34,26 @@ struct BlockPartition {
   __device__ unsigned block_in(int t, unsigned block) const { return block - first_block[t]; }
   __device__ unsigned blocks_of(int t) const { return first_block[t + 1] - first_block[t]; }
 };
+
+// The simplest batch: each tensor's own argument struct (with its element count `n`), K per launch.
+template <int K, class Args>
+struct ArgsLaunch {
+  BlockPartition<K> part;
+  Args args[K];
+};
+
+// kernel(ArgsLaunch<K, Args>) over the batch, in launches of up to K tensors of `threads` threads a block.
+template <int K, class Args, class Kernel>
+void launch_batches(DeviceContext& ctx, std::span<const Args> batch, Kernel kernel, int threads) {
+  static_assert(sizeof(ArgsLaunch<K, Args>) <= 4096, "a launch's arguments must fit the classic 4 KiB");
+  for (size_t begin = 0; begin < batch.size(); begin += K) {
+    ArgsLaunch<K, Args> L;
+    for (size_t k = begin; k < batch.size() && !L.part.full(); ++k) {
+      L.args[L.part.count] = batch[k];
+      L.part.add(ctx, batch[k].n, threads);
+    }
+    launch(kernel, L.part.blocks(), threads, 0, ctx.stream, L);
+  }
+}
 
 }  // namespace hg::cuda

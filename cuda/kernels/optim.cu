@@ -105,17 +105,20 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateLaunch L) 
   *L.ticket = 0;
 }
 
-// *result += w * sum |g|^p (or = max(*result, w * max |g|)) over n elements, w = optim::norm_weight of the
-// gradient's pending factor; one atomic per block.
+// Per gradient of the batch: *result += w * sum |g|^p (or = max(*result, w * max |g|)), w = optim::norm_weight
+// of the gradient's pending factor; one atomic per block.
+constexpr int kMaxLaunchGrads = 48;
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    grad_norm_kernel(const T* __restrict__ g, int64_t n, double norm_type, bool inf, double* __restrict__ result,
-                     const float* inv_scale, double host) {
+__global__ void __launch_bounds__(kThreads) grad_norm_kernel(const ArgsLaunch<kMaxLaunchGrads, optim::GradNormArgs> L) {
   __shared__ double sh[kThreads / kWarp];
-  const NormTerm term{norm_type};
+  const int t = L.part.tensor_of(blockIdx.x);
+  const optim::GradNormArgs& a = L.args[t];
+  const T* __restrict__ g = static_cast<const T*>(a.grad);
+  const bool inf = a.norm_type == static_cast<double>(INFINITY);
+  const NormTerm term{a.norm_type};
   double acc = 0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = L.part.block_in(t, blockIdx.x) * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(L.part.blocks_of(t)) * blockDim.x) {
     const double x = static_cast<double>(load(g[i]));
     acc = inf ? optim::nan_max(acc, fabs(x)) : acc + term(x);
   }
@@ -128,22 +131,24 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (int w = 1; w < static_cast<int>(blockDim.x) / kWarp; ++w) acc = inf ? optim::nan_max(acc, sh[w]) : acc + sh[w];
-  const double weight =
-      optim::norm_weight({.norm_type = norm_type, .inv_scale = inv_scale, .host = host});
+  const double weight = optim::norm_weight(a);
   if (weight != 1.0) acc *= weight;
   // acc >= 0 (or a NaN made positive by fabs): such doubles order as their bit patterns, NaN above inf.
-  if (inf) atomicMax(reinterpret_cast<unsigned long long*>(result), static_cast<unsigned long long>(__double_as_longlong(acc)));
-  else atomicAdd(result, acc);
+  if (inf) atomicMax(reinterpret_cast<unsigned long long*>(a.result), static_cast<unsigned long long>(__double_as_longlong(acc)));
+  else atomicAdd(a.result, acc);
 }
 
+constexpr int kMaxLaunchTransforms = 64;
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    grad_transform_kernel(T* __restrict__ g, int64_t n, optim::GradTransform op, double value,
-                          const double* device_value) {
+    grad_transform_kernel(const ArgsLaunch<kMaxLaunchTransforms, optim::GradTransformArgs> L) {
   using C = compute_t<T>;
-  const GradTransformFn<C> f{op, static_cast<C>(device_value != nullptr ? *device_value : value)};
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  const int t = L.part.tensor_of(blockIdx.x);
+  const optim::GradTransformArgs& a = L.args[t];
+  const GradTransformFn<C> f{a.op, static_cast<C>(a.device_value != nullptr ? *a.device_value : a.value)};
+  T* __restrict__ g = static_cast<T*>(a.grad);
+  for (int64_t i = L.part.block_in(t, blockIdx.x) * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
+       i += static_cast<int64_t>(L.part.blocks_of(t)) * blockDim.x)
     g[i] = store<T>(f(load(g[i])));
 }
 
@@ -179,12 +184,9 @@ void register_updates(optim::RuleList<Rules...>) {
 }  // namespace
 
 template <class T>
-void grad_norm(const optim::GradNormArgs& a) {
-  if (a.n == 0) return;
-  DeviceContext& ctx = context_for(a.result);
-  const bool inf = a.norm_type == static_cast<double>(INFINITY);
-  launch(grad_norm_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<const T*>(a.grad), a.n,
-         a.norm_type, inf, a.result, a.inv_scale, a.host);
+void grad_norm(std::span<const optim::GradNormArgs> batch) {
+  if (batch.empty()) return;
+  launch_batches<kMaxLaunchGrads>(context_for(batch[0].result), batch, grad_norm_kernel<T>, kThreads);
 }
 
 void clip_coefficient(const optim::ClipCoefArgs& a) {
@@ -192,16 +194,14 @@ void clip_coefficient(const optim::ClipCoefArgs& a) {
 }
 
 template <class T>
-void grad_transform(const optim::GradTransformArgs& a) {
-  if (a.n == 0) return;
-  DeviceContext& ctx = context_for(a.grad);
-  launch(grad_transform_kernel<T>, grid_for(ctx, a.n, kThreads), kThreads, 0, ctx.stream, static_cast<T*>(a.grad), a.n,
-         a.op, a.value, a.device_value);
+void grad_transform(std::span<const optim::GradTransformArgs> batch) {
+  if (batch.empty()) return;
+  launch_batches<kMaxLaunchTransforms>(context_for(batch[0].grad), batch, grad_transform_kernel<T>, kThreads);
 }
 
 #define HG_INSTANTIATE(T)                                                 \
-  template void grad_norm<T>(const optim::GradNormArgs&);                 \
-  template void grad_transform<T>(const optim::GradTransformArgs&);
+  template void grad_norm<T>(std::span<const optim::GradNormArgs>);       \
+  template void grad_transform<T>(std::span<const optim::GradTransformArgs>);
 HG_FOR_FLOATING(HG_INSTANTIATE)
 #undef HG_INSTANTIATE
 

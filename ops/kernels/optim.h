@@ -265,8 +265,10 @@ HG_HD void clip_coef(const ClipCoefArgs& a) {
   a.out[1] = coef >= 1.0 ? 1.0 : coef;
 }
 
-using GradNormKernel = void (*)(const GradNormArgs& a);
-using GradTransformKernel = void (*)(const GradTransformArgs& a);
+// Batches: gradients of the table's dtype on one device, in one launch on a GPU. A norm batch shares its
+// result (the CPU adds the gradients' sums in batch order); each transform has its own op and value.
+using GradNormKernel = void (*)(std::span<const GradNormArgs> batch);
+using GradTransformKernel = void (*)(std::span<const GradTransformArgs> batch);
 using ClipCoefKernel = void (*)(const ClipCoefArgs& a);
 
 // Indexed by the parameter's (gradient's) device and dtype; the CPU entries are filled at first use
