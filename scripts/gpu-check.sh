@@ -6,7 +6,7 @@
 #   BUILD_DIR=/tmp/b scripts/gpu-check.sh
 #   HG_CUDA_ARCHS=90a scripts/gpu-check.sh          # override the detected architecture
 #   HG_CMAKE_ARGS="-DHG_ONEDNN=OFF" scripts/gpu-check.sh   # extra configure arguments
-#   QUICK=1 scripts/gpu-check.sh         # no CPU suite, no CPU benchmarks (bench_gemm, bench_elementwise)
+#   QUICK=1 scripts/gpu-check.sh         # no CPU suite, no CPU benchmarks (bench_gemm, bench_elementwise), no compare_pytorch
 #   HG_PREBUILT=1 BUILD_DIR=... scripts/gpu-check.sh  # a build made on another machine at the same path
 #                                        # (a GPU machine without the build's dependencies): no configure,
 #                                        # no build, no CPU suite; the GPU tests and benchmarks run
@@ -23,7 +23,8 @@
 # bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
 # bench_reduce_cuda (GB/s of sums against a device copy's), bench_train --device cuda eager and --graph (ms,
-# launches and syncs per step of tiny, mlp, mlp_fp16, cnn).
+# launches and syncs per step of tiny, mlp, mlp_fp16, cnn), and benchmarks/compare_pytorch --device cuda
+# when PyTorch sees the GPU.
 #
 # Logs (and the summary, as summary.txt) go to $OUT when it is set (the device machine's result
 # folder), else to the build folder. Exit status: 0 only when the GPU tests really ran on the GPU (test
@@ -248,6 +249,21 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
       fi
     done
   done
+  # halfgrad (eager and --graph) against PyTorch's eager step on the device, same workloads, when this python's
+  # PyTorch sees the GPU (QUICK=1 skips it)
+  if [ -z "${QUICK:-}" ]; then
+    if python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+      if timeout 900 bash "$root/benchmarks/compare_pytorch" --device cuda --build "$build" >"$logs/compare_pytorch.log" 2>      if timeout 900 bash benchmarks/compare_pytorch --device cuda --build "$build" >"$logs/compare_pytorch.log" 2>&1; then1; then
+        while IFS= read -r line; do gemm_lines+=("compare_pytorch: $line"); done \
+          < <(sed -n '/^workload /,$p' "$logs/compare_pytorch.log")
+      else
+        gemm_lines+=("compare_pytorch: FAILED (see compare_pytorch.log)")
+        bench_failed+=("compare_pytorch")
+      fi
+    else
+      gemm_lines+=("compare_pytorch: not run (this python has no PyTorch that sees the GPU)")
+    fi
+  fi
   # the FP8 linear layer's step against BF16 on the device: cuBLASLt FP8 GEMMs on sm_89+ (the last column
   # says the share that ran natively), BF16 GEMMs on decoded values elsewhere
   if [ -x "$build/bench_fp8" ]; then
