@@ -253,7 +253,7 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   # PyTorch sees the GPU (QUICK=1 skips it)
   if [ -z "${QUICK:-}" ]; then
     if python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-      if timeout 900 bash "$root/benchmarks/compare_pytorch" --device cuda --build "$build" >"$logs/compare_pytorch.log" 2>      if timeout 900 bash benchmarks/compare_pytorch --device cuda --build "$build" >"$logs/compare_pytorch.log" 2>&1; then1; then
+      if timeout 900 bash "$root/benchmarks/compare_pytorch" --device cuda --build "$build" >"$logs/compare_pytorch.log" 2>&1; then
         while IFS= read -r line; do gemm_lines+=("compare_pytorch: $line"); done \
           < <(sed -n '/^workload /,$p' "$logs/compare_pytorch.log")
       else
