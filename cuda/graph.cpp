@@ -17,10 +17,11 @@ void stream_synchronize(int device) {
 
 void* graph_capture(int device, const std::function<void()>& body) {
   DeviceContext& ctx = context(device);
-#if !defined(HG_CUDA_EMULATE)  // (the emulated device runs convolutions without a cuDNN handle)
   // Made lazily elsewhere, but creating a handle allocates and synchronises, which would break the
-  // capture: a body with a convolution finds it made. (Plans are cached at their first eager use:
-  // warm up before capturing, as cuda/graph.h says.)
+  // capture: a body with an FP8 GEMM or a convolution finds its handle made. (Plans are cached at their
+  // first eager use: warm up before capturing, as cuda/graph.h says.)
+  (void)lt_handle(ctx);
+#if !defined(HG_CUDA_EMULATE)  // (the emulated device runs convolutions without a cuDNN handle)
   (void)dnn_handle(ctx);
 #endif
   HG_CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeGlobal));
