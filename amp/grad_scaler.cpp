@@ -252,8 +252,7 @@ void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
   const auto* inv = static_cast<const float*>(dev_.inv_scale.data_ptr());
   float* found = static_cast<float*>(dev_.found_inf.data_ptr()) + slot;
   const std::vector<Tensor> params = opt.parameters();
-  // one kernel call per gradient dtype, over all of its gradients: one launch on a GPU
-  std::vector<UnscaleArgs> by_dtype[kNumDTypes];
+  BatchedCalls<UnscaleArgs> calls;  // one kernel call per gradient dtype: one launch on a GPU
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
@@ -261,12 +260,11 @@ void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
              " but the scaler's state lives on ", dev_.device, " (the device of its first loss); keep the model and "
              "the loss on one device, or use one scaler per device");
     const bool deferred = g.dtype() == DType::F16;  // autograd/grad_unscale.h: the update kernel unscales it
-    by_dtype[static_cast<int>(g.dtype())].push_back(
-        {.n = g.numel(), .grad = g.data_ptr(), .write = !deferred, .found_inf = found, .inv_scale_at = inv});
+    calls.add(g.device(), g.dtype(),
+              {.n = g.numel(), .grad = g.data_ptr(), .write = !deferred, .found_inf = found, .inv_scale_at = inv});
     if (deferred) params[i].set_grad_unscale({.inv_scale = inv, .inv_scale_memory = dev_.inv_scale});
   }
-  for (int t = 0; t < kNumDTypes; ++t)
-    if (!by_dtype[t].empty()) unscale_kernels().get(dev_.device, static_cast<DType>(t))(by_dtype[t]);
+  calls.run(unscale_kernels());
   st.stage = Stage::Unscaled;
 }
 

@@ -102,6 +102,59 @@ class DispatchTable : public DispatchTableBase {
   Fn fns_[kNumDeviceTypes][kNumDTypes] = {};
 };
 
+// Kernel calls collected for tables whose kernels take a batch (std::span<const Args>): the optimizer update,
+// the grad scaler's unscale, clipping. run() calls the table once per (device, dtype), with that key's
+// arguments in the order they were added (one launch on a GPU: multi-tensor kernels); run_consecutive()
+// once per run of equal keys, so a kernel that accumulates sees the arguments in their order whatever
+// their dtypes. Both empty the collection, which keeps its memory for the next step.
+template <class Args>
+class BatchedCalls {
+ public:
+  void add(Device d, DType t, const Args& a) { items_.push_back({d, t, a}); }
+  void clear() { items_.clear(); }  // what a throw left between add() and run()
+
+  template <class Fn>
+  void run(const DispatchTable<Fn>& table) {
+    for (size_t first = 0; first < items_.size(); ++first) {
+      const Item& lead = items_[first];
+      if (lead.taken) continue;
+      batch_.clear();
+      for (size_t k = first; k < items_.size(); ++k) {
+        Item& it = items_[k];
+        if (it.taken || !(it.device == lead.device) || it.dtype != lead.dtype) continue;
+        batch_.push_back(it.args);
+        it.taken = true;
+      }
+      table.get(lead.device, lead.dtype)(batch_);
+    }
+    items_.clear();
+  }
+
+  template <class Fn>
+  void run_consecutive(const DispatchTable<Fn>& table) {
+    for (size_t first = 0; first < items_.size();) {
+      const Item& lead = items_[first];
+      batch_.clear();
+      size_t k = first;
+      for (; k < items_.size() && items_[k].device == lead.device && items_[k].dtype == lead.dtype; ++k)
+        batch_.push_back(items_[k].args);
+      table.get(lead.device, lead.dtype)(batch_);
+      first = k;
+    }
+    items_.clear();
+  }
+
+ private:
+  struct Item {
+    Device device;
+    DType dtype;
+    Args args;
+    bool taken = false;
+  };
+  std::vector<Item> items_;
+  std::vector<Args> batch_;
+};
+
 // The accessor of one kernel table, declared by one line in its contract header. Everywhere it declares
 // `DispatchTable<Fn>& accessor();`; in ops/kernels/tables.cpp, which defines HG_DEFINE_KERNEL_TABLES before
 // including every contract, it defines it (a function-local static table named `name`), so each table

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "core/convert.h"
@@ -76,11 +77,11 @@ struct CaptureSession {
   uint64_t* state_at = nullptr;
   std::vector<rng_capture::Use> uses;
 };
-thread_local CaptureSession* t_capture = nullptr;
+thread_local std::optional<CaptureSession> t_capture;
 }  // namespace
 
 PhiloxDraw reserve_draw(Generator& g, uint64_t blocks, Device dev) {
-  CaptureSession* c = t_capture;
+  CaptureSession* c = t_capture ? &*t_capture : nullptr;
   if (c == nullptr || !dev.is_cuda() || dev.index != c->device) {
     const auto [seed, offset] = reserve_blocks(g, blocks);
     return {.seed = seed, .offset = offset};
@@ -99,14 +100,13 @@ PhiloxDraw reserve_draw(Generator& g, uint64_t blocks, Device dev) {
 
 namespace rng_capture {
 void begin(int device, uint64_t* state_at) {
-  HG_CHECK(t_capture == nullptr, "cuda::Graph::capture: a capture is already open on this thread; captures do not nest");
-  t_capture = new CaptureSession{device, state_at, {}};
+  HG_CHECK(!t_capture, "cuda::Graph::capture: a capture is already open on this thread; captures do not nest");
+  t_capture.emplace(CaptureSession{device, state_at, {}});
 }
 std::vector<Use> end() {
   std::vector<Use> uses;
-  if (t_capture != nullptr) uses = std::move(t_capture->uses);
-  delete t_capture;
-  t_capture = nullptr;
+  if (t_capture) uses = std::move(t_capture->uses);
+  t_capture.reset();
   return uses;
 }
 }  // namespace rng_capture

@@ -5,7 +5,6 @@
 #include "optim/clip.h"
 
 #include <cmath>
-#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
@@ -31,32 +30,30 @@ Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradU
   auto* acc = static_cast<double*>(buf.data_ptr());
   // one kernel call per run of gradients of one dtype (one launch on a GPU); runs, not groups, so that the
   // CPU adds the gradients' sums in their order whatever their dtypes
-  std::vector<GradNormArgs> run;
+  BatchedCalls<GradNormArgs> calls;
   for (size_t k = 0; k < grads.size(); ++k) {
     const GradUnscale& f = unscale[k];
     HG_CHECK(f.clip == nullptr, "clip_grad_norm_: this gradient, still scaled by the grad scaler, "
              "was already clipped on the device in this step; clip once between scaler.unscale_ and scaler.step");
     // |f g|^p = |f|^p |g|^p: the norm kernel weighs a still-scaled gradient by its factor
-    run.push_back({.n = grads[k].numel(),
-                   .grad = grads[k].data_ptr(),
-                   .norm_type = norm_type,
-                   .result = acc,
-                   .inv_scale = f.inv_scale,
-                   .host = f.host});
-    if (k + 1 == grads.size() || grads[k + 1].dtype() != grads[k].dtype()) {
-      grad_norm_kernels().get(dev, grads[k].dtype())(run);
-      run.clear();
-    }
+    calls.add(dev, grads[k].dtype(),
+              {.n = grads[k].numel(),
+               .grad = grads[k].data_ptr(),
+               .norm_type = norm_type,
+               .result = acc,
+               .inv_scale = f.inv_scale,
+               .host = f.host});
   }
+  calls.run_consecutive(grad_norm_kernels());
   clip_coef_kernels().get(dev, DType::F64)({.acc = acc, .norm_type = norm_type, .max_norm = max_norm, .out = acc + 1});
   return buf;
 }
 
 // g *= the factor in buf: read on the host for a CPU gradient (which a factor of exactly 1 leaves alone),
-// by the kernel on a device (collected in `pending` by dtype, one launch each). A gradient the grad scaler
-// left scaled keeps its values: the factor joins its GradUnscale, which the update applies.
+// by the kernel on a device (collected in `calls`). A gradient the grad scaler left scaled keeps its values:
+// the factor joins its GradUnscale, which the update applies.
 void scale_grad(const Tensor& param, const Tensor& g, GradUnscale unscale, const Tensor& buf,
-                std::vector<GradTransformArgs> (&pending)[kNumDTypes]) {
+                BatchedCalls<GradTransformArgs>& calls) {
   const auto* coef = static_cast<const double*>(buf.data_ptr()) + 2;
   if (unscale.pending()) {
     if (!g.device().is_cpu()) {
@@ -75,12 +72,7 @@ void scale_grad(const Tensor& param, const Tensor& g, GradUnscale unscale, const
   } else {
     a.device_value = coef;
   }
-  pending[static_cast<int>(g.dtype())].push_back(a);
-}
-
-void transform_all(Device dev, std::vector<GradTransformArgs> (&pending)[kNumDTypes]) {
-  for (int t = 0; t < kNumDTypes; ++t)
-    if (!pending[t].empty()) grad_transform_kernels().get(dev, static_cast<DType>(t))(pending[t]);
+  calls.add(g.device(), g.dtype(), a);
 }
 
 // The total norm, a 0-d F64 tensor on buf's device (a copy: buf is the clipping's own).
@@ -112,9 +104,9 @@ Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm
   Grads g = defined_grads(params);
   if (g.grads.empty()) return zeros({}, {.dtype = DType::F64});
   const Tensor buf = norm_and_factor(g.grads, g.unscale, norm_type, max_norm);
-  std::vector<GradTransformArgs> pending[kNumDTypes];
-  for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.params[k], g.grads[k], g.unscale[k], buf, pending);
-  transform_all(g.grads.front().device(), pending);
+  BatchedCalls<GradTransformArgs> calls;  // one launch per dtype on a GPU
+  for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.params[k], g.grads[k], g.unscale[k], buf, calls);
+  calls.run(grad_transform_kernels());
   return total_of(buf);
 }
 
@@ -134,8 +126,7 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
   HG_CHECK(clip_value >= 0, "clip_grad_value_: clip_value=", clip_value, "; it must be >= 0");
   NoGradGuard no_grad;
   const Grads g = defined_grads(params);
-  // by device and dtype: one launch each on a GPU
-  std::vector<std::pair<Device, std::vector<GradTransformArgs>[kNumDTypes]>> pending;
+  BatchedCalls<GradTransformArgs> calls;  // one launch per device and dtype on a GPU
   for (size_t k = 0; k < g.grads.size(); ++k) {
     const Tensor& grad = g.grads[k];
     double bound = clip_value;
@@ -146,13 +137,10 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
                "factor lives on the device; clip by norm (clip_grad_norm_), or clip before mixed precision");
       bound = clip_value / f.host;
     }
-    size_t d = 0;
-    while (d < pending.size() && !(pending[d].first == grad.device())) ++d;
-    if (d == pending.size()) pending.emplace_back().first = grad.device();
-    pending[d].second[static_cast<int>(grad.dtype())].push_back(
-        {.n = grad.numel(), .grad = grad.data_ptr(), .op = GradTransform::Clamp, .value = bound});
+    calls.add(grad.device(), grad.dtype(),
+              {.n = grad.numel(), .grad = grad.data_ptr(), .op = GradTransform::Clamp, .value = bound});
   }
-  for (auto& [dev, by_dtype] : pending) transform_all(dev, by_dtype);
+  calls.run(grad_transform_kernels());
 }
 
 }  // namespace hg::optim

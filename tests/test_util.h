@@ -128,6 +128,13 @@ inline void set_grad(const Tensor& p, const std::vector<double>& g) {
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
+// n class labels (I64) in [0, classes), every class used, on `dev`: a training step's targets.
+inline Tensor class_labels(int64_t n, int64_t classes, Device dev = Device::cpu()) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = (i * 7) % classes;
+  return from_vector(v, {n}, {.dtype = DType::I64}).to(dev);
+}
+
 // A fresh directory for one test under the system temp dir, removed (permissions restored) afterwards.
 struct TempDir {
   std::filesystem::path dir;

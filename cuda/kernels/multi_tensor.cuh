@@ -35,19 +35,25 @@ struct BlockPartition {
   __device__ unsigned blocks_of(int t) const { return first_block[t + 1] - first_block[t]; }
 };
 
-// The simplest batch: each tensor's own argument struct (with its element count `n`), K per launch.
-template <int K, class Args>
+struct NoExtra {};
+
+// A batch as a kernel argument: each tensor's own argument struct (with its element count `n`), K per
+// launch, and what the launch shares (Extra: the optimizer update's ticket).
+template <int K, class Args, class Extra = NoExtra>
 struct ArgsLaunch {
   BlockPartition<K> part;
+  Extra extra = {};
   Args args[K];
 };
 
-// kernel(ArgsLaunch<K, Args>) over the batch, in launches of up to K tensors of `threads` threads a block.
-template <int K, class Args, class Kernel>
-void launch_batches(DeviceContext& ctx, std::span<const Args> batch, Kernel kernel, int threads) {
-  static_assert(sizeof(ArgsLaunch<K, Args>) <= 4096, "a launch's arguments must fit the classic 4 KiB");
+// kernel(ArgsLaunch<K, Args, Extra>) over the batch, in launches of up to K tensors of `threads` threads a
+// block (an empty tensor gets a block too: the optimizer update may still count its step there).
+template <int K, class Args, class Extra = NoExtra, class Kernel>
+void launch_batches(DeviceContext& ctx, std::span<const Args> batch, Kernel kernel, int threads, Extra extra = {}) {
+  static_assert(sizeof(ArgsLaunch<K, Args, Extra>) <= 4096, "a launch's arguments must fit the classic 4 KiB");
   for (size_t begin = 0; begin < batch.size(); begin += K) {
-    ArgsLaunch<K, Args> L;
+    ArgsLaunch<K, Args, Extra> L;
+    L.extra = extra;
     for (size_t k = begin; k < batch.size() && !L.part.full(); ++k) {
       L.args[L.part.count] = batch[k];
       L.part.add(ctx, batch[k].n, threads);

@@ -55,14 +55,10 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v,
   p[i] = store<T>(v);
 }
 
-// One launch updates up to kMaxLaunchTensors parameters (cuda/kernels/multi_tensor.cuh).
+// One launch updates up to kMaxLaunchTensors parameters (cuda/kernels/multi_tensor.cuh); the launch's extra
+// is the device's DeviceContext::update_ticket.
 constexpr int kMaxLaunchTensors = 12;
-struct UpdateLaunch {
-  BlockPartition<kMaxLaunchTensors> part;
-  unsigned* ticket = nullptr;  // the device's DeviceContext::update_ticket
-  optim::UpdateArgs args[kMaxLaunchTensors];
-};
-static_assert(sizeof(UpdateLaunch) <= 4096, "UpdateLaunch must fit the classic 4 KiB of kernel parameters");
+using UpdateLaunch = ArgsLaunch<kMaxLaunchTensors, optim::UpdateArgs, unsigned*>;
 
 // Tensor a's elements of this block by the rule's form V: read the parameter (its master), update it and
 // the buffers in the compute type, store it as its store says.
@@ -100,9 +96,9 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateLaunch L) 
   __syncthreads();  // every thread of this block is done with the counters
   if (threadIdx.x != 0) return;
   __threadfence();
-  if (atomicAdd(L.ticket, 1u) != gridDim.x - 1) return;
+  if (atomicAdd(L.extra, 1u) != gridDim.x - 1) return;
   for (int k = 0; k < L.part.count; ++k) optim::amp_count_step(L.args[k].amp);
-  *L.ticket = 0;
+  *L.extra = 0;
 }
 
 // Per gradient of the batch: *result += w * sum |g|^p (or = max(*result, w * max |g|)), w = optim::norm_weight
@@ -161,15 +157,7 @@ void update(std::span<const optim::UpdateArgs> batch) {
   if (batch.empty()) return;
   for (const optim::UpdateArgs& a : batch) optim::check_update_args<Rule>(dtype_v<T>, a);
   DeviceContext& ctx = context_for(batch[0].param);
-  for (size_t begin = 0; begin < batch.size(); begin += kMaxLaunchTensors) {
-    UpdateLaunch L;
-    L.ticket = ctx.update_ticket;
-    for (size_t k = begin; k < batch.size() && !L.part.full(); ++k) {
-      L.args[L.part.count] = batch[k];
-      L.part.add(ctx, batch[k].n, kThreads);  // at least one block: an empty parameter may still count a step
-    }
-    launch(update_kernel<Rule, T>, L.part.blocks(), kThreads, 0, ctx.stream, L);
-  }
+  launch_batches<kMaxLaunchTensors>(ctx, batch, update_kernel<Rule, T>, kThreads, ctx.update_ticket);
 }
 
 template <class Rule>

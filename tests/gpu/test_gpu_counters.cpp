@@ -8,6 +8,7 @@
 
 #include "cuda/graph.h"
 #include "halfgrad.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -91,11 +92,7 @@ cuda::Counters step_counts(nn::Module& model, optim::Optimizer& opt, const Tenso
   return d;
 }
 
-Tensor labels(int64_t n) {
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = (i * 7) % 10;
-  return from_vector(v, {n}, {.dtype = DType::I64}).to(Device::cuda());
-}
+Tensor labels(int64_t n) { return test::class_labels(n, 10, Device::cuda()); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include "cuda/graph.h"
 #include "halfgrad.h"
+#include "test_util.h"
 
 using namespace hg;
 
@@ -71,9 +72,7 @@ TEST_CASE("GPU: a captured training step with dropout replays bit for bit like e
   };
   manual_seed(5);
   const Tensor x = randn({16, 32}).to(dev);
-  std::vector<int64_t> labels(16);
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 10);
-  const Tensor y = from_vector(labels, {16}, {.dtype = DType::I64}).to(dev);
+  const Tensor y = test::class_labels(16, 10, dev);
   Run eager(dev), graphed(dev);
   const GeneratorState warm = default_generator().state();
   for (Run* r : {&eager, &graphed}) {  // state and kernels made outside the capture, with the same mask
