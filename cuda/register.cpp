@@ -29,6 +29,7 @@ void register_kernels() {
   set_allocator(DeviceType::CUDA, &allocator());
   HG_KERNEL_FAMILIES(HG_CALL_KERNEL_FAMILY)
   register_fp8_gemm();
+  register_gemm_epilogue();
 }
 
 // CUDA encodes versions as 1000 * major + 10 * minor (13000 = 13.0); cuDNN 9 as 10000 * major + 100 * minor

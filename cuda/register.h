@@ -11,6 +11,7 @@
 namespace hg::cuda {
 
 HG_KERNEL_FAMILIES(HG_DECLARE_KERNEL_FAMILY)
-void register_fp8_gemm();  // cuda/blas_lt.cpp: the native FP8 GEMM (cuBLASLt), a kernel the CPU lacks
+void register_fp8_gemm();       // cuda/blas_lt.cpp: the native FP8 GEMM (cuBLASLt), a kernel the CPU lacks
+void register_gemm_epilogue();  // cuda/blas_lt.cpp: the GEMM with a bias, bias + ReLU or bias-gradient epilogue
 
 }  // namespace hg::cuda

@@ -66,6 +66,14 @@ class Module {
   // module call): inspectors use it to name the module an op runs in (amp/inspect's PrecisionTrace).
   static const std::vector<const Module*>& call_stack();
 
+  // operator() with f(x) in place of forward(x) and no hooks run: for a container fusing this module with
+  // the next (nn::Sequential: Linear + ReLU), which calls it only when this module has no forward hooks.
+  // The module is on call_stack() while f runs, as in operator().
+  template <class F> Tensor call_fused(const Tensor& x, F&& f) {
+    CallScope in_call(this);
+    return f(x);
+  }
+
   // Hooks of this module only (not of its children). A hook may register or remove hooks; those
   // changes apply from the next call. handle.remove() unregisters one (torch's RemovableHandle), as
   // remove_forward_hook(handle) does.

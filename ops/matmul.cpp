@@ -3,9 +3,15 @@
 // the stored layout, so nothing is ever transposed by copying (docs/ARCHITECTURE.md, Principles 7).
 #include "ops/matmul.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/dispatch.h"
 #include "ops/gemm_op.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/gemm.h"
@@ -102,22 +108,62 @@ void check_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
            " output features; b must be (", w.size(0), ")");
 }
 
-// y (m,o) = x (m,i) w^T (+ b broadcast over rows, written first so the GEMM adds onto it).
-Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t m) {
+std::atomic<bool>& epilogues_flag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("HG_LINEAR_EPILOGUES");
+    return e == nullptr || std::string_view(e) != "0";
+  }()};
+  return on;
+}
+
+// The GEMM with an epilogue, when the backend has one for this call: true when it ran.
+bool try_epilogue(const Device& dev, const GemmArgs& g) {
+  if (!linear_epilogues() || !gemm_epilogue_kernels().has(dev, g.dtype)) return false;
+  return gemm_epilogue_kernels().get(dev, g.dtype)(g);
+}
+
+// y (m,o) = act(x (m,i) w^T + b): one GEMM with the bias and activation in its epilogue, or C preloaded with
+// the bias broadcast over rows (the GEMM adds onto it, beta = 1) and the activation as one pass over y.
+Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, int64_t m, Activation act) {
   const int64_t o = w.size(0), i = w.size(1);
   Tensor y = empty({m, o}, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() == 0) return y;
+  const GemmArgs g{.dtype = x.dtype(), .trans_a = Trans::N, .trans_b = Trans::T, .m = m, .n = o, .k = i,
+                   .beta = b.defined() ? 1.f : 0.f, .a = x.data_ptr(), .lda = i, .b = w.data_ptr(), .ldb = i,
+                   .c = y.data_ptr(), .ldc = o};
+  if (b.defined() && i > 0) {
+    GemmArgs fused = g;
+    fused.beta = 0.f;
+    fused.epilogue = act == Activation::Relu ? GemmEpilogue::BiasRelu : GemmEpilogue::Bias;
+    fused.bias = b.data_ptr();
+    if (try_epilogue(x.device(), fused)) return y;
+  }
   if (b.defined()) {
     StridedCopy c{.ndim = 2, .sizes = {m, o}, .src_strides = {0, 1}, .dst_strides = {o, 1},
                   .src = b.data_ptr(), .dst = y.data_ptr(), .elem_size = static_cast<int>(dtype_size(b.dtype()))};
     copy_kernels().get(x.device(), DType::F32)(c);
   }
-  if (i == 0) return b.defined() ? y : zeros({m, o}, {.dtype = x.dtype(), .device = x.device()});
-  const GemmArgs g{.dtype = x.dtype(), .trans_a = Trans::N, .trans_b = Trans::T, .m = m, .n = o, .k = i,
-                   .beta = b.defined() ? 1.f : 0.f, .a = x.data_ptr(), .lda = i, .b = w.data_ptr(), .ldb = i,
-                   .c = y.data_ptr(), .ldc = o};
-  gemm_kernels().get(x.device(), x.dtype())(g);
+  if (i == 0 && !b.defined()) y = zeros({m, o}, {.dtype = x.dtype(), .device = x.device()});
+  if (i > 0) gemm_kernels().get(x.device(), x.dtype())(g);
+  if (act == Activation::Relu) run_elementwise("linear", {EwOp::Relu, EwMode::Forward}, {y}, y);  // in place
   return y;
+}
+
+// dw (o,i) = dz^T x, and db = dz summed over rows: from the same GEMM's epilogue where the backend has one.
+std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& dz, const Tensor& x, int64_t m, int64_t o, int64_t i,
+                                                bool want_dw, bool want_db) {
+  Tensor dw, db;
+  if (want_dw && want_db && m > 0 && o > 0 && i > 0) {
+    dw = empty({o, i}, {.dtype = dz.dtype(), .device = dz.device()});
+    db = empty({o}, {.dtype = dz.dtype(), .device = dz.device()});
+    const GemmArgs g{.dtype = dz.dtype(), .trans_a = Trans::T, .trans_b = Trans::N, .m = o, .n = i, .k = m,
+                     .a = dz.data_ptr(), .lda = o, .b = x.data_ptr(), .ldb = i, .c = dw.data_ptr(), .ldc = i,
+                     .epilogue = GemmEpilogue::BiasGradA, .bias_grad = db.data_ptr()};
+    if (try_epilogue(dz.device(), g)) return {dw, db};
+  }
+  if (want_dw) dw = alias_with_shape(gemm_op({.x = dz, .tx = Trans::T, .y = x, .m = o, .n = i, .k = m}), Shape{o, i});
+  if (want_db) db = sum(dz, {0});
+  return {dw, db};
 }
 
 }  // namespace
@@ -140,8 +186,14 @@ Tensor gemm_op(const GemmOp& o) {
   return c;
 }
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  if (amp::OpCast c{amp::OpId::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2]));
+void set_linear_epilogues(bool enabled) { epilogues_flag().store(enabled); }
+bool linear_epilogues() { return epilogues_flag().load(); }
+bool linear_fuses_activation(const Device& d) {
+  return linear_epilogues() && gemm_epilogue_kernels().has(d, DType::F32);
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
+  if (amp::OpCast c{amp::OpId::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2], act));
   check_linear(x_in, w_in, b_in);
   DType dt = promote_types(x_in.dtype(), w_in.dtype());
   if (b_in.defined()) dt = promote_types(dt, b_in.dtype());
@@ -154,19 +206,29 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Shape out = x.shape();
   out[out.ndim() - 1] = w.size(0);
   const Tensor x2 = alias_with_shape(x, {m, i});
-  Tensor y = alias_with_shape(linear_forward(x2, w, b, m), out);
+  Tensor y = alias_with_shape(linear_forward(x2, w, b, m, act), out);
   std::vector<Tensor> ins{x, w};
   if (b.defined()) ins.push_back(b);
   // Keep only what the gradients read: dx reads w, dw reads x. A first layer (x is data) thus frees its
-  // input, and under autocast the low-precision copy of its weight, as soon as the forward is done.
+  // input, and under autocast the low-precision copy of its weight, as soon as the forward is done. ReLU's
+  // gradient reads y (a detached alias: y itself would make a reference cycle).
   const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x2 : Tensor();
-  autograd::record(y, "linear", ins, [x_kept, w_kept, m, o = w.size(0), i, xs = x.shape()](const Tensor& dy_in,
-                                                                                           const GradMask& needs) {
-    const Tensor dy = alias_with_shape(dy_in, {m, o});
+  const Tensor y_kept = act == Activation::Relu ? y.detach() : Tensor();
+  autograd::record(y, act == Activation::Relu ? "linear_relu" : "linear", ins,
+                   [x_kept, w_kept, y_kept, m, o = w.size(0), i, xs = x.shape()](const Tensor& dy_in,
+                                                                                  const GradMask& needs) {
+    Tensor dz = alias_with_shape(dy_in, {m, o});
+    if (y_kept.defined()) {
+      const Tensor y2 = alias_with_shape(y_kept, {m, o});
+      Tensor g = empty_like(dz);
+      run_elementwise("linear_relu backward", {EwOp::Relu, EwMode::Grad}, {y2, y2, dz}, g);
+      dz = g;
+    }
     std::vector<Tensor> g(needs.size());
-    if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dy, .y = w_kept, .m = m, .n = i, .k = o}), xs);
-    if (needs[1]) g[1] = alias_with_shape(gemm_op({.x = dy, .tx = Trans::T, .y = x_kept, .m = o, .n = i, .k = m}), Shape{o, i});
-    if (needs.size() > 2 && needs[2]) g[2] = sum(dy, {0});
+    if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dz, .y = w_kept, .m = m, .n = i, .k = o}), xs);
+    auto [dw, db] = weight_and_bias_grads(dz, x_kept, m, o, i, needs[1], needs.size() > 2 && needs[2]);
+    g[1] = dw;
+    if (needs.size() > 2) g[2] = db;
     return g;
   });
   return y;

@@ -18,9 +18,26 @@ struct MatmulOptions {
 // transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o = {});
 
-// torch.nn.functional.linear: x is (*,I), w is (O,I), b is (O) or undefined; y is (*,O) = x w^T + b.
-// One GEMM with the bias fused (C starts as the broadcast bias, beta = 1); backward: dx = dy w,
-// dw = dy^T x (both GEMMs with transpose flags), db = dy summed over rows.
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// What linear applies to its result, in the same op: None, or ReLU (relu(x w^T + b), what nn::Sequential runs
+// for a Linear followed by a ReLU).
+enum class Activation : uint8_t { None, Relu };
+
+// torch.nn.functional.linear: x is (*,I), w is (O,I), b is (O) or undefined; y is (*,O) = x w^T + b, then act.
+// Backward: dx = dy w, dw = dy^T x (both GEMMs with transpose flags), db = dy summed over rows (dy through
+// ReLU's gradient first, read from y). Where the backend's GEMM has epilogues (CUDA: cuBLASLt; see
+// ops/kernels/gemm.h) the bias, bias + ReLU and db come out of the GEMM calls themselves: forward is one
+// library call, and db costs nothing beside dw. Elsewhere (the CPU, F64, or no algorithm for the shape) C
+// starts as the broadcast bias and the GEMM adds onto it (beta = 1), ReLU is one pass, db one reduction.
+// The results are the same either way up to the order of db's sum (the forward's bits agree on the emulated
+// device); set_linear_epilogues(false) or HG_LINEAR_EPILOGUES=0 takes the separate route everywhere.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Activation act = Activation::None);
+
+// Whether linear uses the GEMM epilogues where the backend has them (default on; HG_LINEAR_EPILOGUES=0 in the
+// environment turns it off at start-up, to measure or rule out the fused route). Process-wide.
+void set_linear_epilogues(bool enabled);
+bool linear_epilogues();
+// Whether linear(..., Activation::Relu) on device d is one GEMM call rather than a GEMM and a ReLU pass (the
+// epilogues are on and d's backend has them): where nn::Sequential runs a Linear and a ReLU as one op.
+bool linear_fuses_activation(const Device& d);
 
 }  // namespace hg

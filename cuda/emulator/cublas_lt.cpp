@@ -1,14 +1,21 @@
-// The emulated cuBLASLt (HG_CUDA=EMULATE): the calls cuda/blas_lt.cpp makes for the native FP8 GEMM, with
-// the real header's signatures and cuBLASLt's documented FP8 rules, which are checked, not assumed:
-// compute type CUBLAS_COMPUTE_32F with an F32 scale type; A and B E4M3 or E5M2 but not both E5M2; the "TN"
-// layout (A transposed, B not); leading dimensions multiples of 16 bytes; pointers 16-byte aligned; C and
-// D of one type, F32, BF16 or F16; a device of compute capability 8.9 or later (the emulated device is
-// sm_90). Anything else gets the status cuBLASLt gives (NOT_SUPPORTED, or no algorithm from the heuristic).
+// The emulated cuBLASLt (HG_CUDA=EMULATE): the calls cuda/blas_lt.cpp makes, with the real header's signatures
+// and cuBLASLt's documented rules, which are checked, not assumed. Two kinds of matmul:
+//  - FP8: compute type CUBLAS_COMPUTE_32F with an F32 scale type; A and B E4M3 or E5M2 but not both E5M2; the
+//    "TN" layout (A transposed, B not); leading dimensions multiples of 16 bytes; C and D of one type, F32,
+//    BF16 or F16; a device of compute capability 8.9 or later (the emulated device is sm_90); no epilogue.
+//  - F32, F16, BF16: A, B, C and D of one type, compute type CUBLAS_COMPUTE_32F (or 32F_FAST_TF32 for F32),
+//    F32 scale type, any transposes, and the epilogues DEFAULT, BIAS, RELU_BIAS and BGRADB (the bias, or the
+//    bias gradient, in D's type: cuBLASLt's default).
+// Every pointer must be 16-byte aligned (what cuda/blas_lt.cpp asks the heuristic for). Anything else gets
+// the status cuBLASLt gives (NOT_SUPPORTED, or no algorithm from the heuristic).
 //
-// The reference: every FP8 value decoded exactly (core/convert.h's tables), each product exact in F32 (a
-// product of two FP8 values has at most 8 significant bits and stays in F32's range), the products summed
-// in F32 over k in increasing order from 0, then D = (alpha * scale_A * scale_B) * sum + beta * C, rounded
-// once into D's type. The scales are read when the work runs, in stream order, as the GPU reads them.
+// The references sum the products in F32 over k in increasing order from 0, then D = alpha * sum (times
+// scale_A * scale_B for FP8) + beta * C, then the epilogue (+ bias[i] over D's rows, ReLU as fn::Relu), rounded
+// once into D's type: the same operations, in the same order, as the emulated cuBLAS GEMM with the bias
+// preloaded into C and beta = 1, so the fused and unfused routes agree bit for bit here (on a GPU they are
+// different kernels). FP8 values are decoded exactly (core/convert.h's tables) and each FP8 product is exact in
+// F32 (at most 8 significant bits, within F32's range). BGRADB's bias gradient, grad[j] = sum over l of
+// op(B)(l, j), is summed the same way. The scales are read when the work runs, in stream order, as the GPU does.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -16,6 +23,8 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/half.h"
@@ -34,6 +43,8 @@ struct Desc {
   const void* a_scale = nullptr;
   const void* b_scale = nullptr;
   int8_t fast_accum = 0;  // kept; the reference always sums in F32
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // the bias (BIAS, RELU_BIAS) or the bias gradient written (BGRADB)
 };
 struct Layout {
   cudaDataType type = CUDA_R_32F;
@@ -72,38 +83,53 @@ template <class T> bool read_attr(T& dst, const void* buf, size_t size) {
 }
 
 bool is_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+bool is_standard(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
+bool emulated_epilogue(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
+}
 size_t out_bytes(cudaDataType t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 0; }
 constexpr uint64_t kAlgoTag = 0x4647454d55384c54ull;  // the one algorithm the heuristic hands out
 
-// The problem, validated as cuBLASLt does for FP8: (M, N, K) from the layouts, or the failing status.
+// The problem, validated as cuBLASLt does: (M, N, K) from the layouts, or the failing status.
 struct Problem {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   int64_t m = 0, n = 0, k = 0;
+  bool fp8 = false;
+  bool tf32 = false;  // CUBLAS_COMPUTE_32F_FAST_TF32: F32 A and B read rounded to TF32
 };
 Problem check(const Desc& d, const Layout& a, const Layout& b, const Layout& c, const Layout& dl) {
   Problem p;
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  const bool fp8 = is_fp8(a.type) && is_fp8(b.type) && !(a.type == CUDA_R_8F_E5M2 && b.type == CUDA_R_8F_E5M2);
-  if (!fp8 || d.compute != CUBLAS_COMPUTE_32F || d.scale_type != CUDA_R_32F || 10 * major + minor < 89 ||
-      d.transa != CUBLAS_OP_T || d.transb != CUBLAS_OP_N || c.type != dl.type || out_bytes(dl.type) == 0) {
-    p.status = CUBLAS_STATUS_NOT_SUPPORTED;  // this emulation runs FP8 "TN" matmuls only, like the FP8 kernels
+  p.fp8 = is_fp8(a.type) && is_fp8(b.type) && !(a.type == CUDA_R_8F_E5M2 && b.type == CUDA_R_8F_E5M2);
+  const bool valid_ops = (d.transa == CUBLAS_OP_N || d.transa == CUBLAS_OP_T) &&
+                         (d.transb == CUBLAS_OP_N || d.transb == CUBLAS_OP_T);
+  p.tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a.type == CUDA_R_32F;
+  const bool standard = is_standard(a.type) && a.type == b.type && a.type == dl.type && valid_ops &&
+                        (d.compute == CUBLAS_COMPUTE_32F || p.tf32) && emulated_epilogue(d.epilogue);
+  const bool fp8_ok = p.fp8 && d.compute == CUBLAS_COMPUTE_32F && 10 * major + minor >= 89 &&
+                      d.transa == CUBLAS_OP_T && d.transb == CUBLAS_OP_N && out_bytes(dl.type) != 0 &&
+                      d.epilogue == CUBLASLT_EPILOGUE_DEFAULT;
+  if ((!standard && !fp8_ok) || d.scale_type != CUDA_R_32F || c.type != dl.type) {
+    p.status = CUBLAS_STATUS_NOT_SUPPORTED;  // what this emulation runs: see the top of the file
     return p;
   }
-  // op(A) = A^T is M x K: A is K x M; B is K x N; C and D are M x N
-  p.k = static_cast<int64_t>(a.rows);
-  p.m = static_cast<int64_t>(a.cols);
-  p.n = static_cast<int64_t>(b.cols);
+  // op(A) is M x K, op(B) is K x N, C and D are M x N
+  const bool na = d.transa == CUBLAS_OP_N, nb = d.transb == CUBLAS_OP_N;
+  p.m = static_cast<int64_t>(na ? a.rows : a.cols);
+  p.k = static_cast<int64_t>(na ? a.cols : a.rows);
+  p.n = static_cast<int64_t>(nb ? b.cols : b.rows);
   const auto fits = [](const Layout& l) { return l.ld >= static_cast<int64_t>(l.rows) && l.ld >= 1; };
-  if (static_cast<int64_t>(b.rows) != p.k || static_cast<int64_t>(dl.rows) != p.m ||
+  if (static_cast<int64_t>(nb ? b.rows : b.cols) != p.k || static_cast<int64_t>(dl.rows) != p.m ||
       static_cast<int64_t>(dl.cols) != p.n || c.rows != dl.rows || c.cols != dl.cols || !fits(a) || !fits(b) ||
       !fits(c) || !fits(dl)) {
     p.status = CUBLAS_STATUS_INVALID_VALUE;
     return p;
   }
   const int64_t ob = static_cast<int64_t>(out_bytes(dl.type));
-  if (a.ld % 16 != 0 || b.ld % 16 != 0 || (c.ld * ob) % 16 != 0 || (dl.ld * ob) % 16 != 0)
+  if (p.fp8 && (a.ld % 16 != 0 || b.ld % 16 != 0 || (c.ld * ob) % 16 != 0 || (dl.ld * ob) % 16 != 0))
     p.status = CUBLAS_STATUS_NOT_SUPPORTED;
   return p;
 }
@@ -121,8 +147,12 @@ struct Call {
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
   float alpha = 1.0f, beta = 0.0f;
-  const float* ta = nullptr;  // decode tables of A's and B's formats
+  const float* ta = nullptr;  // decode tables of A's and B's formats (FP8)
   const float* tb = nullptr;
+  // F32, F16, BF16
+  bool op_a_n = false, op_b_n = true, tf32 = false;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
 };
 
 template <class TD> void reference(const Call& g) {
@@ -136,6 +166,40 @@ template <class TD> void reference(const Call& g) {
       float v = s * acc;
       if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const TD*>(g.c)[i + j * g.ldc]);
       static_cast<TD*>(g.d)[i + j * g.ldd] = hg::store<TD>(v);
+    }
+  }
+}
+
+// F32, F16 and BF16 (T is A's, B's, C's and D's type): the GEMM, then the epilogue.
+template <class T> void reference_standard(const Call& g) {
+  const T* A = reinterpret_cast<const T*>(g.a);
+  const T* B = reinterpret_cast<const T*>(g.b);
+  auto in = [&g](T v) -> float {
+    if constexpr (std::is_same_v<T, float>) return g.tf32 ? hg::round_to_tf32(v) : v;
+    else return hg::load(v);
+  };
+  // op(A) row by row and op(B) column by column, widened once
+  std::vector<float> a_rows(static_cast<size_t>(g.m * g.k)), b_col(static_cast<size_t>(g.k));
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t l = 0; l < g.k; ++l) a_rows[i * g.k + l] = in(g.op_a_n ? A[i + l * g.lda] : A[l + i * g.lda]);
+  const bool bias = g.epilogue == CUBLASLT_EPILOGUE_BIAS || g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  const bool relu = g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  for (int64_t j = 0; j < g.n; ++j) {
+    float col_sum = 0.0f;
+    for (int64_t l = 0; l < g.k; ++l) {
+      b_col[l] = in(g.op_b_n ? B[l + j * g.ldb] : B[j + l * g.ldb]);
+      col_sum += b_col[l];
+    }
+    if (g.epilogue == CUBLASLT_EPILOGUE_BGRADB) static_cast<T*>(const_cast<void*>(g.bias))[j] = hg::store<T>(col_sum);
+    for (int64_t i = 0; i < g.m; ++i) {
+      const float* a = &a_rows[i * g.k];
+      float acc = 0.0f;
+      for (int64_t l = 0; l < g.k; ++l) acc += a[l] * b_col[l];
+      float v = g.alpha * acc;
+      if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const T*>(g.c)[i + j * g.ldc]);
+      if (bias) v += hg::load(static_cast<const T*>(g.bias)[i]);
+      if (relu) v = v > 0.0f || v != v ? v : 0.0f;
+      static_cast<T*>(g.d)[i + j * g.ldd] = hg::store<T>(v);
     }
   }
 }
@@ -182,6 +246,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: ok = read_attr(d.a_scale, buf, size); break;
     case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER: ok = read_attr(d.b_scale, buf, size); break;
     case CUBLASLT_MATMUL_DESC_FAST_ACCUM: ok = read_attr(d.fast_accum, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: ok = read_attr(d.epilogue, buf, size); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: ok = read_attr(d.bias, buf, size); break;
     default:
       std::fprintf(stderr, "halfgrad emulator: cublasLtMatmulDescSetAttribute: attribute %d is not emulated\n",
                    static_cast<int>(attr));
@@ -224,8 +290,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
-// One algorithm for a problem the FP8 rules allow, none otherwise (NOT_SUPPORTED, as cuBLASLt answers when
-// it has nothing). It needs no workspace and works at 16-byte alignment, so every preference admits it.
+// One algorithm for a problem the rules above allow, none otherwise (NOT_SUPPORTED, as cuBLASLt answers when
+// it has nothing). It needs no workspace and works at 16-byte alignment, so every preference of 16 bytes or
+// more admits it.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
                                               cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
@@ -237,7 +304,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   const Problem p = check(state<Desc>(desc), state<Layout>(A), state<Layout>(B), state<Layout>(C), state<Layout>(D));
   if (p.status != CUBLAS_STATUS_SUCCESS) return p.status;
   for (const uint32_t a : state<Pref>(pref).align)
-    if (a != 0 && a < 16) return CUBLAS_STATUS_NOT_SUPPORTED;  // the FP8 kernels need 16-byte operands
+    if (a != 0 && a < 16) return CUBLAS_STATUS_NOT_SUPPORTED;  // this emulation's one algorithm needs 16-byte operands
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = kAlgoTag;
   results[0].state = CUBLAS_STATUS_SUCCESS;
@@ -275,24 +342,45 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                          ") is not device memory: illegal address");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
+  const bool has_vector = d.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+  if (has_vector) {  // the bias (read) or bias gradient (written): D's type, m or n values, 16-byte aligned
+    const int64_t len = d.epilogue == CUBLASLT_EPILOGUE_BGRADB ? p.n : p.m;
+    if (d.bias == nullptr || !aligned16(d.bias)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!hg::emu::check_matrix(fn, "bias", d.bias, out_bytes(ld.type), len, "the bias length", 0, 1))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   Call g{.m = p.m, .n = p.n, .k = p.k,
          .a = static_cast<const uint8_t*>(A), .lda = la.ld,
          .b = static_cast<const uint8_t*>(B), .ldb = lb.ld,
          .c = C, .ldc = lc.ld, .d = D, .ldd = ld.ld,
-         .a_scale = static_cast<const float*>(d.a_scale), .b_scale = static_cast<const float*>(d.b_scale),
          .alpha = *static_cast<const float*>(alpha), .beta = *static_cast<const float*>(beta),
-         .ta = hg::fp8_decode_table(hg_fp8(la.type)), .tb = hg::fp8_decode_table(hg_fp8(lb.type))};
-  const size_t ob = out_bytes(ld.type);
-  if (p.k > 0 && (!hg::emu::check_matrix(fn, "A", A, 1, la.ld * (p.m - 1) + p.k, "lda*(m-1)+k", 0, 1) ||
-                  !hg::emu::check_matrix(fn, "B", B, 1, lb.ld * (p.n - 1) + p.k, "ldb*(n-1)+k", 0, 1)))
+         .op_a_n = d.transa == CUBLAS_OP_N, .op_b_n = d.transb == CUBLAS_OP_N, .tf32 = p.tf32,
+         .epilogue = d.epilogue, .bias = d.bias};
+  const size_t ob = out_bytes(ld.type), ib = p.fp8 ? 1 : ob;
+  const int64_t a_extent = g.op_a_n ? la.ld * (p.k - 1) + p.m : la.ld * (p.m - 1) + p.k;
+  const int64_t b_extent = g.op_b_n ? lb.ld * (p.n - 1) + p.k : lb.ld * (p.k - 1) + p.n;
+  if (p.k > 0 && (!hg::emu::check_matrix(fn, "A", A, ib, a_extent, "the extent of A", 0, 1) ||
+                  !hg::emu::check_matrix(fn, "B", B, ib, b_extent, "the extent of B", 0, 1)))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if ((g.beta != 0.0f && !hg::emu::check_matrix(fn, "C", C, ob, lc.ld * (p.n - 1) + p.m, "ldc*(n-1)+m", 0, 1)) ||
       !hg::emu::check_matrix(fn, "D", D, ob, ld.ld * (p.n - 1) + p.m, "ldd*(n-1)+m", 0, 1))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   cudaError_t e;
-  if (ld.type == CUDA_R_32F) e = hg::emu::enqueue(stream, fn, [g] { reference<float>(g); });
-  else if (ld.type == CUDA_R_16BF) e = hg::emu::enqueue(stream, fn, [g] { reference<hg::bf16>(g); });
-  else e = hg::emu::enqueue(stream, fn, [g] { reference<hg::f16>(g); });
+  if (p.fp8) {
+    g.a_scale = static_cast<const float*>(d.a_scale);
+    g.b_scale = static_cast<const float*>(d.b_scale);
+    g.ta = hg::fp8_decode_table(hg_fp8(la.type));
+    g.tb = hg::fp8_decode_table(hg_fp8(lb.type));
+    if (ld.type == CUDA_R_32F) e = hg::emu::enqueue(stream, fn, [g] { reference<float>(g); });
+    else if (ld.type == CUDA_R_16BF) e = hg::emu::enqueue(stream, fn, [g] { reference<hg::bf16>(g); });
+    else e = hg::emu::enqueue(stream, fn, [g] { reference<hg::f16>(g); });
+  } else if (ld.type == CUDA_R_32F) {
+    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<float>(g); });
+  } else if (ld.type == CUDA_R_16BF) {
+    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<hg::bf16>(g); });
+  } else {
+    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<hg::f16>(g); });
+  }
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

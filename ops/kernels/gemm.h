@@ -21,6 +21,13 @@
 
 namespace hg {
 
+// What a GEMM with an epilogue (gemm_epilogue_kernels) does to C in the same call, after alpha * op(A) op(B):
+//   Bias:      C(i, j) += bias[j]                  (bias: C's dtype, n values: one per column, added to every row)
+//   BiasRelu:  C(i, j) = relu(C(i, j) + bias[j])   (ReLU as fn::Relu: NaN stays NaN)
+//   BiasGradA: C as without an epilogue, and bias_grad[i] = sum over l of op(A)(i, l) (C's dtype, m values), the
+//              bias gradient of a Linear layer read from the GEMM that computes its weight gradient
+enum class GemmEpilogue : uint8_t { None, Bias, BiasRelu, BiasGradA };
+
 struct GemmArgs {
   DType dtype = DType::F32;
   Trans trans_a = Trans::N, trans_b = Trans::N;
@@ -42,6 +49,10 @@ struct GemmArgs {
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
   bool query = false;
+  // gemm_epilogue_kernels only (check_gemm_args refuses them): see GemmEpilogue.
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  const void* bias = nullptr;  // Bias, BiasRelu
+  void* bias_grad = nullptr;   // BiasGradA
 };
 // The dtype C holds: F32 with c_f32, else dtype.
 inline DType gemm_c_dtype(const GemmArgs& g) { return g.c_f32 ? DType::F32 : g.dtype; }
@@ -52,5 +63,16 @@ inline DType gemm_b_dtype(const GemmArgs& g) { return g.b_dtype.value_or(g.dtype
 void check_gemm_args(const GemmArgs& g);
 using GemmKernel = void (*)(const GemmArgs& args);
 HG_KERNEL_TABLE(GemmKernel, gemm_kernels, "matmul");
+
+// ---- a GEMM with an epilogue: the bias, bias + ReLU or bias gradient of a Linear layer in the GEMM's call --------
+// The contract above with an epilogue (not None), batch 1, beta 0, no c_f32, dtype F32, F16 or BF16, and
+// the epilogue's pointer set (check_gemm_epilogue_args says which is wrong). The kernel returns false, having
+// touched nothing, when it cannot run this call as one library call (the library has no algorithm for it, a
+// pointer is not 16-byte aligned): the op then runs the plain GEMM and the separate kernels (ops/matmul.cpp).
+// Only backends whose GEMM library has epilogues register it (cuBLASLt's; the CPU has none: its plain GEMM
+// already adds a bias for free through beta = 1, and the separate ReLU is one pass over C).
+using GemmEpilogueKernel = bool (*)(const GemmArgs& g);
+HG_KERNEL_TABLE(GemmEpilogueKernel, gemm_epilogue_kernels, "linear");
+void check_gemm_epilogue_args(const GemmArgs& g);
 
 }  // namespace hg

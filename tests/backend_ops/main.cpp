@@ -311,6 +311,18 @@ std::vector<OpCase> op_cases() {
                         {true, true, true}}};
                  },
                  [](const std::vector<Tensor>& in, const Case&) { return one(linear(in[0], in[1], in[2])); }});
+  ops.push_back({"linear + relu", "linear (the GEMM epilogues: bias + ReLU, bias gradient), matmul", Check::Gemm,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("linear + relu", dt)), dt};
+                   return std::vector<Case>{
+                       {"(17,33) w(9,33) b(9)", {m.normal({17, 33}), m.normal({9, 33}, 0.2), m.normal({9})}, {true, true, true}},
+                       {"(64,784) w(256,784) b(256)", {m.normal({64, 784}), m.normal({256, 784}, 0.05), m.normal({256})},
+                        {true, true, true}},
+                       {"(1,1) w(1,1) b(1)", {m.normal({1, 1}), m.normal({1, 1}), m.normal({1})}, {true, true, true}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case&) {
+                   return one(linear(in[0], in[1], in[2], Activation::Relu));
+                 }});
 
   // reductions
   ops.push_back({"sum", "reduce", Check::Reduction, [](DType dt) { return reduce_cases("sum", dt, false, true); },

@@ -76,6 +76,37 @@ TEST_CASE("linear gives F32 gradients in F32 and skips unneeded ones", "[linear]
     for (int i = 0; i < 3; ++i) CHECK(gw[o * 3 + i] == Approx(xs[i]).epsilon(1e-5));
 }
 
+TEST_CASE("linear with Activation::Relu is relu(linear) bit for bit, gradients included", "[linear][cpu]") {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    INFO(dt);
+    manual_seed(7);
+    const Tensor x0 = randn({6, 5, 9}, {.dtype = dt}), w0 = randn({7, 9}, {.dtype = dt}), b0 = randn({7}, {.dtype = dt});
+    const Tensor r = randn({6, 5, 7}, {.dtype = dt});
+    Tensor grads[2][3], ys[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      const Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+      const Tensor b = b0.detach().requires_grad_(true);
+      ys[fused] = fused ? linear(x, w, b, Activation::Relu) : relu(linear(x, w, b));
+      sum(mul(ys[fused], r).to(DType::F64)).backward();
+      grads[fused][0] = x.grad();
+      grads[fused][1] = w.grad();
+      grads[fused][2] = b.grad();
+    }
+    CHECK(ys[0].to_vector<double>() == ys[1].to_vector<double>());
+    for (int k = 0; k < 3; ++k) CHECK(grads[0][k].to_vector<double>() == grads[1][k].to_vector<double>());
+    CHECK(ys[1].dtype() == dt);
+    CHECK(ys[1].shape() == Shape{6, 5, 7});
+  }
+  // gradcheck through the fused op, away from ReLU's kink
+  const Tensor x = randn({4, 3}, {.dtype = DType::F64}).requires_grad_(true);
+  const Tensor w = randn({5, 3}, {.dtype = DType::F64}).requires_grad_(true);
+  const Tensor b = add(randn({5}, {.dtype = DType::F64}), 0.3).detach().requires_grad_(true);
+  const auto res = gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2], Activation::Relu); },
+                             {x, w, b});
+  INFO(res.message);
+  CHECK(res.ok);
+}
+
 TEST_CASE("linear rejects mismatched shapes with the values", "[linear][cpu]") {
   CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 5})), Catch::Contains("x.shape[-1]=3 but w.shape[1]=5"));
   CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 3}), zeros({3})), Catch::Contains("b must be (4)"));
