@@ -75,7 +75,7 @@ void setup_blas(DeviceContext& c) {
 void destroy_partial(DeviceContext* c) {
   if (c->blas) (void)cublasDestroy(c->blas);
   if (c->blas_workspace) (void)cudaFree(c->blas_workspace);
-  if (c->update_ticket) (void)cudaFree(c->update_ticket);
+  if (c->block_ticket) (void)cudaFree(c->block_ticket);
   if (c->stream) (void)cudaStreamDestroy(c->stream);
   (void)cudaGetLastError();
   delete c;
@@ -97,8 +97,8 @@ DeviceContext* create_context(int device) {
     c->compute_capability = 10 * major + minor;
     setup_memory_pool(*c);
     setup_blas(*c);
-    HG_CUDA_CHECK(cudaMalloc(&c->update_ticket, sizeof(unsigned)));
-    HG_CUDA_CHECK(cudaMemsetAsync(c->update_ticket, 0, sizeof(unsigned), c->stream));
+    HG_CUDA_CHECK(cudaMalloc(&c->block_ticket, sizeof(unsigned)));
+    HG_CUDA_CHECK(cudaMemsetAsync(c->block_ticket, 0, sizeof(unsigned), c->stream));
   } catch (...) {
     destroy_partial(c);
     throw;

@@ -32,10 +32,12 @@ struct DeviceContext {
   bool memory_pools = false;  // cudaMallocAsync is supported (else the allocator uses cudaMalloc)
   int sm_count = 0;
   int compute_capability = 0;  // 10 * major + minor: 80 for an A100, 89 for an L4 or RTX 4090, 90 for an H100/H200
-  // Zero between launches: the blocks of one multi-tensor optimizer update count themselves out here, and the
-  // last one advances the step counters and resets it (cuda/kernels/optim.cu). Made with the context, so
-  // never inside a graph capture.
-  unsigned* update_ticket = nullptr;
+  // Zero between launches: the blocks of one launch that finishes in its last block count themselves out here,
+  // and the last one resets it (the multi-tensor optimizer update advances the step counters there,
+  // cuda/kernels/optim.cu; the cross-entropy forward sums the row losses, cuda/kernels/loss.cu). One counter
+  // serves every such kernel because a device's launches run one after another on its stream. Made with the
+  // context, so never inside a graph capture.
+  unsigned* block_ticket = nullptr;
 };
 
 // The devices cudaGetDeviceCount finds (0 when it fails); cached after the first call; never throws.

@@ -3,7 +3,7 @@
 //  * forward: a group of G threads per row of x viewed as (outer, classes, inner): G = 1 when the
 //    class dim is strided and short (adjacent threads then read adjacent columns: coalesced), one warp
 //    for up to 1024 classes, a block beyond. Two passes over the row (max, then the shifted exp-sum),
-//    like the CPU. Mean/Sum then reduce the row losses in one block, in a fixed order (deterministic).
+//    like the CPU. Mean/Sum: the last block then reduces the row losses, in a fixed order (deterministic).
 //  * backward: one thread per element of dx.
 // A target outside [0, classes) that is not ignore_index cannot throw here without a host sync: its
 // loss and gradient are NaN instead (the CPU throws).
@@ -55,15 +55,28 @@ struct CeGeometry {
   int64_t rows, classes, inner, ignore_index;
 };
 
+// Mean/Sum: where the last block to finish the rows writes the total (one launch for the whole forward).
+template <class C>
+struct CeTotal {
+  bool mean = false;
+  C* count_out = nullptr;  // null: Reduction::None, no total
+  C* out = nullptr;
+  unsigned* ticket = nullptr;  // DeviceContext::block_ticket: zero between launches
+};
+
 // lse[r] and loss[r] (row losses: the output for None, the scratch for Mean/Sum) of every row. The row
 // loop is uniform across a group (G == 32: a warp; G == kThreads: the block), as the shuffles and
-// __syncthreads need.
+// __syncthreads need. With a total, the last block to finish (a ticket counted with atomics, as in CUDA's
+// threadFenceReduction sample) then sums the row losses in one fixed order: out = the sum (Sum) or that over
+// the non-ignored rows (Mean, 0/0 = NaN when none); count_out = that number, which backward divides by.
 template <class T, int G>
 __global__ void __launch_bounds__(kThreads)
     ce_forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, compute_t<T>* __restrict__ lse,
-                      compute_t<T>* __restrict__ loss, CeGeometry g, compute_t<T> eps, bool log_probs) {
+                      compute_t<T>* __restrict__ loss, CeGeometry g, compute_t<T> eps, bool log_probs,
+                      CeTotal<compute_t<T>> total) {
   using C = compute_t<T>;
   __shared__ C sh[kThreads / kWarp];
+  __shared__ bool last;
   constexpr int kRowsPerBlock = kThreads / G;
   const int lane = threadIdx.x % G;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
@@ -96,25 +109,26 @@ __global__ void __launch_bounds__(kThreads)
       loss[r] = lossfn::ce_row_loss(e, load(row[t * g.inner]) - m, d, eps, static_cast<C>(g.classes));
     }
   }
-}
-
-// One block: out = sum of the row losses (Sum) or that over the non-ignored rows (Mean, 0/0 = NaN when
-// none); count_out = that number, which backward divides by.
-template <class C>
-__global__ void __launch_bounds__(kThreads)
-    ce_reduce_kernel(const C* __restrict__ row_loss, const int64_t* __restrict__ target, CeGeometry g, bool mean,
-                     C* __restrict__ count_out, C* __restrict__ out) {
-  __shared__ C sh[kThreads / kWarp];
+  if (total.count_out == nullptr) return;
+  __threadfence();  // this thread's row losses, before the block counts itself out
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(total.ticket, 1u) == gridDim.x - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
   C s = 0, n = 0;
   for (int64_t r = threadIdx.x; r < g.rows; r += kThreads) {
-    s += row_loss[r];
+    s += loss[r];
     n += target[r] != g.ignore_index ? C(1) : C(0);
   }
   s = group_all<kThreads>(s, SumF{}, sh);
   n = group_all<kThreads>(n, SumF{}, sh);
   if (threadIdx.x == 0) {
-    *count_out = n;
-    *out = mean ? s / n : s;
+    *total.count_out = n;
+    *total.out = total.mean ? s / n : s;
+    *total.ticket = 0;
   }
 }
 
@@ -147,11 +161,11 @@ CeGeometry geometry(const CrossEntropyArgs& a) {
 }
 
 template <class T, int G>
-void launch_rows(const DeviceContext& ctx, const CrossEntropyArgs& a, compute_t<T>* loss) {
+void launch_rows(const DeviceContext& ctx, const CrossEntropyArgs& a, compute_t<T>* loss, CeTotal<compute_t<T>> total) {
   const CeGeometry g = geometry(a);
   launch(ce_forward_kernel<T, G>, grid_for(ctx, g.rows * G, kThreads), kThreads, 0, ctx.stream,
       static_cast<const T*>(a.x), a.target, static_cast<compute_t<T>*>(a.stats), loss, g,
-      static_cast<compute_t<T>>(a.label_smoothing), a.scores == ClassScores::LogProbs);
+      static_cast<compute_t<T>>(a.label_smoothing), a.scores == ClassScores::LogProbs, total);
 }
 
 }  // namespace
@@ -162,16 +176,18 @@ void cross_entropy_forward(const CrossEntropyArgs& a) {
   DeviceContext& ctx = context_for(a.stats);
   const CeGeometry g = geometry(a);
   C* stats = static_cast<C*>(a.stats);
-  C* rows_out = a.reduction == Reduction::None ? static_cast<C*>(a.loss) : stats + g.rows;
-  if (g.rows > 0) {
-    // log-probabilities need one read per row; short strided rows are read coalesced across threads
-    if (a.scores == ClassScores::LogProbs || (a.inner > 1 && a.classes <= 64)) launch_rows<T, 1>(ctx, a, rows_out);
-    else if (a.classes <= 1024) launch_rows<T, kWarp>(ctx, a, rows_out);
-    else launch_rows<T, kThreads>(ctx, a, rows_out);
-  }
-  if (a.reduction == Reduction::None) return;
-  launch(ce_reduce_kernel<C>, 1, kThreads, 0, ctx.stream, rows_out, a.target, g, a.reduction == Reduction::Mean,
-         stats + 2 * g.rows, static_cast<C*>(a.loss));
+  const bool reduced = a.reduction != Reduction::None;
+  C* rows_out = reduced ? stats + g.rows : static_cast<C*>(a.loss);
+  CeTotal<C> total;
+  if (reduced)
+    total = {.mean = a.reduction == Reduction::Mean, .count_out = stats + 2 * g.rows, .out = static_cast<C*>(a.loss),
+             .ticket = ctx.block_ticket};
+  // log-probabilities need one read per row; short strided rows are read coalesced across threads (no rows:
+  // one block, which writes the total of nothing)
+  if (a.scores == ClassScores::LogProbs || (a.inner > 1 && a.classes <= 64) || g.rows == 0)
+    launch_rows<T, 1>(ctx, a, rows_out, total);
+  else if (a.classes <= 1024) launch_rows<T, kWarp>(ctx, a, rows_out, total);
+  else launch_rows<T, kThreads>(ctx, a, rows_out, total);
 }
 
 template <class T>

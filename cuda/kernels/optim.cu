@@ -56,7 +56,7 @@ __device__ __forceinline__ void store_param(T* p, float* master, int64_t i, C v,
 }
 
 // One launch updates up to kMaxLaunchTensors parameters (cuda/kernels/multi_tensor.cuh); the launch's extra
-// is the device's DeviceContext::update_ticket.
+// is the device's DeviceContext::block_ticket.
 constexpr int kMaxLaunchTensors = 12;
 using UpdateLaunch = ArgsLaunch<kMaxLaunchTensors, optim::UpdateArgs, unsigned*>;
 
@@ -157,7 +157,7 @@ void update(std::span<const optim::UpdateArgs> batch) {
   if (batch.empty()) return;
   for (const optim::UpdateArgs& a : batch) optim::check_update_args<Rule>(dtype_v<T>, a);
   DeviceContext& ctx = context_for(batch[0].param);
-  launch_batches<kMaxLaunchTensors>(ctx, batch, update_kernel<Rule, T>, kThreads, ctx.update_ticket);
+  launch_batches<kMaxLaunchTensors>(ctx, batch, update_kernel<Rule, T>, kThreads, ctx.block_ticket);
 }
 
 template <class Rule>
