@@ -15,6 +15,7 @@
 #include "core/parallel.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/scaler.h"
+#include "ops/shape.h"
 
 namespace hg::amp {
 namespace {
@@ -128,6 +129,32 @@ const StepResult::Values& StepResult::read() const {
     values_ = Values{.found_inf = v[0] != 0.0f, .scale = static_cast<double>(v[1])};
   }
   return *values_;
+}
+
+void StepResult::read_all(std::span<const StepResult> results) {
+  std::vector<const StepResult*> pending;
+  for (const StepResult& r : results)
+    if (!r.values_) pending.push_back(&r);
+  while (!pending.empty()) {  // one device at a time
+    const Device d = pending.front()->snapshot_.device();
+    std::vector<const StepResult*> here, rest;
+    std::vector<Tensor> parts;
+    for (const StepResult* r : pending) {
+      if (r->snapshot_.device() != d) {
+        rest.push_back(r);
+        continue;
+      }
+      here.push_back(r);
+      parts.push_back(r->snapshot_.detach().reshape({3}));
+    }
+    const std::vector<float> v = cat(parts, 0).to_vector<float>();  // one download
+    for (size_t k = 0; k < here.size(); ++k) {
+      const float* e = &v[3 * k];
+      throw_if_stuck(static_cast<int64_t>(e[2]), here[k]->stop_after_, static_cast<double>(e[1]), "GradScaler.step");
+      here[k]->values_ = Values{.found_inf = e[0] != 0.0f, .scale = static_cast<double>(e[1])};
+    }
+    pending = std::move(rest);
+  }
 }
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options) {

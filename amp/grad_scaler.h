@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -73,6 +74,10 @@ class StepResult {
   bool stepped() const { return !found_inf(); }       // the update was applied
   bool found_inf() const { return read().found_inf; }  // some gradient of this optimizer was inf or NaN
   double scale() const { return read().scale; }       // the scale these gradients were scaled by (before update())
+  // Reads every result of `results` not read yet with one download per device (their snapshots gathered
+  // there first), where reading them one by one waits once each: a loop that keeps its steps' results and
+  // reads them every N steps then waits for the device once per N steps (examples/train_common.h).
+  static void read_all(std::span<const StepResult> results);
 
  private:
   struct Values {

@@ -74,8 +74,10 @@ Timing time_calls(F&& body, const TimingOptions& o = {}) {
   return timing_of(std::move(per_call));
 }
 
-// The same statistics for a loop timed as it runs (the examples' training steps): lap() after each step
-// synchronizes the device and records the time since the previous lap (or since start()).
+// The same statistics for a loop timed as it runs (the examples' training steps): lap(n) after n steps
+// synchronizes the device and records their mean time since the previous lap (or since start()) as one
+// sample. A lap every step times each step; a lap every N steps waits for the device once per N steps,
+// which a loop that never waits otherwise (a captured step, losses read in windows) keeps that way.
 class StepTimer {
  public:
   explicit StepTimer(Device device = Device::cpu()) : device_(device) {}
@@ -83,19 +85,29 @@ class StepTimer {
     sync_device(device_);
     last_ = std::chrono::steady_clock::now();
   }
-  void lap() {
+  void lap(int64_t steps = 1) {
     sync_device(device_);
     const auto now = std::chrono::steady_clock::now();
-    seconds_.push_back(std::chrono::duration<double>(now - last_).count());
+    if (steps > 0) {
+      seconds_.push_back(std::chrono::duration<double>(now - last_).count() / static_cast<double>(steps));
+      steps_ += steps;
+    }
     last_ = now;
   }
-  int64_t laps() const { return static_cast<int64_t>(seconds_.size()); }
+  // A lap that is not a sample (a warm-up step: it makes the plans and buffers): its steps still count.
+  void skip(int64_t steps = 1) {
+    sync_device(device_);
+    last_ = std::chrono::steady_clock::now();
+    steps_ += steps;
+  }
+  int64_t steps() const { return steps_; }
   Timing summary() const { return timing_of(seconds_); }
 
  private:
   Device device_;
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
   std::vector<double> seconds_;
+  int64_t steps_ = 0;
 };
 
 // The median alone, what most tables print.

@@ -258,6 +258,7 @@ struct Summary {
                                        // optimizer state, activations (not the datasets)
   int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients); -1: not counted (--graph)
   double final_scale = 1.0;            // the loss scale at the end (1: no scaling)
+  double syncs_per_step = 0;           // times the host waited for a GPU while training, per step (cuda/counters.h)
 };
 
 // The checkpoint of --save: model, optimizer (masters and moments included), scaler, RNG, the global
@@ -381,17 +382,48 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   GraphedStep graphed;
   int64_t global_step = 0;
   const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);
+  const int64_t first_global_step = global_step;
   hg::bench::StepTimer steps_timer(dev);  // benchmarks/bench_util.h: the device synchronized at each lap
+  // On a GPU the loop waits for the device only every `window` steps: it reads the window's losses and
+  // skip decisions then, in one download, and laps the timer. On the CPU every step is a window: nothing to
+  // wait for. The run's first step (it makes the plans, buffers and optimizer state) is timed by no sample.
+  const int64_t window = dev.is_cpu() ? 1 : 50;
+  std::vector<hg::Tensor> window_losses;
+  std::vector<hg::amp::StepResult> window_results;
   Summary s{.mode = m.label()};
   hg::memory::reset_peak(dev);
   const auto t_start = clock::now();
+  const hg::cuda::Counters counted_from = hg::cuda::counters();
   for (int e = done + 1; e <= a.epochs; ++e) {
     const int64_t steps = a.max_steps > 0 ? std::min(a.max_steps, loader.size()) : loader.size();
     ProgressBar bar(e, a.epochs, steps);
     double running = 0;
-    int64_t step = 0;
+    int64_t step = 0, lapped = 0;
     const auto t_epoch = clock::now();
     steps_timer.start();
+    // the end of a window: the losses of the steps since the last one (eager: all of them; graphed: the
+    // last, which the captured step copied out) and the skips, read at once; one lap for those steps
+    const auto end_window = [&](bool graphed_step) {
+      if (graphed_step) {
+        const double l = graphed.loss.item();
+        running = lapped == 0 ? l : 0.9 * running + 0.1 * l;
+      } else if (!window_losses.empty()) {
+        std::vector<hg::Tensor> flat;
+        for (const hg::Tensor& l : window_losses) flat.push_back(l.reshape({1}));
+        const std::vector<double> ls = hg::cat(flat, 0).to_vector<double>();  // one download
+        for (size_t i = 0; i < ls.size(); ++i) running = lapped == 0 && i == 0 ? ls[i] : 0.98 * running + 0.02 * ls[i];
+        hg::amp::StepResult::read_all(window_results);  // one download, not one per step
+        for (const hg::amp::StepResult& r : window_results) s.skipped += r.stepped() ? 0 : 1;
+      }
+      window_losses.clear();
+      window_results.clear();
+      if (global_step == first_global_step + 1) steps_timer.skip(step - lapped);
+      else steps_timer.lap(step - lapped);
+      lapped = step;
+    };
+    const auto window_ends = [&] {
+      return step == steps || step % window == 0 || global_step == first_global_step + 1;
+    };
     for (auto& [x, y] : loader) {
       if (a.graph && graphed.eager_steps == GraphedStep::kEagerSteps) {  // the captured step: one launch
         if (!graphed.graph) {
@@ -404,13 +436,9 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
           });
         }
         graphed.run(dev, x, y);
-        if (step % 50 == 0 || step + 1 == steps) {  // reading the loss waits for the device
-          const double l = graphed.loss.item();
-          running = step == 0 ? l : 0.9 * running + 0.1 * l;
-        }
         s.skipped = -1;
-        steps_timer.lap();
         ++step, ++global_step;
+        if (window_ends()) end_window(true);
         bar.update(step, step / std::chrono::duration<double>(clock::now() - t_epoch).count(), running);
         if (step == steps) break;
         continue;
@@ -424,21 +452,20 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       opt.zero_grad();
       scaler.scale(loss).backward();
       if (inspection) inspection->after_backward();
-      s.skipped += scaler.step(opt).stepped() ? 0 : 1;
+      window_results.push_back(scaler.step(opt));
       scaler.update();
-      const double l = loss.item();
-      running = step == 0 ? l : 0.98 * running + 0.02 * l;
-      steps_timer.lap();
-      const auto now = clock::now();
+      window_losses.push_back(loss.detach());
       ++step, ++global_step;
-      bar.update(step, step / std::chrono::duration<double>(now - t_epoch).count(), running);
+      if (window_ends()) end_window(false);
+      bar.update(step, step / std::chrono::duration<double>(clock::now() - t_epoch).count(), running);
       if (step == steps) break;
     }
     bar.finish();
     if (!a.save.empty()) save_run(a, m, model, opt, scaler, e, global_step);
   }
   s.total_s = std::chrono::duration<double>(clock::now() - t_start).count();
-  s.steps = steps_timer.laps();
+  s.steps = steps_timer.steps();
+  if (s.steps > 0) s.syncs_per_step = static_cast<double>((hg::cuda::counters() - counted_from).syncs) / s.steps;
   s.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
   s.peak_bytes = hg::memory::peak_allocated(dev) - d.bytes_before_model;
   const hg::bench::Timing st = steps_timer.summary();
@@ -455,11 +482,11 @@ inline void print_summary(const Args& a, const Summary& s) {
               "\"threads\": %d, \"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, "
               "\"ms_per_step_median\": %.4f, \"ms_per_step_min\": %.4f, \"ms_per_step_max\": %.4f, "
               "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, "
-              "\"skipped_steps\": %lld, \"final_scale\": %g}\n",
+              "\"skipped_steps\": %lld, \"final_scale\": %g, \"syncs_per_step\": %.3f}\n",
               a.name.c_str(), s.mode.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
               static_cast<unsigned long long>(a.seed), hg::get_num_threads(), a.device.c_str(), s.accuracy,
               static_cast<long long>(s.steps), s.ms_per_step_median, s.ms_per_step_min, s.ms_per_step_max, s.total_s, static_cast<long long>(s.peak_bytes),
-              static_cast<long long>(s.skipped), s.final_scale);
+              static_cast<long long>(s.skipped), s.final_scale, s.syncs_per_step);
 }
 
 // The --compare table: one row per precision mode, accuracy also as points against the FP32 row.

@@ -107,6 +107,43 @@ TEST_CASE("GPU GradScaler: the device path skips, backs off and grows as the hos
     }
 }
 
+TEST_CASE("GPU GradScaler: StepResult::read_all reads a window of device results with one download", "[gpu][amp]") {
+  // the same 10 steps twice: results read one by one, then kept and read together
+  const auto run = [](bool together) {
+    GradScaler s({.init_scale = 1024.0, .growth_interval = 2});
+    const Tensor a = param_on({0.5, -1.0, 2.0}, DType::F32, kGpu);
+    optim::SGD opt({a}, {.lr = 0.1});
+    std::vector<StepResult> results;
+    std::vector<std::pair<bool, double>> read;
+    for (int k = 0; k < 10; ++k) {
+      opt.zero_grad();
+      set_grad_on(a, {k == 2 || k == 7 ? kInf : 3.0, k == 5 ? kNaN : -2.0, 1.0});
+      results.push_back(s.step(opt));
+      s.update();
+      if (!together) read.emplace_back(results.back().found_inf(), results.back().scale());
+    }
+    if (together) {
+      cuda::synchronize(0);
+      const cuda::Counters c0 = cuda::counters();
+      StepResult::read_all(results);
+      CHECK((cuda::counters() - c0).syncs == 1);
+      const cuda::Counters c1 = cuda::counters();
+      for (const StepResult& r : results) read.emplace_back(r.found_inf(), r.scale());
+      CHECK((cuda::counters() - c1).syncs == 0);  // already read
+    }
+    return read;
+  };
+  const auto one_by_one = run(false), together = run(true);
+  CHECK(one_by_one == together);
+  REQUIRE(together.size() == 10);
+  CHECK(together[2].first);
+  CHECK(together[5].first);
+  CHECK(together[7].first);
+  CHECK_FALSE(together[0].first);
+  CHECK(together[2].second == 2048.0);  // grown after two clean steps
+  CHECK(together[3].second == 1024.0);  // backed off after step 2's inf
+}
+
 namespace {
 
 // A small MLP with Adam and a scaler on the GPU, built from a seed; batches made once, on the device.
