@@ -18,7 +18,8 @@
 # initcheck over the kernels with shared memory and shuffles), the device's cuDNN properties as JSON (devprop.json, to
 # replace tests/cuda/fixtures/), the CUDA kernel coverage table, the Fashion-MNIST MLP and CNN trained
 # with --device cuda in every precision mode (--compare: FP32, FP16 O1/O2/O3, BF16 O1; the data from
-# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), fp8_training --device cuda --quick (the FP8
+# HG_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist), each mode's accuracy held to the same run's on
+# the CPU (HG_ACCURACY_TOLERANCE, default 0.03), fp8_training --device cuda --quick (the FP8
 # recipes' accuracy and the share of FP8 GEMMs run natively), amp_recipe --full --device cuda, and
 # bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
@@ -182,7 +183,34 @@ else
     else
       train_lines+=("$name: FAILED (see $name.log)")
       train_failed=1
+      continue
     fi
+    # the same runs on this machine's CPU, the oracle: every precision mode's test accuracy on the GPU within
+    # HG_ACCURACY_TOLERANCE (default 0.03, 3 points) of the CPU's (same data, seed and batches; the devices
+    # round differently, so the runs drift apart a little, not by whole points)
+    if HG_FASHION_MNIST_DIR="$data" timeout 900 "$build/$name" --device cpu --compare --epochs 1 --limit "${ex##*:}" \
+         >"$logs/${name}_cpu.log" 2>&1; then
+      verdict="$(awk -v tol="${HG_ACCURACY_TOLERANCE:-0.03}" '
+        /^mode *test acc/ { table = 1; next }
+        table && NF >= 2 && $2 ~ /^[0-9.]+$/ { if (FILENAME == ARGV[1]) gpu[$1] = $2; else cpu[$1] = $2; next }
+        { table = 0 }
+        END {
+          n = 0; bad = ""
+          for (m in gpu) {
+            n++
+            if (!(m in cpu)) { bad = bad " " m ": no CPU row"; continue }
+            d = gpu[m] - cpu[m]; if (d < 0) d = -d
+            if (d > tol) bad = bad sprintf(" %s: GPU %.4f vs CPU %.4f", m, gpu[m], cpu[m])
+          }
+          if (n == 0) print "FAILED: no accuracy rows"
+          else if (bad != "") print "FAILED:" bad " (tolerance " tol ")"
+          else print "ok: " n " modes within " tol " of the CPU"
+        }' "$logs/$name.log" "$logs/${name}_cpu.log")"
+    else
+      verdict="FAILED: the CPU run failed (see ${name}_cpu.log)"
+    fi
+    train_lines+=("$name vs the CPU: $verdict")
+    [ "${verdict%%:*}" = "ok" ] || accuracy_failed=1
   done
   # FP8 training on the device (the nine runs of --quick): accuracy against BF16, and the share of the FP8
   # GEMMs that ran on FP8 Tensor Cores (cuBLASLt, sm_89+; the MLP's 10-output layer takes the decode route)
@@ -323,6 +351,7 @@ grep -q "100% tests passed" "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctes
 ! grep -q 'did not run' "$logs/ctest-gpu.log" 2>/dev/null || reasons+=("ctest -L gpu: some tests were skipped")
 [ -z "${san_failed:-}" ] || reasons+=("compute-sanitizer reported errors")
 [ -z "${train_failed:-}" ] || reasons+=("training on the GPU failed")
+[ -z "${accuracy_failed:-}" ] || reasons+=("a precision mode's accuracy on the GPU is off the CPU's (see the training lines)")
 [ -z "${backend_failed:-}" ] || reasons+=("hg_backend_ops: $backend_line")
 [ -z "${native_failed:-}" ] || reasons+=("fp8_training: no FP8 GEMM ran on FP8 Tensor Cores")
 [ "${#bench_failed[@]}" -eq 0 ] || reasons+=("programs failed: ${bench_failed[*]}")
