@@ -23,7 +23,7 @@
 # recipes' accuracy and the share of FP8 GEMMs run natively), amp_recipe --full --device cuda, and
 # bench_gemm_cuda (TFLOP/s of F32, TF32, F16, BF16 and FP8 GEMMs against the GPU's published dense peak), bench_fp8
 # --device cuda (the FP8 linear layer's step against BF16) and
-# bench_reduce_cuda (GB/s of sums against a device copy's), bench_train --device cuda eager and --graph (ms,
+# bench_reduce_cuda (GB/s of sums against a device copy's), bench_train --device cuda eager (with and without linear's GEMM epilogues) and --graph (ms,
 # launches and syncs per step of tiny, mlp, mlp_fp16, cnn), and benchmarks/compare_pytorch --device cuda
 # when PyTorch sees the GPU.
 #
@@ -265,11 +265,16 @@ if [ "$build_status" = "ok" ] && [ "${gpu_verdict%%:*}" = "ok" ] && [ -x "$build
   fi
   # ms per training step on the device, eager and replaying a captured step, with the launches and host syncs
   # of one step (cuda/counters.h): the small-model workloads, where launches are the cost
-  for mode in eager graph; do
+  # (eager-separate: linear's bias, ReLU and bias gradient as separate launches, HG_LINEAR_EPILOGUES=0, against
+  # which the cuBLASLt epilogues of eager are measured)
+  for mode in eager eager-separate graph; do
     flags=(--device cuda)
     [ "$mode" = graph ] && flags+=(--graph)
+    epilogues=1
+    [ "$mode" = eager-separate ] && epilogues=0
     for w in tiny mlp mlp_fp16 cnn; do
-      if timeout 300 "$build/bench_train" --workload "$w" "${flags[@]}" >"$logs/bench_train_${w}_$mode.log" 2>&1; then
+      if HG_LINEAR_EPILOGUES=$epilogues timeout 300 "$build/bench_train" --workload "$w" "${flags[@]}" \
+           >"$logs/bench_train_${w}_$mode.log" 2>&1; then
         gemm_lines+=("bench_train $w $mode: $(grep -o '"ms_per_step_median": [0-9.]*\|"launches_per_step": [0-9.]*\|"syncs_per_step": [0-9.]*' "$logs/bench_train_${w}_$mode.log" | tr '\n' ' ')")
       else
         gemm_lines+=("bench_train $w $mode: FAILED (see bench_train_${w}_$mode.log)")
