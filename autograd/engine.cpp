@@ -165,6 +165,16 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     std::vector<std::shared_ptr<Node>> keep{root_meta->grad_fn};
     buffers[root_meta->grad_fn.get()] = seed;
     ready.push(root_meta->grad_fn.get());
+    // Casts of leaves whose backward is an exact widening (Node::widen_back_to: autocast's weight casts): run
+    // together after the loop, one batched call per source dtype and device. Nothing else waits for their
+    // results (their input is a leaf, whose gradient is only handed over at the end), and the result is the
+    // node's own backward's bit for bit.
+    std::vector<std::pair<Node*, Tensor>> widen_later;
+    const auto release = [&](Node* n) {
+      if (opts.retain_graph) return;
+      n->released = true;
+      BackwardFn dead = std::move(n->backward);  // frees the saved tensors now
+    };
     while (!ready.empty()) {
       Node* n = ready.top();
       ready.pop();
@@ -172,6 +182,10 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
       buffers.erase(n);
       HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
                "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
+      if (n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf && g.dtype() != *n->widen_back_to) {
+        widen_later.emplace_back(n, std::move(g));
+        continue;
+      }
       GradMask needs(n->inputs.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].defined();
       std::vector<Tensor> grads = n->backward(g, needs);
@@ -194,9 +208,24 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
           add_leaf(e.leaf, grads[i]);
         }
       }
-      if (!opts.retain_graph) {
-        n->released = true;
-        BackwardFn dead = std::move(n->backward);  // frees the saved tensors now
+      release(n);
+    }
+    if (!widen_later.empty()) {
+      std::vector<Tensor> in;
+      std::vector<DType> to;
+      for (const auto& [n, g] : widen_later) {
+        in.push_back(g);
+        to.push_back(*n->widen_back_to);
+      }
+      const std::vector<Tensor> out = grads_widened(in, to);
+      for (size_t k = 0; k < widen_later.size(); ++k) {
+        Node* n = widen_later[k].first;
+        const std::vector<Tensor> grads{out[k]};
+        for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, widen_later[k].second, grads);
+        const Edge& e = n->inputs[0];
+        check_grad(n->name, out[k], e.leaf_shape, e.leaf_dtype);
+        add_leaf(e.leaf, out[k]);
+        release(n);
       }
     }
   }

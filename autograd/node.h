@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/grad_unscale.h"
@@ -50,6 +51,11 @@ struct Node {
   DType out_dtype = DType::F32;
   Device out_device;
   bool released = false;  // backward already ran without retain_graph
+  // Set by Tensor::to(DType) when its backward is an exact widening cast of the gradient back to this dtype
+  // (ops/kernels/elementwise.h's is_exact_widening: autocast's F32 weight cast to F16 has an F16 gradient made
+  // F32). When such a node's input is a leaf, the engine runs all of them together at the end of the
+  // backward, one batched launch per source dtype (widen_kernels), instead of one cast each.
+  std::optional<DType> widen_back_to;
   ~Node();
 };
 
@@ -104,8 +110,11 @@ int64_t live_nodes();
 
 }  // namespace autograd
 
-// Defined in ops/: acc + g, with acc's dtype. The engine's only arithmetic.
+// Defined in ops/: acc + g, with acc's dtype. The engine's arithmetic, with grads_widened.
 Tensor grad_accumulate(const Tensor& acc, const Tensor& g);
+// Defined in ops/cast.cpp: grads[k] cast to to[k], each an exact widening (Node::widen_back_to), all of one
+// source dtype and device in one batched call (one launch on a GPU).
+std::vector<Tensor> grads_widened(const std::vector<Tensor>& grads, const std::vector<DType>& to);
 
 using autograd::NoGradGuard;
 

@@ -14,6 +14,8 @@ Tensor Tensor::to(DType t) const {
     autograd::record(y, "to(dtype)", {*this}, [src = dtype()](const Tensor& dy, const GradMask&) {
       return std::vector<Tensor>{dy.to(src)};
     });
+    // the gradient's cast back is exact: the engine may batch it with the others (autograd/node.h)
+    if (is_exact_widening(t, dtype()) && y.grad_fn()) y.grad_fn()->widen_back_to = dtype();
   }
   return y;
 }
@@ -27,6 +29,23 @@ Tensor Tensor::to(Device d) const {
     return std::vector<Tensor>{dy.to(src)};
   });
   return y;
+}
+
+std::vector<Tensor> grads_widened(const std::vector<Tensor>& grads, const std::vector<DType>& to) {
+  HG_CHECK(grads.size() == to.size(), "grads_widened: ", grads.size(), " gradients but ", to.size(), " dtypes");
+  std::vector<Tensor> out(grads.size());
+  BatchedCalls<WidenArgs> calls;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    const Tensor& g = grads[k];
+    HG_CHECK(is_exact_widening(g.dtype(), to[k]), "grads_widened: ", g.dtype(), " -> ", to[k],
+             " is not an exact widening");
+    out[k] = empty(g.shape(), {.dtype = to[k], .device = g.device()});
+    if (g.numel() > 0)
+      calls.add(g.device(), g.dtype(),
+                WidenArgs{.src = g.data_ptr(), .from = g.dtype(), .dst = out[k].data_ptr(), .to = to[k], .n = g.numel()});
+  }
+  calls.run(widen_kernels());
+  return out;
 }
 
 }  // namespace hg

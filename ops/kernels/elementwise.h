@@ -1,6 +1,8 @@
 #pragma once
 // The kernel contract of the elementwise ops, casts and strided copies (docs/ARCHITECTURE.md, "Dispatch and
 // registration"); implemented by cpu/elementwise.cpp and cuda/kernels/elementwise*.cu, copy.cu.
+#include <span>
+
 #include "core/dispatch_table.h"
 #include "ops/broadcast.h"
 #include "ops/ew.h"
@@ -23,7 +25,26 @@ struct StridedCopy {
 };
 using CopyKernel = void (*)(const StridedCopy& c);
 
+// Exact widening casts of several tensors at once, dst = src element by element: the backward of autocast's
+// weight casts (an F16 or BF16 gradient to its F32 parameter) that autograd's engine gathers at the end of a
+// backward (autograd/engine.cpp); one launch on a GPU. Keyed by the source dtype, F16, BF16 or F32; `to` is
+// a dtype is_exact_widening takes it to.
+struct WidenArgs {
+  const void* src = nullptr;
+  DType from = DType::F16;
+  void* dst = nullptr;
+  DType to = DType::F32;
+  int64_t n = 0;
+};
+// Every value of `from` is a value of `to` (F16/BF16 -> F32; F16/BF16/F32 -> F64): the cast is exact.
+constexpr bool is_exact_widening(DType from, DType to) {
+  return ((from == DType::F16 || from == DType::BF16) && (to == DType::F32 || to == DType::F64)) ||
+         (from == DType::F32 && to == DType::F64);
+}
+using WidenKernel = void (*)(std::span<const WidenArgs> batch);
+
 HG_KERNEL_TABLE(EwKernel, ew_kernels, "elementwise");
+HG_KERNEL_TABLE(WidenKernel, widen_kernels, "to(dtype) widening, batched");
 HG_KERNEL_TABLE(CastKernel, cast_kernels, "to(dtype)");  // indexed by the source dtype's slot F32 ("any")
 HG_KERNEL_TABLE(CopyKernel, copy_kernels, "copy");  // indexed by slot F32 ("any")
 

@@ -395,3 +395,60 @@ TEST_CASE("a leaf's gradient never aliases the seed", "[autograd]") {
     check_no_alias(x, kept);
   }
 }
+
+TEST_CASE("the widening backward of leaf casts is batched at the end and gives the same gradients", "[autograd]") {
+  // w (F32 leaf) used through an F16 cast, as autocast does, and directly; v (F64 leaf) through an F32 cast
+  Tensor w = from_vector(std::vector<float>{0.5f, -1.25f, 3.0f}, {3}).requires_grad_(true);
+  Tensor v = from_vector(std::vector<double>{0.1, 0.2}, {2}, {.dtype = DType::F64}).requires_grad_(true);
+  const Tensor x16 = from_vector(std::vector<float>{2.0f, 0.1f, -4.0f}, {3}).to(DType::F16);
+  std::vector<std::string> names;
+  std::vector<DType> incoming, returned;
+  int hook_calls = 0;
+  DType hook_dtype = DType::I64;
+  HookHandle h = w.register_hook([&](const Tensor& g) {
+    ++hook_calls;
+    hook_dtype = g.dtype();
+    return Tensor();
+  });
+  const auto loss = [&] {
+    return sum(mul(w.to(DType::F16), x16)).to(DType::F32) + sum(mul(w, w)) + sum(mul(v.to(DType::F32), 3.0)).to(DType::F32);
+  };
+  {
+    autograd::ObserveBackward observe([&](const Node& n, const Tensor& g, const std::vector<Tensor>& grads) {
+      names.push_back(n.name);
+      incoming.push_back(g.dtype());
+      returned.push_back(grads[0].defined() ? grads[0].dtype() : DType::I64);
+    });
+    loss().backward();
+  }
+  // the F16 gradient x16 widened exactly, plus 2w from the direct use
+  const std::vector<double> xw = x16.to_vector<double>();
+  const std::vector<double> gw = w.grad().to_vector<double>();
+  const std::vector<double> wv = w.to_vector<double>();
+  REQUIRE(gw.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(gw[i] == static_cast<double>(static_cast<float>(xw[i]) + static_cast<float>(2 * wv[i])));
+  CHECK(w.grad().dtype() == DType::F32);
+  CHECK(v.grad().dtype() == DType::F64);
+  CHECK(v.grad().to_vector<double>() == std::vector<double>{3.0, 3.0});
+  CHECK(hook_calls == 1);  // once, with the summed F32 gradient
+  CHECK(hook_dtype == DType::F32);
+  // the two leaf casts' nodes were observed last, with their narrow gradient in and the wide one out
+  REQUIRE(names.size() >= 2);
+  const size_t n = names.size();
+  CHECK(std::string(names[n - 1]) == "to(dtype)");
+  CHECK(std::string(names[n - 2]) == "to(dtype)");
+  CHECK(((incoming[n - 2] == DType::F16 && returned[n - 2] == DType::F32) ||
+         (incoming[n - 2] == DType::F32 && returned[n - 2] == DType::F64)));
+  CHECK(((incoming[n - 1] == DType::F16 && returned[n - 1] == DType::F32) ||
+         (incoming[n - 1] == DType::F32 && returned[n - 1] == DType::F64)));
+  // retain_graph: a second backward through the same graph adds the same gradients again
+  w.zero_grad();
+  const Tensor l = loss();
+  l.backward({}, {.retain_graph = true});
+  const std::vector<double> once = w.grad().to_vector<double>();
+  l.backward();
+  const std::vector<double> twice = w.grad().to_vector<double>();
+  for (size_t i = 0; i < 3; ++i) CHECK(twice[i] == 2 * once[i]);
+  CHECK_THROWS_WITH(l.backward(), Catch::Contains("a second time"));
+  h.remove();
+}

@@ -236,6 +236,25 @@ std::vector<OpCase> op_cases() {
                  },
                  [](const std::vector<Tensor>& in, const Case&) { return one(where(in[0], in[1], in[2])); }});
 
+  // the backward of a leaf's narrowing cast: the gradient widened back (batched by the engine: widen_kernels)
+  ops.push_back({"to(dtype) backward (widening)", "to(dtype), to(dtype) widening, batched", Check::Exact,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("to(dtype) backward", dt)), dt};
+                   if (dt == DType::F64)
+                     return std::vector<Case>{{"to F32 (7,13)", {m.normal({7, 13})}, {true}},
+                                              {"to F32 large", {m.normal({kLarge})}, {true}}};
+                   return std::vector<Case>{{"to F16 (7,13)", {m.normal({7, 13})}, {true}},
+                                            {"to BF16 (7,13)", {m.normal({7, 13})}, {true}},
+                                            {"to F16 large", {m.normal({kLarge})}, {true}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case& c) {
+                   const DType to = c.variant.starts_with("to F16")    ? DType::F16
+                                    : c.variant.starts_with("to BF16") ? DType::BF16
+                                                                       : DType::F32;
+                   return one(in[0].to(to));
+                 },
+                 {DType::F32, DType::F64}});
+
   // to(dtype): from each dtype to every dtype, with the values where rounding and range matter
   ops.push_back({"to(dtype)", "to(dtype)", Check::Exact,
                  [](DType dt) {

@@ -486,6 +486,45 @@ TEST_CASE("gpu: linear and linear + ReLU through the GEMM's epilogue match the C
                  "linear F64 relu");
 }
 
+// Autocast's weight casts narrow F32 leaves; their backward widens each gradient back, exactly. The engine runs
+// those widenings together at the end of the backward: one launch per source dtype (widen_kernels).
+TEST_CASE("gpu: the widening backward of leaf casts runs in one launch per source dtype", "[gpu]") {
+  const Tensor w1 = rnd({33, 17}, DType::F32), w2 = rnd({65}, DType::F32), w3 = rnd({9, 4}, DType::F32);
+  const Tensor w4 = rnd({5, 7}, DType::F64);
+  const auto run = [&](Device d, int64_t* widen_launches) {
+    std::vector<Tensor> p;
+    for (const Tensor* t : {&w1, &w2, &w3, &w4}) p.push_back(t->to(d).detach().requires_grad_(true));
+    const Tensor loss = sum(mul(p[0].to(DType::F16), 3.0)).to(DType::F32) + sum(p[1].to(DType::F16)).to(DType::F32) +
+                        sum(mul(p[2].to(DType::BF16), -2.0)).to(DType::F32) + sum(p[3].to(DType::F32)) +
+                        sum(mul(p[0], p[0]));  // p[0] also used directly: its two gradients add
+    if (d == kGpu) cuda::synchronize(0);
+    const cuda::Counters c0 = cuda::counters();
+    loss.backward();
+    if (widen_launches) *widen_launches = (cuda::counters() - c0).kernels;
+    return std::vector<Tensor>{p[0].grad(), p[1].grad(), p[2].grad(), p[3].grad()};
+  };
+  int64_t kernels = 0;
+  const std::vector<Tensor> on_cpu = run(Device::cpu(), nullptr), on_gpu = run(kGpu, &kernels);
+  for (size_t k = 0; k < on_cpu.size(); ++k) {
+    INFO("parameter " << k);
+    REQUIRE(on_gpu[k].dtype() == on_cpu[k].dtype());
+    check_close(on_cpu[k], on_gpu[k], exact(), "widened gradient");
+  }
+  CHECK(kernels > 0);
+  // the batched call itself: three F16 gradients and a BF16 one, two launches
+  const std::vector<Tensor> g = {gpu(rnd({7}, DType::F16)), gpu(rnd({300, 3}, DType::F16)), gpu(rnd({1}, DType::F16)),
+                                 gpu(rnd({5, 5}, DType::BF16))};
+  cuda::synchronize(0);
+  const cuda::Counters c0 = cuda::counters();
+  const std::vector<Tensor> wide = grads_widened(g, {DType::F32, DType::F64, DType::F32, DType::F32});
+  CHECK((cuda::counters() - c0).kernels == 2);
+  for (size_t k = 0; k < g.size(); ++k) {
+    CHECK(wide[k].dtype() == (k == 1 ? DType::F64 : DType::F32));
+    CHECK(wide[k].to_vector<double>() == g[k].to_vector<double>());
+  }
+  CHECK_THROWS_AS(grads_widened({gpu(rnd({3}, DType::F32))}, {DType::F16}), Error);  // a narrowing is refused
+}
+
 TEST_CASE("gpu: backward of a small network matches the CPU", "[gpu]") {
   for (DType dt : kTypes) {
     manual_seed(42);
