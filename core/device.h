@@ -18,6 +18,8 @@ struct Device {
   constexpr bool is_cuda() const { return type == DeviceType::CUDA; }
   friend constexpr bool operator==(Device a, Device b) { return a.type == b.type && a.index == b.index; }
   std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+  // "cpu", "cuda" or "cuda:N" (torch's device strings); anything else is an hg::Error naming the forms
+  static Device parse(const std::string& s);
 };
 
 inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }

@@ -8,6 +8,15 @@
 
 namespace hg {
 
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda();
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 9 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos)
+    return cuda(std::stoi(s.substr(5)));
+  HG_FAIL("Device: '", s, "' is not a device; use \"cpu\", \"cuda\" or \"cuda:N\"");
+}
+
 Storage::Storage(size_t n, Device dev, DType dt)
     : data(device_alloc(n, dev, dt)), nbytes(n), device(dev), dtype(dt) {}
 Storage::~Storage() { device_free(data, nbytes, device, dtype); }

@@ -3,10 +3,13 @@
 // reshape/view share storage; transpose/permute/slice/cat copy (docs/ARCHITECTURE.md, Principles 7).
 // The differentiable members (to, reshape, transpose, ...) are ops: they are declared here for a
 // libtorch-like API and defined in ops/ (shape.cpp, cast.cpp); the autograd members in autograd/.
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/allocator.h"
@@ -119,6 +122,57 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
+  // --- libtorch's spellings of what exists (ops/methods.cpp): x.dim(), x.sizes(), x.mul(y), x.sum(1, true),
+  // auto [v, i] = x.max(1), ... Every tensor is contiguous today, so contiguous() is the tensor itself and
+  // unsqueeze/squeeze/view share storage while select/narrow/chunk/split/expand copy. ---
+  int64_t dim() const { return ndim(); }
+  const Shape& sizes() const { return shape(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_contiguous() const { return true; }
+  Tensor contiguous() const { return *this; }
+  Tensor to(const std::string& device) const;  // "cpu", "cuda", "cuda:1"
+  Tensor cpu() const;
+  Tensor cuda() const;
+  Tensor half() const { return to(DType::F16); }
+  Tensor bfloat16() const { return to(DType::BF16); }
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;             // every dim of size 1
+  Tensor squeeze(int64_t dim) const;  // that dim when its size is 1, else the tensor as it is (torch)
+  Tensor add(const Tensor& o) const;
+  Tensor add(double s) const;
+  Tensor sub(const Tensor& o) const;
+  Tensor sub(double s) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(double s) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(double s) const;
+  Tensor neg() const;
+  Tensor matmul(const Tensor& o) const;
+  Tensor mm(const Tensor& o) const;   // 2-D only
+  Tensor bmm(const Tensor& o) const;  // 3-D only, equal batches
+  // x.sum(1), x.mean(-1, true): one dim given as an integer (a braced list still means the dims overload)
+  template <std::integral I> Tensor sum(I dim, bool keepdim = false) const { return sum({int64_t(dim)}, {keepdim}); }
+  template <std::integral I> Tensor mean(I dim, bool keepdim = false) const { return mean({int64_t(dim)}, {keepdim}); }
+  // (values, indices) along a dim, as libtorch's std::tuple
+  template <std::integral I> std::tuple<Tensor, Tensor> max(I dim, bool keepdim = false) const { return max_dim(dim, keepdim); }
+  template <std::integral I> std::tuple<Tensor, Tensor> min(I dim, bool keepdim = false) const { return min_dim(dim, keepdim); }
+  Tensor argmin() const;  // into the flattened tensor
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor var(bool unbiased = true) const;  // over every element
+  Tensor std(bool unbiased = true) const;
+  Tensor norm() const;  // the 2-norm of every element (Frobenius for a matrix)
+  Tensor clamp(double lo, double hi) const;
+  Tensor clamp_min(double lo) const;
+  Tensor clamp_max(double hi) const;
+  Tensor select(int64_t dim, int64_t index) const;  // that index of dim, dim removed (negative counts from the end)
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
+  Tensor expand(const Shape& sizes) const;  // broadcast to sizes (-1 keeps a dim); copies today
+
   // --- autograd (autograd/tensor_autograd.cpp) ---
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
@@ -139,6 +193,8 @@ class Tensor {
   HookHandle register_hook(GradHook hook) const;
 
  private:
+  std::tuple<Tensor, Tensor> max_dim(int64_t dim, bool keepdim) const;
+  std::tuple<Tensor, Tensor> min_dim(int64_t dim, bool keepdim) const;
   TensorImpl& impl() const {
     HG_CHECK(impl_ != nullptr, "Tensor: this tensor is undefined (default-constructed); create it with hg::empty/zeros/...");
     return *impl_;

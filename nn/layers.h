@@ -1,4 +1,5 @@
 #pragma once
+#include <concepts>
 // Layers with parameters. Constructors initialise like PyTorch's reset_parameters() (Linear and Conv2d:
 // kaiming-uniform with a = sqrt(5) for the weight, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias),
 // so accuracies are comparable with the same recipe in PyTorch.
@@ -18,6 +19,9 @@ struct LinearOptions {
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, LinearOptions o = {});
+  // libtorch's positional Linear(in, out, /*bias=*/false) (a bool only: {} still means LinearOptions)
+  template <std::same_as<bool> B>
+  Linear(int64_t in_features, int64_t out_features, B bias) : Linear(in_features, out_features, LinearOptions{.bias = bias}) {}
   std::string type_name() const override { return "Linear"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;

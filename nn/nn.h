@@ -3,6 +3,7 @@
 #include "nn/activation.h"
 #include "nn/flatten.h"
 #include "nn/fp8_linear.h"
+#include "nn/functional.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/module.h"

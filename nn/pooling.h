@@ -1,4 +1,5 @@
 #pragma once
+#include <concepts>
 // Pooling layers (torch.nn.MaxPool2d, AvgPool2d, AdaptiveAvgPool2d): each forwards to the op of the same name.
 #include "nn/module.h"
 #include "ops/pool.h"
@@ -8,6 +9,8 @@ namespace hg::nn {
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Pool2dOptions o) : options(o) {}
+  // libtorch's MaxPool2d(2): a square kernel, stride equal to it
+  template <std::integral I> explicit MaxPool2d(I kernel_size) : options({.kernel_size = int64_t(kernel_size)}) {}
   std::string type_name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override { return max_pool2d(x, options); }
@@ -17,6 +20,7 @@ class MaxPool2d : public Module {
 class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(Pool2dOptions o) : options(o) {}
+  template <std::integral I> explicit AvgPool2d(I kernel_size) : options({.kernel_size = int64_t(kernel_size)}) {}
   std::string type_name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override { return avg_pool2d(x, options); }

@@ -253,4 +253,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   return y;
 }
 
+Tensor mm(const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.ndim() == 2 && b.ndim() == 2, "mm: takes two 2-D tensors, got shapes ", a.shape(), " and ", b.shape(),
+           "; use matmul or bmm for batches");
+  return matmul(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.ndim() == 3 && b.ndim() == 3 && a.size(0) == b.size(0), "bmm: takes two 3-D tensors with one batch size, ",
+           "got shapes ", a.shape(), " and ", b.shape(), "; use matmul to broadcast");
+  return matmul(a, b);
+}
+
 }  // namespace hg

@@ -18,6 +18,10 @@ struct MatmulOptions {
 // transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o = {});
 
+// torch.mm (both 2-D) and torch.bmm (both 3-D with one batch size): matmul, with their shape rules checked.
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+
 // What linear applies to its result, in the same op: None, or ReLU (relu(x w^T + b), what nn::Sequential runs
 // for a Linear followed by a ReLU).
 enum class Activation : uint8_t { None, Relu };

@@ -222,16 +222,49 @@ ValuesIndices min(const Tensor& x, int64_t dim, ReduceOptions o) { return extrem
 Tensor max(const Tensor& x) { return extreme_all("max", ReduceOp::Max, x); }
 Tensor min(const Tensor& x) { return extreme_all("min", ReduceOp::Min, x); }
 
+namespace {
+// argmax/argmin over the flattened tensor: an I64 0-d index, the first extreme (a NaN wins)
+Tensor arg_extreme_all(const char* name, ReduceOp op, const Tensor& x) {
+  check_floating(name, x);
+  HG_CHECK(x.numel() > 0, name, ": cannot reduce an empty tensor (shape ", x.shape(), "); it has no ",
+           op == ReduceOp::Max ? "maximum" : "minimum");
+  Tensor idx;
+  reduce_raw(x, op, std::vector<char>(static_cast<size_t>(x.ndim()), 1), false, &idx);
+  return alias_with_shape(idx, Shape{});
+}
+}  // namespace
+
 Tensor argmax(const Tensor& x, int64_t dim, ReduceOptions o) {
   NoGradGuard no_grad;
   return extreme_dim("argmax", ReduceOp::Max, x, dim, o.keepdim).indices;
 }
-Tensor argmax(const Tensor& x) {
-  check_floating("argmax", x);
-  HG_CHECK(x.numel() > 0, "argmax: cannot reduce an empty tensor (shape ", x.shape(), "); it has no maximum");
-  Tensor idx;
-  reduce_raw(x, ReduceOp::Max, std::vector<char>(static_cast<size_t>(x.ndim()), 1), false, &idx);
-  return alias_with_shape(idx, Shape{});
+Tensor argmax(const Tensor& x) { return arg_extreme_all("argmax", ReduceOp::Max, x); }
+Tensor argmin(const Tensor& x, int64_t dim, ReduceOptions o) {
+  NoGradGuard no_grad;
+  return extreme_dim("argmin", ReduceOp::Min, x, dim, o.keepdim).indices;
+}
+Tensor argmin(const Tensor& x) { return arg_extreme_all("argmin", ReduceOp::Min, x); }
+
+
+Tensor norm(const Tensor& x) {
+  check_floating("norm", x);
+  const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    const Tensor xa = x.dtype() == acc ? x : x.to(acc);
+    y = sqrt(sum(mul(xa, xa)));
+    if (y.dtype() != x.dtype()) y = y.to(x.dtype());
+  }
+  // (y as a detached alias: capturing y itself would make a reference cycle)
+  autograd::record(y, "norm", {x}, [x, yd = y.detach(), acc](const Tensor& dy, const GradMask&) {
+    // x * (dy / norm), and 0 where the norm is 0 (the subgradient torch picks)
+    const Tensor n = yd.to(acc), safe = where(eq(n, 0.0), full({}, 1.0, {.dtype = acc, .device = n.device()}), n);
+    const Tensor f = where(eq(n, 0.0), zeros({}, {.dtype = acc, .device = n.device()}), div(dy.to(acc), safe));
+    Tensor dx = mul(x.to(acc), f);
+    return std::vector<Tensor>{dx.dtype() == x.dtype() ? dx : dx.to(x.dtype())};
+  });
+  return y;
 }
 
 // Composed from differentiable ops in F32 (F64 for F64) so F16/BF16 data does not lose the small

@@ -24,6 +24,11 @@ Tensor max(const Tensor& x);  // all elements -> 0-d
 Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, int64_t dim, ReduceOptions o = {});  // I64, not differentiable
 Tensor argmax(const Tensor& x);                                     // index into the flattened tensor
+Tensor argmin(const Tensor& x, int64_t dim, ReduceOptions o = {});  // I64; the first minimum (a NaN wins, as torch)
+Tensor argmin(const Tensor& x);
+// The 2-norm of every element, sqrt(sum x^2) (torch.linalg.vector_norm / Tensor.norm()): summed in F32 for
+// F16/BF16 (F64 for F64), returned in x's dtype; its gradient x / norm, 0 where the norm is 0 (torch's).
+Tensor norm(const Tensor& x);
 
 struct VarOptions {
   int64_t correction = 1;  // 1: unbiased (torch default), 0: population variance

@@ -6,6 +6,7 @@
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/kernels/elementwise.h"
+#include "ops/reduce.h"
 
 namespace hg {
 
@@ -206,6 +207,134 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
     if (d == e) dims.push_back(merged);
   }
   return reshape(x, Shape(dims));
+}
+
+// ---- torch's spellings ----
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  const int64_t n = x.ndim() + 1;
+  HG_CHECK(dim >= -n && dim < n, "unsqueeze: dim ", dim, " is out of range for a ", x.ndim(), "-d tensor; use a dim in [",
+           -n, ", ", n, ")");
+  if (dim < 0) dim += n;
+  std::vector<int64_t> s = x.shape().dims();
+  s.insert(s.begin() + dim, 1);
+  return reshape(x, Shape(std::move(s)));
+}
+
+Tensor squeeze(const Tensor& x) {
+  std::vector<int64_t> s;
+  for (int64_t d : x.shape()) if (d != 1) s.push_back(d);
+  return s.size() == static_cast<size_t>(x.ndim()) ? x : reshape(x, Shape(std::move(s)));
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  if (x.ndim() == 0) {
+    HG_CHECK(dim == 0 || dim == -1, "squeeze: dim ", dim, " is out of range for a 0-d tensor; use 0 or -1");
+    return x;
+  }
+  dim = wrap_dim("squeeze", dim, x.ndim());
+  if (x.shape()[dim] != 1) return x;
+  std::vector<int64_t> s = x.shape().dims();
+  s.erase(s.begin() + dim);
+  return reshape(x, Shape(std::move(s)));
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  HG_CHECK(x.ndim() >= 1, "select: cannot index a 0-d tensor");
+  dim = wrap_dim("select", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  HG_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", dim, " of size ", n,
+           " (shape ", x.shape(), "); use an index in [", -n, ", ", n, ")");
+  if (index < 0) index += n;
+  std::vector<int64_t> s = x.shape().dims();
+  s.erase(s.begin() + dim);
+  return reshape(slice(x, dim, index, index + 1), Shape(std::move(s)));
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  HG_CHECK(x.ndim() >= 1, "narrow: cannot narrow a 0-d tensor");
+  dim = wrap_dim("narrow", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  if (start < 0 && start >= -n) start += n;
+  HG_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: start ", start, " and length ", length,
+           " do not fit dim ", dim, " of size ", n, " (shape ", x.shape(), "); need 0 <= start <= start + length <= ", n);
+  return slice(x, dim, start, start + length);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  HG_CHECK(x.ndim() >= 1, "split: cannot split a 0-d tensor");
+  dim = wrap_dim("split", dim, x.ndim());
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    HG_CHECK(s >= 0, "split: a size ", s, " is negative");
+    total += s;
+  }
+  HG_CHECK(total == x.shape()[dim], "split: the sizes sum to ", total, " but dim ", dim, " has size ", x.shape()[dim],
+           " (shape ", x.shape(), "); they must add up to it");
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(slice(x, dim, at, at + s));
+    at += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  HG_CHECK(x.ndim() >= 1, "split: cannot split a 0-d tensor");
+  dim = wrap_dim("split", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  HG_CHECK(split_size > 0 || (split_size == 0 && n == 0), "split: split_size=", split_size,
+           " must be positive (dim ", dim, " has size ", n, ")");
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0; at < n; at += split_size) sizes.push_back(std::min(split_size, n - at));
+  if (sizes.empty()) sizes.push_back(0);  // torch: an empty dim gives one empty piece
+  return split(x, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  HG_CHECK(chunks > 0, "chunk: chunks=", chunks, " must be positive");
+  HG_CHECK(x.ndim() >= 1, "chunk: cannot chunk a 0-d tensor");
+  const int64_t n = x.shape()[wrap_dim("chunk", dim, x.ndim())];
+  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), dim);
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  HG_CHECK(!xs.empty(), "stack: needs at least one tensor");
+  for (size_t k = 1; k < xs.size(); ++k)
+    HG_CHECK(xs[k].shape() == xs[0].shape(), "stack: tensor ", k, " has shape ", xs[k].shape(), " but tensor 0 has ",
+             xs[0].shape(), "; stack takes tensors of one shape");
+  std::vector<Tensor> parts;
+  for (const Tensor& t : xs) parts.push_back(unsqueeze(t, dim));
+  return cat(parts, dim);
+}
+
+Tensor expand(const Tensor& x, const Shape& sizes) {
+  const int64_t nd = sizes.ndim(), lead = nd - x.ndim();
+  HG_CHECK(lead >= 0, "expand: ", nd, " sizes ", sizes, " are fewer than the tensor's ", x.ndim(), " dims (shape ",
+           x.shape(), ")");
+  std::vector<int64_t> out(static_cast<size_t>(nd)), src_strides(static_cast<size_t>(nd), 0);
+  const auto st = contiguous_strides(x.shape());
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t want = sizes[d];
+    if (d < lead) {
+      HG_CHECK(want >= 0, "expand: size ", want, " at new leading dim ", d, " must be >= 0 (-1 only keeps an existing dim)");
+      out[static_cast<size_t>(d)] = want;
+      continue;
+    }
+    const int64_t have = x.shape()[d - lead];
+    const int64_t size = want == -1 ? have : want;
+    HG_CHECK(size == have || have == 1, "expand: dim ", d - lead, " of size ", have, " cannot become ", want,
+             " (shape ", x.shape(), " to ", sizes, "); only size-1 dims expand");
+    out[static_cast<size_t>(d)] = size;
+    src_strides[static_cast<size_t>(d)] = have == 1 && size != 1 ? 0 : st[static_cast<size_t>(d - lead)];
+  }
+  Tensor y = empty(Shape(out), {.dtype = x.dtype(), .device = x.device()});
+  if (y.numel() > 0) copy_strided(x, 0, out, src_strides, y, 0, contiguous_strides(y.shape()));
+  autograd::record(y, "expand", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{sum_to(dy, xs)};
+  });
+  return y;
 }
 
 }  // namespace hg

@@ -16,6 +16,20 @@ Tensor clone(const Tensor& x);
 // Merges dims start_dim..end_dim into one (torch.flatten); shares storage like reshape.
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 
+// torch's spellings of the shape ops (each shares storage where it can today, else copies; differentiable):
+Tensor unsqueeze(const Tensor& x, int64_t dim);    // a size-1 dim inserted at dim (in [-ndim-1, ndim]); shares storage
+Tensor squeeze(const Tensor& x);                   // every size-1 dim removed; shares storage
+Tensor squeeze(const Tensor& x, int64_t dim);      // dim removed when its size is 1, else x itself
+Tensor select(const Tensor& x, int64_t dim, int64_t index);  // x[..., index, ...] with dim removed; copies
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);  // copies
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // ceil(size/chunks) each, the last smaller
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // pieces of split_size, the last smaller
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);  // sizes sum to the dim
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);  // equal shapes, joined along a new dim
+// x broadcast to `sizes` (torch's expand: -1 keeps a dim, new dims lead, only size-1 dims grow); copies;
+// backward sums the gradient back to x's shape
+Tensor expand(const Tensor& x, const Shape& sizes);
+
 // Normalises a possibly negative dim for an ndim-d tensor, or throws naming op.
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);
 

@@ -178,6 +178,16 @@ class OptimizerOf : public Optimizer {
     HG_CHECK(!params.empty(), Derived::kName, ": got an empty parameter list; pass the model's parameters");
     add_param_group({std::move(params), options});
   }
+  // libtorch's SGD(params, 0.01): the learning rate alone, every other option at its default (a number only:
+  // {} still means the options)
+  template <class L>
+    requires std::is_arithmetic_v<L>
+  OptimizerOf(std::vector<Tensor> params, L lr) : OptimizerOf(std::move(params), with_lr(static_cast<double>(lr))) {}
+  static Options with_lr(double lr) {
+    Options o;
+    o.lr = lr;
+    return o;
+  }
   explicit OptimizerOf(std::vector<Group> groups) {
     HG_CHECK(!groups.empty(), Derived::kName, ": got no parameter groups; pass at least one");
     for (Group& g : groups) add_param_group(std::move(g));

@@ -1,0 +1,185 @@
+// libtorch's spellings of what halfgrad has (issue 29, item 4, in part): each habit of a PyTorch user compiles
+// and gives torch's result; the expected values are torch's semantics written out (shapes, first-occurrence
+// indices, chunk sizes, the unbiased std, the norm's zero subgradient).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "halfgrad.h"
+#include "nn/nn.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+#include "test_util.h"
+
+using namespace hg;
+using Catch::Contains;
+
+namespace {
+Tensor iota(Shape s, DType dt = DType::F32) {
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return from_vector(v, std::move(s), {.dtype = dt});
+}
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("torch spellings: dim, sizes, is_cuda, contiguous, device strings", "[ops][spellings]") {
+  const Tensor x = iota({2, 3, 4});
+  CHECK(x.dim() == 3);
+  CHECK(x.sizes()[1] == 3);
+  CHECK(x.sizes() == Shape{2, 3, 4});
+  CHECK(x.sizes().dims() == std::vector<int64_t>{2, 3, 4});
+  CHECK_FALSE(x.is_cuda());
+  CHECK(x.is_cpu());
+  CHECK(x.is_contiguous());
+  CHECK(x.contiguous().same(x));
+  CHECK(x.to("cpu").same(x));
+  CHECK(Device::parse("cuda:1") == Device::cuda(1));
+  CHECK(Device::parse("cuda") == Device::cuda(0));
+  CHECK_THROWS_WITH(Device::parse("gpu"), Contains("\"cpu\", \"cuda\" or \"cuda:N\""));
+  CHECK_THROWS_WITH(Device::parse("cuda:x"), Contains("is not a device"));
+  CHECK(x.half().dtype() == DType::F16);
+  CHECK(x.bfloat16().dtype() == DType::BF16);
+}
+
+TEST_CASE("torch spellings: unsqueeze, squeeze, select, operator[], narrow share or copy as torch's values", "[ops][spellings]") {
+  const Tensor x = iota({2, 1, 3});
+  CHECK(x.unsqueeze(0).sizes() == Shape{1, 2, 1, 3});
+  CHECK(x.unsqueeze(-1).sizes() == Shape{2, 1, 3, 1});
+  CHECK(x.unsqueeze(3).sizes() == Shape{2, 1, 3, 1});
+  CHECK_THROWS_WITH(x.unsqueeze(4), Contains("unsqueeze: dim 4 is out of range"));
+  CHECK(x.squeeze().sizes() == Shape{2, 3});
+  CHECK(x.squeeze(1).sizes() == Shape{2, 3});
+  CHECK(x.squeeze(0).sizes() == Shape{2, 1, 3});  // not of size 1: unchanged
+  CHECK(x.unsqueeze(0).data_ptr() == x.data_ptr());  // a view today too
+  CHECK(vals(x[1]) == std::vector<double>{3, 4, 5});
+  CHECK(x[1].sizes() == Shape{1, 3});
+  CHECK(vals(x.select(2, -1)) == std::vector<double>{2, 5});
+  CHECK_THROWS_WITH(x.select(0, 2), Contains("select: index 2 is out of range for dim 0 of size 2"));
+  CHECK(vals(iota({5}).narrow(0, 1, 3)) == std::vector<double>{1, 2, 3});
+  CHECK_THROWS_WITH(iota({5}).narrow(0, 3, 3), Contains("narrow: start 3 and length 3 do not fit"));
+  // gradients flow back through them
+  const Tensor g = iota({2, 3}, DType::F64).requires_grad_(true);
+  (sum(mul(g[1], 2.0)) + sum(g.unsqueeze(0).squeeze().select(1, 0))).backward();
+  CHECK(vals(g.grad()) == std::vector<double>{1, 0, 0, 3, 2, 2});
+}
+
+TEST_CASE("torch spellings: chunk, split, stack and expand", "[ops][spellings]") {
+  const Tensor x = iota({7, 2});
+  const std::vector<Tensor> c = x.chunk(3);  // torch: sizes 3, 3, 1
+  REQUIRE(c.size() == 3);
+  CHECK(c[0].sizes() == Shape{3, 2});
+  CHECK(c[2].sizes() == Shape{1, 2});
+  CHECK(vals(c[2]) == std::vector<double>{12, 13});
+  CHECK(iota({2, 2}).chunk(5).size() == 2);  // torch gives fewer chunks when the dim is short
+  const std::vector<Tensor> s = x.split(2);  // 2, 2, 2, 1
+  REQUIRE(s.size() == 4);
+  CHECK(s[3].sizes() == Shape{1, 2});
+  const std::vector<Tensor> sw = x.split(std::vector<int64_t>{5, 2});
+  REQUIRE(sw.size() == 2);
+  CHECK(sw[1].sizes() == Shape{2, 2});
+  CHECK_THROWS_WITH(x.split(std::vector<int64_t>{5, 1}), Contains("split: the sizes sum to 6 but dim 0 has size 7"));
+  CHECK(x.split(1, 1).size() == 2);
+  const Tensor st = stack({iota({2}), add(iota({2}), 10.0)}, 1);
+  CHECK(st.sizes() == Shape{2, 2});
+  CHECK(vals(st) == std::vector<double>{0, 10, 1, 11});
+  CHECK(stack({iota({2}), iota({2})}).sizes() == Shape{2, 2});
+  CHECK_THROWS_WITH(stack({iota({2}), iota({3})}), Contains("stack: tensor 1 has shape [3]"));
+  const Tensor e = iota({3, 1}).expand({2, 3, -1 + 5});
+  CHECK(e.sizes() == Shape{2, 3, 4});
+  CHECK(vals(e.select(0, 1).select(0, 2)) == std::vector<double>{2, 2, 2, 2});
+  CHECK_THROWS_WITH(iota({3}).expand({4}), Contains("expand: dim 0 of size 3 cannot become 4"));
+  // expand's backward sums back; chunk/split's backward places each piece
+  const Tensor g = iota({3, 1}, DType::F64).requires_grad_(true);
+  sum(g.expand({2, 3, 4})).backward();
+  CHECK(vals(g.grad()) == std::vector<double>{8, 8, 8});
+  const Tensor h = iota({5}, DType::F64).requires_grad_(true);
+  const std::vector<Tensor> parts = h.split(2);
+  sum(mul(parts[0], 1.0) + 0.0).backward();
+  sum(mul(parts[2], 3.0)).backward();
+  CHECK(vals(h.grad()) == std::vector<double>{1, 1, 0, 0, 3});
+}
+
+TEST_CASE("torch spellings: arithmetic and matmul members, mm and bmm", "[ops][spellings]") {
+  const Tensor a = iota({2, 3}), b = add(iota({2, 3}), 1.0);
+  CHECK(vals(a.mul(b)) == vals(a * b));
+  CHECK(vals(a.add(b)) == vals(a + b));
+  CHECK(vals(a.sub(2.0)) == vals(sub(a, 2.0)));
+  CHECK(vals(a.div(b)) == vals(a / b));
+  CHECK(vals(a.neg()) == vals(-a));
+  const Tensor w = iota({3, 4});
+  CHECK(vals(a.matmul(w)) == vals(matmul(a, w)));
+  CHECK(vals(a.mm(w)) == vals(matmul(a, w)));
+  CHECK(iota({5, 2, 3}).bmm(iota({5, 3, 4})).sizes() == Shape{5, 2, 4});
+  CHECK_THROWS_WITH(iota({2, 2, 3}).mm(w), Contains("mm: takes two 2-D tensors"));
+  CHECK_THROWS_WITH(iota({2, 2, 3}).bmm(iota({3, 3, 4})), Contains("bmm: takes two 3-D tensors with one batch size"));
+}
+
+TEST_CASE("torch spellings: sum/mean with an integer dim, max/min with indices, argmin, std, var, norm, clamp", "[ops][spellings]") {
+  const Tensor x = from_vector(std::vector<double>{3, 1, 4, 1, 5, 9}, {2, 3});
+  CHECK(vals(x.sum(1)) == std::vector<double>{8, 15});
+  CHECK(x.sum(1, true).sizes() == Shape{2, 1});
+  CHECK(vals(x.mean(0)) == std::vector<double>{2, 3, 6.5});
+  CHECK(x.mean(-1, true).sizes() == Shape{2, 1});
+  CHECK(vals(x.sum({0, 1})) == std::vector<double>{23});  // a braced list is still the dims
+  CHECK(vals(x.sum({1})) == std::vector<double>{8, 15});
+  auto [v, i] = x.max(1);
+  CHECK(vals(v) == std::vector<double>{4, 9});
+  CHECK(vals(i) == std::vector<double>{2, 2});
+  auto [mv, mi] = x.min(0, true);
+  CHECK(mv.sizes() == Shape{1, 3});
+  CHECK(vals(mi) == std::vector<double>{1, 0, 0});
+  CHECK(x.argmin().item<int64_t>() == 1);  // the first of the two 1s
+  CHECK(vals(x.argmin(1)) == std::vector<double>{1, 0});
+  // squared deviations from the mean 23/6 sum to 133 - 529/6 = 269/6; unbiased divides by 5, else by 6
+  CHECK(x.var().item() == Approx(269.0 / 30));
+  CHECK(x.std().item() == Approx(std::sqrt(269.0 / 30)));
+  CHECK(x.std(false).item() == Approx(std::sqrt(269.0 / 36)));
+  CHECK(x.norm().item() == Approx(std::sqrt(133.0)));
+  CHECK(vals(x.clamp(2, 4)) == std::vector<double>{3, 2, 4, 2, 4, 4});
+  CHECK(vals(x.clamp_min(4)) == std::vector<double>{4, 4, 4, 4, 5, 9});
+  CHECK(vals(x.clamp_max(1)) == std::vector<double>{1, 1, 1, 1, 1, 1});
+  // norm: F16 sums in F32 (256 values of 300: 300^2*256 overflows F16), gradient x/norm and 0 at 0
+  CHECK(full({256}, 300.0, {.dtype = DType::F16}).norm().item() == Approx(4800.0));
+  const Tensor z = zeros({3}, {.dtype = DType::F64}).requires_grad_(true);
+  z.norm().backward();
+  CHECK(vals(z.grad()) == std::vector<double>{0, 0, 0});
+  const Tensor p = from_vector(std::vector<double>{3, -4}, {2}, {.dtype = DType::F64}).requires_grad_(true);
+  p.norm().backward();
+  CHECK(p.grad().to_vector<double>()[0] == Approx(0.6));
+  CHECK(p.grad().to_vector<double>()[1] == Approx(-0.8));
+  const auto r = gradcheck([](const std::vector<Tensor>& in) { return in[0].norm(); },
+                           {from_vector(std::vector<double>{0.3, -1.2, 2.0}, {3}, {.dtype = DType::F64}).requires_grad_(true)});
+  INFO(r.message);
+  CHECK(r.ok);
+}
+
+TEST_CASE("torch spellings: nn::functional, positional module and optimizer constructors", "[nn][spellings]") {
+  namespace F = hg::nn::functional;
+  const Tensor x = from_vector(std::vector<double>{-1, 2}, {1, 2});
+  CHECK(vals(F::relu(x)) == std::vector<double>{0, 2});
+  CHECK(vals(F::softmax(x, 1)) == vals(softmax(x, 1)));
+  nn::Linear no_bias(8, 2, false);
+  CHECK_FALSE(no_bias.bias.defined());
+  CHECK(no_bias.named_parameters().size() == 1);
+  nn::Linear with_bias(8, 2, true);
+  CHECK(with_bias.bias.defined());
+  nn::Linear by_options(8, 2, {.bias = false});
+  CHECK_FALSE(by_options.bias.defined());
+  nn::MaxPool2d pool(2);
+  CHECK(pool.options.kernel_size == Size2(2));
+  CHECK(pool(iota({1, 1, 4, 4})).sizes() == Shape{1, 1, 2, 2});
+  nn::AvgPool2d avg(2);
+  CHECK(vals(avg(iota({1, 1, 2, 2}))) == std::vector<double>{1.5});
+  optim::SGD sgd(with_bias.parameters(), 0.01);
+  CHECK(sgd.param_groups()[0].options.lr == 0.01);
+  CHECK(sgd.param_groups()[0].options.momentum == 0.0);
+  optim::AdamW adamw(with_bias.parameters(), 1e-3);
+  CHECK(adamw.param_groups()[0].options.lr == 1e-3);
+  CHECK(adamw.param_groups()[0].options.weight_decay == 1e-2);  // AdamW's default, kept
+  optim::Adam by_opts(no_bias.parameters(), {.lr = 0.5});
+  CHECK(by_opts.param_groups()[0].options.lr == 0.5);
+}
