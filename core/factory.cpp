@@ -159,6 +159,15 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   return make_filled("arange", Shape{n}, o, [=](int64_t i) { return start + step * static_cast<double>(i); });
 }
 Tensor arange(int64_t end, TensorOptions o) { return arange(0.0, static_cast<double>(end), 1.0, o); }
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
+  HG_CHECK(steps >= 0, "linspace: steps=", steps, " must be >= 0");
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  const int64_t half = steps / 2;
+  return make_filled("linspace", Shape{steps}, o, [=](int64_t i) {
+    if (steps == 1) return start;
+    return i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+  });
+}
 
 Tensor rand(Shape s, TensorOptions o, Generator* gen) {
   HG_CHECK(is_floating(o.dtype), "rand: dtype ", o.dtype, " is not a floating dtype; use F32, F16, BF16 or F64");

@@ -209,6 +209,9 @@ Tensor ones(Shape s, TensorOptions o = {});
 Tensor full(Shape s, double value, TensorOptions o = {});
 Tensor arange(double start, double end, double step = 1.0, TensorOptions o = {});
 Tensor arange(int64_t end, TensorOptions o = {});
+// steps values from start to end, both included, computed as torch does (the lower half from start, the
+// upper half back from end, so the end is exact), in double, then rounded to o.dtype
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o = {});
 class Generator;
 Tensor rand(Shape s, TensorOptions o = {}, Generator* gen = nullptr);   // U[0,1)
 Tensor randn(Shape s, TensorOptions o = {}, Generator* gen = nullptr);  // N(0,1)

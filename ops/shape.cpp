@@ -1,10 +1,12 @@
 #include "ops/shape.h"
 
+#include <cmath>
 #include <numeric>
 
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/elementwise.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/reduce.h"
 
@@ -335,6 +337,84 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     return std::vector<Tensor>{sum_to(dy, xs)};
   });
   return y;
+}
+
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
+  std::vector<char> flipped(static_cast<size_t>(x.ndim()), 0);
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim("flip", d, x.ndim());
+    HG_CHECK(!flipped[static_cast<size_t>(w)], "flip: dim ", d, " appears twice in the dims");
+    flipped[static_cast<size_t>(w)] = 1;
+  }
+  const std::vector<int64_t> sizes = x.shape().dims();
+  std::vector<int64_t> src_strides = contiguous_strides(x.shape());
+  int64_t offset = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!flipped[d] || sizes[d] == 0) continue;
+    offset += (sizes[d] - 1) * src_strides[d];  // start at the last element and walk back
+    src_strides[d] = -src_strides[d];
+  }
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  if (y.numel() > 0) copy_strided(x, offset, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
+  autograd::record(y, "flip", {x}, [dims](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{flip(dy, dims)}; });
+  return y;
+}
+
+Tensor roll(const Tensor& x, int64_t shifts, int64_t dim) {
+  HG_CHECK(x.ndim() >= 1, "roll: cannot roll a 0-d tensor");
+  dim = wrap_dim("roll", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  if (n == 0) return clone(x);
+  const int64_t s = ((shifts % n) + n) % n;
+  if (s == 0) return clone(x);
+  return cat({slice(x, dim, n - s, n), slice(x, dim, 0, n - s)}, dim);
+}
+
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& reps) {
+  const int64_t nd = static_cast<int64_t>(reps.size()), lead = nd - x.ndim();
+  HG_CHECK(lead >= 0, "repeat: ", nd, " repeats are fewer than the tensor's ", x.ndim(), " dims (shape ", x.shape(),
+           "); give one per dim");
+  std::vector<int64_t> pairs, wide, out;  // x as (1, s0, 1, s1, ...), expanded to (r0, s0, r1, s1, ...)
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t r = reps[static_cast<size_t>(d)], size = d < lead ? 1 : x.shape()[d - lead];
+    HG_CHECK(r >= 0, "repeat: repeat ", r, " at dim ", d, " must be >= 0");
+    pairs.insert(pairs.end(), {1, size});
+    wide.insert(wide.end(), {r, size});
+    out.push_back(r * size);
+  }
+  return reshape(expand(reshape(x, Shape(pairs)), Shape(wide)), Shape(out));
+}
+
+namespace {
+Tensor triangle(const char* name, const Tensor& x, int64_t k, bool lower) {
+  HG_CHECK(x.ndim() >= 2, name, ": needs at least 2 dims, got shape ", x.shape());
+  if (x.dtype() == DType::I64) return triangle(name, x.to(DType::F64), k, lower).to(DType::I64);  // exact to 2^53
+  const int64_t rows = x.shape()[x.ndim() - 2], cols = x.shape()[x.ndim() - 1];
+  std::vector<double> keep(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) keep[static_cast<size_t>(i * cols + j)] = (lower ? j - i <= k : j - i >= k) ? 1 : 0;
+  const Tensor mask = from_vector(keep, {rows, cols}, {.dtype = DType::F64}).to(x.device());
+  return where(mask, x, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t k) { return triangle("tril", x, k, true); }
+Tensor triu(const Tensor& x, int64_t k) { return triangle("triu", x, k, false); }
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  HG_CHECK(indices.dtype() == DType::I64, "one_hot: indices must be I64 (class indices), got ", indices.dtype());
+  HG_CHECK(num_classes >= -1, "one_hot: num_classes=", num_classes, " must be -1 (inferred) or >= 0");
+  if (indices.numel() > 0) {
+    const Tensor wide = indices.to(DType::F64);  // exact for |index| <= 2^53
+    const int64_t lo = static_cast<int64_t>(min(wide).item()), hi = static_cast<int64_t>(max(wide).item());
+    HG_CHECK(lo >= 0, "one_hot: index ", lo, " is negative; class indices are in [0, num_classes)");
+    if (num_classes == -1) num_classes = hi + 1;
+    HG_CHECK(hi < num_classes, "one_hot: index ", hi, " is not smaller than num_classes=", num_classes);
+  } else {
+    HG_CHECK(num_classes >= 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
+  }
+  const Tensor classes = arange(0.0, static_cast<double>(num_classes), 1.0, {.dtype = DType::F64, .device = indices.device()});
+  return eq(unsqueeze(indices.to(DType::F64), -1), classes).to(DType::I64);
 }
 
 }  // namespace hg

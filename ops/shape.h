@@ -29,6 +29,17 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);  // equal shapes, 
 // x broadcast to `sizes` (torch's expand: -1 keeps a dim, new dims lead, only size-1 dims grow); copies;
 // backward sums the gradient back to x's shape
 Tensor expand(const Tensor& x, const Shape& sizes);
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);  // reversed along dims; copies
+Tensor roll(const Tensor& x, int64_t shifts, int64_t dim);       // x[(i - shifts) mod n] along dim
+// x tiled reps[d] times along each dim (torch's repeat: reps may be longer than x's dims, which then lead)
+Tensor repeat(const Tensor& x, const std::vector<int64_t>& reps);
+// The lower (tril) or upper (triu) triangle of the last two dims, from the diagonal + k; the rest exact zeros
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+// I64 (..., num_classes) with a 1 at each index (torch.nn.functional.one_hot); num_classes -1: the largest
+// index + 1. An index outside [0, num_classes) is an hg::Error (on a GPU, reading the range waits for it).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
 
 // Normalises a possibly negative dim for an ndim-d tensor, or throws naming op.
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim);

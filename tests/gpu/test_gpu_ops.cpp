@@ -525,6 +525,25 @@ TEST_CASE("gpu: the widening backward of leaf casts runs in one launch per sourc
   CHECK_THROWS_AS(grads_widened({gpu(rnd({3}, DType::F32))}, {DType::F16}), Error);  // a narrowing is refused
 }
 
+TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk and one_hot match the CPU", "[gpu]") {
+  for (DType dt : kTypes) {
+    INFO(dt);
+    const Tensor x = rnd({3, 4, 5}, dt);
+    const Tensor g = gpu(x);
+    check_close(flip(x, {0, 2}), flip(g, {0, 2}), exact(), "flip");
+    check_close(roll(x, -3, 2), roll(g, -3, 2), exact(), "roll");
+    check_close(repeat(x, {2, 1, 1, 3}), repeat(g, {2, 1, 1, 3}), exact(), "repeat");
+    check_close(tril(x, 1), tril(g, 1), exact(), "tril");
+    check_close(x.select(1, 2).unsqueeze(1).expand({3, 4, 5}), g.select(1, 2).unsqueeze(1).expand({3, 4, 5}), exact(),
+                "expand");
+    check_close(x.chunk(2, 2)[1], g.chunk(2, 2)[1], exact(), "chunk");
+    check_close(stack({x, x}, 1), stack({g, g}, 1), exact(), "stack");
+  }
+  const Tensor idx = from_vector(std::vector<int64_t>{3, 0, 2, 2}, {2, 2});
+  check_close(one_hot(idx, 5), one_hot(gpu(idx), 5), exact(), "one_hot");
+  CHECK_THROWS_WITH(one_hot(gpu(idx), 3), Catch::Contains("index 3 is not smaller than num_classes=3"));
+}
+
 TEST_CASE("gpu: backward of a small network matches the CPU", "[gpu]") {
   for (DType dt : kTypes) {
     manual_seed(42);

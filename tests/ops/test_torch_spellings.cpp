@@ -183,3 +183,49 @@ TEST_CASE("torch spellings: nn::functional, positional module and optimizer cons
   optim::Adam by_opts(no_bias.parameters(), {.lr = 0.5});
   CHECK(by_opts.param_groups()[0].options.lr == 0.5);
 }
+
+TEST_CASE("torch spellings: flip, roll, repeat, tril, triu, one_hot, arange, linspace", "[ops][spellings]") {
+  const Tensor x = iota({2, 3});
+  CHECK(vals(flip(x, {1})) == std::vector<double>{2, 1, 0, 5, 4, 3});
+  CHECK(vals(flip(x, {0, 1})) == std::vector<double>{5, 4, 3, 2, 1, 0});
+  CHECK(vals(flip(x, {})) == vals(x));
+  CHECK_THROWS_WITH(flip(x, {1, -1}), Contains("flip: dim -1 appears twice"));
+  CHECK(vals(roll(iota({5}), 2, 0)) == std::vector<double>{3, 4, 0, 1, 2});
+  CHECK(vals(roll(iota({5}), -1, 0)) == std::vector<double>{1, 2, 3, 4, 0});
+  CHECK(vals(roll(x, 4, 1)) == std::vector<double>{2, 0, 1, 5, 3, 4});
+  const Tensor r = repeat(from_vector(std::vector<double>{1, 2}, {2}), {2, 2});
+  CHECK(r.sizes() == Shape{2, 4});
+  CHECK(vals(r) == std::vector<double>{1, 2, 1, 2, 1, 2, 1, 2});
+  CHECK(vals(repeat(x, {1, 2})) == std::vector<double>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5});
+  CHECK_THROWS_WITH(repeat(x, {2}), Contains("repeat: 1 repeats are fewer than the tensor's 2 dims"));
+  const Tensor m = iota({3, 3});
+  CHECK(vals(tril(m)) == std::vector<double>{0, 0, 0, 3, 4, 0, 6, 7, 8});
+  CHECK(vals(triu(m, 1)) == std::vector<double>{0, 1, 2, 0, 0, 5, 0, 0, 0});
+  CHECK(vals(tril(m, -1)) == std::vector<double>{0, 0, 0, 3, 0, 0, 6, 7, 0});
+  const Tensor inf_m = full({2, 2}, INFINITY);
+  CHECK(vals(triu(inf_m))[2] == 0.0);  // exact zeros, not inf * 0
+  CHECK(tril(iota({2, 2}, DType::I64)).dtype() == DType::I64);
+  CHECK_THROWS_WITH(tril(iota({3})), Contains("tril: needs at least 2 dims"));
+  const Tensor oh = one_hot(from_vector(std::vector<int64_t>{2, 0, 1}, {3}), 4);
+  CHECK(oh.dtype() == DType::I64);
+  CHECK(oh.sizes() == Shape{3, 4});
+  CHECK(vals(oh) == std::vector<double>{0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0});
+  CHECK(one_hot(from_vector(std::vector<int64_t>{2, 0}, {2})).sizes() == Shape{2, 3});  // inferred: max + 1
+  CHECK_THROWS_WITH(one_hot(from_vector(std::vector<int64_t>{4}, {1}), 4), Contains("index 4 is not smaller than num_classes=4"));
+  CHECK_THROWS_WITH(one_hot(from_vector(std::vector<int64_t>{-1}, {1}), 4), Contains("index -1 is negative"));
+  CHECK(vals(linspace(0, 1, 5)) == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
+  CHECK(vals(linspace(-1, 1, 1)) == std::vector<double>{-1});
+  CHECK(linspace(0, 1, 0).numel() == 0);
+  const Tensor ls = linspace(0, 1, 7, {.dtype = DType::F64});
+  CHECK(vals(ls).back() == 1.0);  // the end is exact (torch computes the upper half from it)
+  // gradients: flip and roll put each gradient back where its value came from; repeat sums the copies
+  const Tensor g = iota({4}, DType::F64).requires_grad_(true);
+  sum(mul(flip(g, {0}), iota({4}, DType::F64))).backward();
+  CHECK(vals(g.grad()) == std::vector<double>{3, 2, 1, 0});
+  const Tensor h = iota({3}, DType::F64).requires_grad_(true);
+  sum(mul(roll(h, 1, 0), iota({3}, DType::F64))).backward();
+  CHECK(vals(h.grad()) == std::vector<double>{1, 2, 0});
+  const Tensor q = iota({2}, DType::F64).requires_grad_(true);
+  sum(repeat(q, {3, 2})).backward();
+  CHECK(vals(q.grad()) == std::vector<double>{6, 6});
+}
