@@ -2,11 +2,14 @@
 
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/elementwise.h"
+#include "ops/broadcast.h"
+#include "ops/embedding.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/reduce.h"
 
@@ -415,6 +418,86 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   const Tensor classes = arange(0.0, static_cast<double>(num_classes), 1.0, {.dtype = DType::F64, .device = indices.device()});
   return eq(unsqueeze(indices.to(DType::F64), -1), classes).to(DType::I64);
+}
+
+namespace {
+// The range [0, n) of an I64 index tensor, checked (a GPU's values are read: a wait)
+void check_index_range(const char* op, const Tensor& index, int64_t n, int64_t dim) {
+  HG_CHECK(index.dtype() == DType::I64, op, ": index must be I64, got ", index.dtype());
+  if (index.numel() == 0) return;
+  const Tensor wide = index.to(DType::F64);  // exact for |index| <= 2^53
+  const double lo = min(wide).item(), hi = max(wide).item();
+  HG_CHECK(lo >= 0 && hi < static_cast<double>(n), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", dim,
+           " of size ", n, "; indices must be in [0, ", n, ")");
+}
+
+// x with dim moved last (a copy unless it already is), and the order that moves it back
+std::pair<Tensor, std::vector<int64_t>> dim_last(const Tensor& x, int64_t dim) {
+  std::vector<int64_t> order, back(static_cast<size_t>(x.ndim()));
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (d != dim) order.push_back(d);
+  order.push_back(dim);
+  for (size_t k = 0; k < order.size(); ++k) back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  return {dim == x.ndim() - 1 ? x : permute(x, order), back};
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_floating("index_select", x);
+  check_same_device("index_select", x, index);
+  HG_CHECK(index.ndim() <= 1, "index_select: index must be 0-d or 1-d, got shape ", index.shape());
+  HG_CHECK(x.ndim() >= 1, "index_select: cannot index a 0-d tensor");
+  dim = wrap_dim("index_select", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  check_index_range("index_select", index, n, dim);
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // runs in x's dtype, as torch's
+  // rows of a (n, rest) table: dim first, then one embedding lookup per index
+  std::vector<int64_t> order{dim};
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (d != dim) order.push_back(d);
+  const Tensor front = dim == 0 ? x : permute(x, order);
+  const Tensor rows = reshape(front, {n, n == 0 ? 0 : front.numel() / std::max<int64_t>(n, 1)});
+  const int64_t k = index.numel();
+  std::vector<int64_t> picked = front.shape().dims();
+  picked[0] = k;
+  Tensor y = reshape(embedding(reshape(index, {k}), rows), Shape(picked));
+  if (dim == 0) return y;
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  return permute(y, back);
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_floating("gather", x);
+  check_same_device("gather", x, index);
+  HG_CHECK(index.ndim() == x.ndim() && x.ndim() >= 1, "gather: index has shape ", index.shape(), " but x has ",
+           x.shape(), "; they must have the same number of dims (at least 1)");
+  dim = wrap_dim("gather", dim, x.ndim());
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    HG_CHECK(d == dim || index.shape()[d] <= x.shape()[d], "gather: index.shape[", d, "]=", index.shape()[d],
+             " exceeds x.shape[", d, "]=", x.shape()[d], "; off the gathered dim the index may not be larger");
+  const int64_t n = x.shape()[dim];
+  check_index_range("gather", index, n, dim);
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
+  auto [xl, back] = dim_last(x, dim);
+  const Tensor il = dim == x.ndim() - 1 ? index : dim_last(index, dim).first;
+  for (int64_t d = 0; d + 1 < il.ndim(); ++d)  // the rows the index reaches
+    if (il.shape()[d] < xl.shape()[d]) xl = slice(xl, d, 0, il.shape()[d]);
+  const int64_t k = il.ndim() ? il.shape()[il.ndim() - 1] : 1, rows = k == 0 ? 0 : il.numel() / k;
+  // flat index row * n + index, computed exactly in F64, then one embedding lookup into x's values
+  const TensorOptions f64{.dtype = DType::F64, .device = x.device()};
+  const Tensor offsets = reshape(mul(arange(0.0, static_cast<double>(rows), 1.0, f64), static_cast<double>(n)), {rows, 1});
+  const Tensor flat = add(reshape(il.to(DType::F64), {rows, k}), offsets).to(DType::I64);
+  const Tensor values = embedding(reshape(flat, {rows * k}), reshape(xl, {xl.numel(), 1}));
+  const Tensor y = reshape(values, il.shape());
+  return dim == x.ndim() - 1 ? y : permute(y, back);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_same_device("masked_fill", x, mask);
+  HG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill: mask of shape ",
+           mask.shape(), " does not broadcast to x's shape ", x.shape());
+  return where(mask, full({}, value, {.dtype = x.dtype(), .device = x.device()}), x);
 }
 
 }  // namespace hg

@@ -39,6 +39,14 @@ Tensor triu(const Tensor& x, int64_t k = 0);
 // I64 (..., num_classes) with a 1 at each index (torch.nn.functional.one_hot); num_classes -1: the largest
 // index + 1. An index outside [0, num_classes) is an hg::Error (on a GPU, reading the range waits for it).
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+// x's slices at `index` (I64, 0-d or 1-d) along dim, in index's order (repeats allowed); the gradient adds
+// back into each slice picked. An index outside [0, size) is an hg::Error (on a GPU, checking it waits).
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and so on): index is I64 with x's rank and, off dim, sizes
+// no larger than x's; out has index's shape (torch.gather). Same index checks as index_select.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with value wherever mask (broadcast to x) is nonzero; differentiable in x (torch's masked_fill, mask 0/1)
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 
 // Normalises a possibly negative dim for an ndim-d tensor, or throws naming op.

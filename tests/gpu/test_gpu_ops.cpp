@@ -525,7 +525,7 @@ TEST_CASE("gpu: the widening backward of leaf casts runs in one launch per sourc
   CHECK_THROWS_AS(grads_widened({gpu(rnd({3}, DType::F32))}, {DType::F16}), Error);  // a narrowing is refused
 }
 
-TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk and one_hot match the CPU", "[gpu]") {
+TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk, one_hot, index_select and gather match the CPU", "[gpu]") {
   for (DType dt : kTypes) {
     INFO(dt);
     const Tensor x = rnd({3, 4, 5}, dt);
@@ -541,6 +541,9 @@ TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk and o
   }
   const Tensor idx = from_vector(std::vector<int64_t>{3, 0, 2, 2}, {2, 2});
   check_close(one_hot(idx, 5), one_hot(gpu(idx), 5), exact(), "one_hot");
+  const Tensor x = rnd({4, 5}, DType::F32);
+  check_close(index_select(x, 1, idx.reshape({4})), index_select(gpu(x), 1, gpu(idx).reshape({4})), exact(), "index_select");
+  check_close(gather(x, 0, idx), gather(gpu(x), 0, gpu(idx)), exact(), "gather");
   CHECK_THROWS_WITH(one_hot(gpu(idx), 3), Catch::Contains("index 3 is not smaller than num_classes=3"));
 }
 

@@ -1,4 +1,4 @@
-// libtorch's spellings of what halfgrad has (issue 29, item 4, in part): each habit of a PyTorch user compiles
+// libtorch's spellings of what halfgrad has: each habit of a PyTorch user compiles
 // and gives torch's result; the expected values are torch's semantics written out (shapes, first-occurrence
 // indices, chunk sizes, the unbiased std, the norm's zero subgradient).
 #include <catch2/catch.hpp>
@@ -228,4 +228,37 @@ TEST_CASE("torch spellings: flip, roll, repeat, tril, triu, one_hot, arange, lin
   const Tensor q = iota({2}, DType::F64).requires_grad_(true);
   sum(repeat(q, {3, 2})).backward();
   CHECK(vals(q.grad()) == std::vector<double>{6, 6});
+}
+
+TEST_CASE("torch spellings: index_select, gather and masked_fill, with their gradients", "[ops][spellings]") {
+  const Tensor x = iota({3, 4});
+  const Tensor rows = from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+  CHECK(vals(index_select(x, 0, rows)) == std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11});
+  const Tensor cols = from_vector(std::vector<int64_t>{3, 1}, {2});
+  const Tensor sc = index_select(x, 1, cols);
+  CHECK(sc.sizes() == Shape{3, 2});
+  CHECK(vals(sc) == std::vector<double>{3, 1, 7, 5, 11, 9});
+  CHECK(index_select(x, -1, from_vector(std::vector<int64_t>{1}, {1})).sizes() == Shape{3, 1});
+  CHECK_THROWS_WITH(index_select(x, 1, from_vector(std::vector<int64_t>{4}, {1})),
+                    Contains("index_select: index 4 is out of range for dim 1 of size 4"));
+  // torch.gather(x, 1, [[0, 0], [1, 0], [3, 3]]) and along dim 0 with a smaller index
+  const Tensor gi = from_vector(std::vector<int64_t>{0, 0, 1, 0, 3, 3}, {3, 2});
+  CHECK(vals(gather(x, 1, gi)) == std::vector<double>{0, 0, 5, 4, 11, 11});
+  const Tensor g0 = from_vector(std::vector<int64_t>{2, 1, 0}, {1, 3});
+  CHECK(vals(gather(x, 0, g0)) == std::vector<double>{8, 5, 2});
+  CHECK_THROWS_WITH(gather(x, 1, from_vector(std::vector<int64_t>{0, 1}, {2})), Contains("same number of dims"));
+  CHECK_THROWS_WITH(gather(x, 1, from_vector(std::vector<int64_t>{-1, 0, 0, 0, 0, 0}, {3, 2})),
+                    Contains("gather: index -1 is out of range for dim 1 of size 4"));
+  const Tensor mask = from_vector(std::vector<double>{1, 0, 0, 1}, {4});
+  CHECK(vals(masked_fill(iota({2, 4}), mask, -5)) == std::vector<double>{-5, 1, 2, -5, -5, 5, 6, -5});
+  // gradients: repeated picks add up; filled places get none
+  const Tensor w = iota({3, 4}, DType::F64).requires_grad_(true);
+  sum(index_select(w, 0, rows)).backward();
+  CHECK(vals(w.grad()) == std::vector<double>{1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2});
+  const Tensor v = iota({3, 4}, DType::F64).requires_grad_(true);
+  sum(gather(v, 1, gi)).backward();
+  CHECK(vals(v.grad()) == std::vector<double>{2, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 2});
+  const Tensor u = iota({4}, DType::F64).requires_grad_(true);
+  sum(masked_fill(u, mask, 7)).backward();
+  CHECK(vals(u.grad()) == std::vector<double>{0, 1, 1, 0});
 }
