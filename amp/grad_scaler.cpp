@@ -121,12 +121,17 @@ void throw_if_stuck(int64_t skipped, int64_t stop_after, double scale, const cha
 
 }  // namespace
 
+// The snapshot's three floats {found_inf, scale, skipped in a row}, once downloaded, into values_.
+void StepResult::take(const float* v) const {
+  throw_if_stuck(static_cast<int64_t>(v[2]), stop_after_, static_cast<double>(v[1]), "GradScaler.step");
+  values_ = Values{.found_inf = v[0] != 0.0f, .scale = static_cast<double>(v[1])};
+}
+
 const StepResult::Values& StepResult::read() const {
   if (!values_) {
     float v[3] = {0.0f, 0.0f, 0.0f};
     copy_bytes(v, Device::cpu(), snapshot_.data_ptr(), snapshot_.device(), sizeof v);  // waits for the step
-    throw_if_stuck(static_cast<int64_t>(v[2]), stop_after_, static_cast<double>(v[1]), "GradScaler.step");
-    values_ = Values{.found_inf = v[0] != 0.0f, .scale = static_cast<double>(v[1])};
+    take(v);
   }
   return *values_;
 }
@@ -147,12 +152,8 @@ void StepResult::read_all(std::span<const StepResult> results) {
       here.push_back(r);
       parts.push_back(r->snapshot_.detach().reshape({3}));
     }
-    const std::vector<float> v = cat(parts, 0).to_vector<float>();  // one download
-    for (size_t k = 0; k < here.size(); ++k) {
-      const float* e = &v[3 * k];
-      throw_if_stuck(static_cast<int64_t>(e[2]), here[k]->stop_after_, static_cast<double>(e[1]), "GradScaler.step");
-      here[k]->values_ = Values{.found_inf = e[0] != 0.0f, .scale = static_cast<double>(e[1])};
-    }
+    const std::vector<float> v = stack(parts).to_vector<float>();  // one download
+    for (size_t k = 0; k < here.size(); ++k) here[k]->take(&v[3 * k]);
     pending = std::move(rest);
   }
 }

@@ -85,6 +85,7 @@ class StepResult {
     double scale = 1.0;
   };
   const Values& read() const;
+  void take(const float* snapshot) const;
   Tensor snapshot_;
   int64_t stop_after_ = 0;
   mutable std::optional<Values> values_;

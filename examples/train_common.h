@@ -408,9 +408,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
         const double l = graphed.loss.item();
         running = lapped == 0 ? l : 0.9 * running + 0.1 * l;
       } else if (!window_losses.empty()) {
-        std::vector<hg::Tensor> flat;
-        for (const hg::Tensor& l : window_losses) flat.push_back(l.reshape({1}));
-        const std::vector<double> ls = hg::cat(flat, 0).to_vector<double>();  // one download
+        const std::vector<double> ls = hg::stack(window_losses).to_vector<double>();  // one download
         for (size_t i = 0; i < ls.size(); ++i) running = lapped == 0 && i == 0 ? ls[i] : 0.98 * running + 0.02 * ls[i];
         hg::amp::StepResult::read_all(window_results);  // one download, not one per step
         for (const hg::amp::StepResult& r : window_results) s.skipped += r.stepped() ? 0 : 1;

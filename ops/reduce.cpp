@@ -245,7 +245,6 @@ Tensor argmin(const Tensor& x, int64_t dim, ReduceOptions o) {
 }
 Tensor argmin(const Tensor& x) { return arg_extreme_all("argmin", ReduceOp::Min, x); }
 
-
 Tensor norm(const Tensor& x) {
   check_floating("norm", x);
   const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
@@ -259,8 +258,8 @@ Tensor norm(const Tensor& x) {
   // (y as a detached alias: capturing y itself would make a reference cycle)
   autograd::record(y, "norm", {x}, [x, yd = y.detach(), acc](const Tensor& dy, const GradMask&) {
     // x * (dy / norm), and 0 where the norm is 0 (the subgradient torch picks)
-    const Tensor n = yd.to(acc), safe = where(eq(n, 0.0), full({}, 1.0, {.dtype = acc, .device = n.device()}), n);
-    const Tensor f = where(eq(n, 0.0), zeros({}, {.dtype = acc, .device = n.device()}), div(dy.to(acc), safe));
+    const Tensor n = yd.to(acc);
+    const Tensor f = where(eq(n, 0.0), zeros({}, {.dtype = acc, .device = n.device()}), div(dy.to(acc), n));
     Tensor dx = mul(x.to(acc), f);
     return std::vector<Tensor>{dx.dtype() == x.dtype() ? dx : dx.to(x.dtype())};
   });

@@ -404,43 +404,53 @@ Tensor triangle(const char* name, const Tensor& x, int64_t k, bool lower) {
 Tensor tril(const Tensor& x, int64_t k) { return triangle("tril", x, k, true); }
 Tensor triu(const Tensor& x, int64_t k) { return triangle("triu", x, k, false); }
 
+namespace {
+// The smallest and largest value of a non-empty I64 index tensor (a GPU's are read: a wait)
+std::pair<int64_t, int64_t> index_bounds(const char* op, const Tensor& index) {
+  HG_CHECK(index.dtype() == DType::I64, op, ": indices must be I64, got ", index.dtype());
+  const Tensor wide = index.to(DType::F64);  // exact for |index| <= 2^53
+  return {static_cast<int64_t>(min(wide).item()), static_cast<int64_t>(max(wide).item())};
+}
+
+// Every index in [0, n)
+void check_index_range(const char* op, const Tensor& index, int64_t n, int64_t dim) {
+  HG_CHECK(index.dtype() == DType::I64, op, ": indices must be I64, got ", index.dtype());
+  if (index.numel() == 0) return;
+  const auto [lo, hi] = index_bounds(op, index);
+  HG_CHECK(lo >= 0 && hi < n, op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", dim, " of size ", n,
+           "; indices must be in [0, ", n, ")");
+}
+
+// x with dim moved first or last (a copy unless it is there already), and the permutation that moves it back
+std::pair<Tensor, std::vector<int64_t>> move_dim(const Tensor& x, int64_t dim, bool to_front) {
+  std::vector<int64_t> order;
+  if (to_front) order.push_back(dim);
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (d != dim) order.push_back(d);
+  if (!to_front) order.push_back(dim);
+  std::vector<int64_t> back(order.size());
+  for (size_t k = 0; k < order.size(); ++k) back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  const bool in_place = dim == (to_front ? 0 : x.ndim() - 1);
+  return {in_place ? x : permute(x, order), in_place ? std::vector<int64_t>{} : back};
+}
+// y moved back by move_dim's permutation (none: y itself)
+Tensor move_back(const Tensor& y, const std::vector<int64_t>& back) { return back.empty() ? y : permute(y, back); }
+}  // namespace
+
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  HG_CHECK(indices.dtype() == DType::I64, "one_hot: indices must be I64 (class indices), got ", indices.dtype());
   HG_CHECK(num_classes >= -1, "one_hot: num_classes=", num_classes, " must be -1 (inferred) or >= 0");
   if (indices.numel() > 0) {
-    const Tensor wide = indices.to(DType::F64);  // exact for |index| <= 2^53
-    const int64_t lo = static_cast<int64_t>(min(wide).item()), hi = static_cast<int64_t>(max(wide).item());
+    const auto [lo, hi] = index_bounds("one_hot", indices);
     HG_CHECK(lo >= 0, "one_hot: index ", lo, " is negative; class indices are in [0, num_classes)");
     if (num_classes == -1) num_classes = hi + 1;
     HG_CHECK(hi < num_classes, "one_hot: index ", hi, " is not smaller than num_classes=", num_classes);
   } else {
+    HG_CHECK(indices.dtype() == DType::I64, "one_hot: indices must be I64, got ", indices.dtype());
     HG_CHECK(num_classes >= 0, "one_hot: cannot infer num_classes from an empty tensor; pass it");
   }
   const Tensor classes = arange(0.0, static_cast<double>(num_classes), 1.0, {.dtype = DType::F64, .device = indices.device()});
   return eq(unsqueeze(indices.to(DType::F64), -1), classes).to(DType::I64);
 }
-
-namespace {
-// The range [0, n) of an I64 index tensor, checked (a GPU's values are read: a wait)
-void check_index_range(const char* op, const Tensor& index, int64_t n, int64_t dim) {
-  HG_CHECK(index.dtype() == DType::I64, op, ": index must be I64, got ", index.dtype());
-  if (index.numel() == 0) return;
-  const Tensor wide = index.to(DType::F64);  // exact for |index| <= 2^53
-  const double lo = min(wide).item(), hi = max(wide).item();
-  HG_CHECK(lo >= 0 && hi < static_cast<double>(n), op, ": index ", lo < 0 ? lo : hi, " is out of range for dim ", dim,
-           " of size ", n, "; indices must be in [0, ", n, ")");
-}
-
-// x with dim moved last (a copy unless it already is), and the order that moves it back
-std::pair<Tensor, std::vector<int64_t>> dim_last(const Tensor& x, int64_t dim) {
-  std::vector<int64_t> order, back(static_cast<size_t>(x.ndim()));
-  for (int64_t d = 0; d < x.ndim(); ++d)
-    if (d != dim) order.push_back(d);
-  order.push_back(dim);
-  for (size_t k = 0; k < order.size(); ++k) back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
-  return {dim == x.ndim() - 1 ? x : permute(x, order), back};
-}
-}  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_floating("index_select", x);
@@ -451,20 +461,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = x.shape()[dim];
   check_index_range("index_select", index, n, dim);
   amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // runs in x's dtype, as torch's
-  // rows of a (n, rest) table: dim first, then one embedding lookup per index
-  std::vector<int64_t> order{dim};
-  for (int64_t d = 0; d < x.ndim(); ++d)
-    if (d != dim) order.push_back(d);
-  const Tensor front = dim == 0 ? x : permute(x, order);
-  const Tensor rows = reshape(front, {n, n == 0 ? 0 : front.numel() / std::max<int64_t>(n, 1)});
+  // rows of an (n, rest) table with dim first, then one embedding lookup per index
+  const auto [front, back] = move_dim(x, dim, true);
+  const Tensor rows = reshape(front, {n, n == 0 ? 0 : front.numel() / n});
   const int64_t k = index.numel();
   std::vector<int64_t> picked = front.shape().dims();
   picked[0] = k;
-  Tensor y = reshape(embedding(reshape(index, {k}), rows), Shape(picked));
-  if (dim == 0) return y;
-  std::vector<int64_t> back(order.size());
-  for (size_t i = 0; i < order.size(); ++i) back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-  return permute(y, back);
+  return move_back(reshape(embedding(reshape(index, {k}), rows), Shape(picked)), back);
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -479,18 +482,17 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = x.shape()[dim];
   check_index_range("gather", index, n, dim);
   amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
-  auto [xl, back] = dim_last(x, dim);
-  const Tensor il = dim == x.ndim() - 1 ? index : dim_last(index, dim).first;
+  auto [xl, back] = move_dim(x, dim, false);
+  const Tensor il = move_dim(index, dim, false).first;
   for (int64_t d = 0; d + 1 < il.ndim(); ++d)  // the rows the index reaches
     if (il.shape()[d] < xl.shape()[d]) xl = slice(xl, d, 0, il.shape()[d]);
-  const int64_t k = il.ndim() ? il.shape()[il.ndim() - 1] : 1, rows = k == 0 ? 0 : il.numel() / k;
+  const int64_t k = il.shape()[il.ndim() - 1], rows = k == 0 ? 0 : il.numel() / k;
   // flat index row * n + index, computed exactly in F64, then one embedding lookup into x's values
   const TensorOptions f64{.dtype = DType::F64, .device = x.device()};
   const Tensor offsets = reshape(mul(arange(0.0, static_cast<double>(rows), 1.0, f64), static_cast<double>(n)), {rows, 1});
   const Tensor flat = add(reshape(il.to(DType::F64), {rows, k}), offsets).to(DType::I64);
   const Tensor values = embedding(reshape(flat, {rows * k}), reshape(xl, {xl.numel(), 1}));
-  const Tensor y = reshape(values, il.shape());
-  return dim == x.ndim() - 1 ? y : permute(y, back);
+  return move_back(reshape(values, il.shape()), back);
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {

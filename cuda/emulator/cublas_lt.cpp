@@ -29,6 +29,7 @@
 #include "core/convert.h"
 #include "core/half.h"
 #include "cuda/emulator/runtime.h"
+#include "ops/functors.h"
 
 struct cublasLtContext {
   int unused = 0;
@@ -155,51 +156,46 @@ struct Call {
   const void* bias = nullptr;
 };
 
-template <class TD> void reference(const Call& g) {
-  const float s = g.alpha * (g.a_scale ? *g.a_scale : 1.0f) * (g.b_scale ? *g.b_scale : 1.0f);
-  for (int64_t j = 0; j < g.n; ++j) {
-    const uint8_t* bj = g.b + j * g.ldb;
-    for (int64_t i = 0; i < g.m; ++i) {
-      const uint8_t* ai = g.a + i * g.lda;  // column i of the stored K x M A: row i of op(A)
-      float acc = 0.0f;
-      for (int64_t l = 0; l < g.k; ++l) acc += g.ta[ai[l]] * g.tb[bj[l]];
-      float v = s * acc;
-      if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const TD*>(g.c)[i + j * g.ldc]);
-      static_cast<TD*>(g.d)[i + j * g.ldd] = hg::store<TD>(v);
-    }
+// One element of a stored A or B as the reference reads it: an FP8 byte through its decode table, F32 rounded
+// to TF32 under COMPUTE_32F_FAST_TF32, F16/BF16 widened (all exact but TF32's rounding).
+template <class TIn> float read_in(const Call& g, const void* base, int64_t i, const float* table) {
+  if constexpr (std::is_same_v<TIn, uint8_t>) {
+    return table[static_cast<const uint8_t*>(base)[i]];
+  } else if constexpr (std::is_same_v<TIn, float>) {
+    const float v = static_cast<const float*>(base)[i];
+    return g.tf32 ? hg::round_to_tf32(v) : v;
+  } else {
+    return hg::load(static_cast<const TIn*>(base)[i]);
   }
 }
 
-// F32, F16 and BF16 (T is A's, B's, C's and D's type): the GEMM, then the epilogue.
-template <class T> void reference_standard(const Call& g) {
-  const T* A = reinterpret_cast<const T*>(g.a);
-  const T* B = reinterpret_cast<const T*>(g.b);
-  auto in = [&g](T v) -> float {
-    if constexpr (std::is_same_v<T, float>) return g.tf32 ? hg::round_to_tf32(v) : v;
-    else return hg::load(v);
-  };
+// TIn is A's and B's storage (uint8_t: FP8 bytes), TD C's and D's (and the bias's): the GEMM, then the
+// epilogue, as described at the top of the file.
+template <class TIn, class TD> void reference(const Call& g) {
+  const float s = g.alpha * (g.a_scale ? *g.a_scale : 1.0f) * (g.b_scale ? *g.b_scale : 1.0f);
   // op(A) row by row and op(B) column by column, widened once
   std::vector<float> a_rows(static_cast<size_t>(g.m * g.k)), b_col(static_cast<size_t>(g.k));
   for (int64_t i = 0; i < g.m; ++i)
-    for (int64_t l = 0; l < g.k; ++l) a_rows[i * g.k + l] = in(g.op_a_n ? A[i + l * g.lda] : A[l + i * g.lda]);
+    for (int64_t l = 0; l < g.k; ++l)
+      a_rows[static_cast<size_t>(i * g.k + l)] = read_in<TIn>(g, g.a, g.op_a_n ? i + l * g.lda : l + i * g.lda, g.ta);
   const bool bias = g.epilogue == CUBLASLT_EPILOGUE_BIAS || g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   const bool relu = g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   for (int64_t j = 0; j < g.n; ++j) {
     float col_sum = 0.0f;
     for (int64_t l = 0; l < g.k; ++l) {
-      b_col[l] = in(g.op_b_n ? B[l + j * g.ldb] : B[j + l * g.ldb]);
-      col_sum += b_col[l];
+      b_col[static_cast<size_t>(l)] = read_in<TIn>(g, g.b, g.op_b_n ? l + j * g.ldb : j + l * g.ldb, g.tb);
+      col_sum += b_col[static_cast<size_t>(l)];
     }
-    if (g.epilogue == CUBLASLT_EPILOGUE_BGRADB) static_cast<T*>(const_cast<void*>(g.bias))[j] = hg::store<T>(col_sum);
+    if (g.epilogue == CUBLASLT_EPILOGUE_BGRADB) static_cast<TD*>(const_cast<void*>(g.bias))[j] = hg::store<TD>(col_sum);
     for (int64_t i = 0; i < g.m; ++i) {
-      const float* a = &a_rows[i * g.k];
+      const float* a = &a_rows[static_cast<size_t>(i * g.k)];
       float acc = 0.0f;
-      for (int64_t l = 0; l < g.k; ++l) acc += a[l] * b_col[l];
-      float v = g.alpha * acc;
-      if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const T*>(g.c)[i + j * g.ldc]);
-      if (bias) v += hg::load(static_cast<const T*>(g.bias)[i]);
-      if (relu) v = v > 0.0f || v != v ? v : 0.0f;
-      static_cast<T*>(g.d)[i + j * g.ldd] = hg::store<T>(v);
+      for (int64_t l = 0; l < g.k; ++l) acc += a[l] * b_col[static_cast<size_t>(l)];
+      float v = s * acc;
+      if (g.beta != 0.0f) v += g.beta * hg::load(static_cast<const TD*>(g.c)[i + j * g.ldc]);
+      if (bias) v += hg::load(static_cast<const TD*>(g.bias)[i]);
+      if (relu) v = hg::fn::Relu{}(v);
+      static_cast<TD*>(g.d)[i + j * g.ldd] = hg::store<TD>(v);
     }
   }
 }
@@ -365,22 +361,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if ((g.beta != 0.0f && !hg::emu::check_matrix(fn, "C", C, ob, lc.ld * (p.n - 1) + p.m, "ldc*(n-1)+m", 0, 1)) ||
       !hg::emu::check_matrix(fn, "D", D, ob, ld.ld * (p.n - 1) + p.m, "ldd*(n-1)+m", 0, 1))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  cudaError_t e;
   if (p.fp8) {
     g.a_scale = static_cast<const float*>(d.a_scale);
     g.b_scale = static_cast<const float*>(d.b_scale);
     g.ta = hg::fp8_decode_table(hg_fp8(la.type));
     g.tb = hg::fp8_decode_table(hg_fp8(lb.type));
-    if (ld.type == CUDA_R_32F) e = hg::emu::enqueue(stream, fn, [g] { reference<float>(g); });
-    else if (ld.type == CUDA_R_16BF) e = hg::emu::enqueue(stream, fn, [g] { reference<hg::bf16>(g); });
-    else e = hg::emu::enqueue(stream, fn, [g] { reference<hg::f16>(g); });
-  } else if (ld.type == CUDA_R_32F) {
-    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<float>(g); });
-  } else if (ld.type == CUDA_R_16BF) {
-    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<hg::bf16>(g); });
-  } else {
-    e = hg::emu::enqueue(stream, fn, [g] { reference_standard<hg::f16>(g); });
   }
+  const auto run = [&](auto in_tag, auto d_tag) {
+    using TIn = decltype(in_tag);
+    using TD = decltype(d_tag);
+    return hg::emu::enqueue(stream, fn, [g] { reference<TIn, TD>(g); });
+  };
+  const auto with_out = [&](auto in_tag) {
+    if (ld.type == CUDA_R_32F) return run(in_tag, float{});
+    if (ld.type == CUDA_R_16BF) return run(in_tag, hg::bf16{});
+    return run(in_tag, hg::f16{});
+  };
+  // FP8 inputs write any of the three outputs; the others write their own type (check() holds them to it)
+  const cudaError_t e = p.fp8 ? with_out(uint8_t{})
+                        : ld.type == CUDA_R_32F ? run(float{}, float{})
+                        : ld.type == CUDA_R_16BF ? run(hg::bf16{}, hg::bf16{})
+                                                  : run(hg::f16{}, hg::f16{});
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
