@@ -43,7 +43,7 @@ bool should_record(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn) {
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves) {
   if (!should_record(inputs)) return;
   auto node = std::make_shared<Node>();
   g_live_nodes.fetch_add(1);
@@ -67,10 +67,27 @@ void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Ba
     node->inputs.push_back(std::move(e));
   }
   node->backward = std::move(fn);
+  const auto keep = [&](const Tensor& t, int which) {
+    if (t.defined()) node->saved.push_back({t.unsafe_impl()->storage, t.version(), which, t.shape(), t.dtype()});
+  };
+  for (size_t i = 0; i < inputs.size() && i < 64; ++i)
+    if (saves.inputs >> i & 1) keep(inputs[i], static_cast<int>(i));
+  if (saves.output) keep(out, -1);
   auto& meta = out.unsafe_impl()->autograd;
   if (!meta) meta = std::make_shared<AutogradMeta>();
   meta->requires_grad = true;
   meta->grad_fn = std::move(node);
+}
+
+void check_saved_versions(const Node& n) {
+  for (const SavedVersion& v : n.saved) {
+    const auto st = v.storage.lock();
+    if (!st || st->version == v.version) continue;
+    HG_FAIL("one of the variables needed for gradient computation has been modified by an inplace operation: [",
+            dtype_name(v.dtype), " ", v.shape, "], which is ", v.input < 0 ? "output 0" : "input " + std::to_string(v.input),
+            " of ", n.name, ", is at version ", st->version, "; expected version ", v.version, " instead. Hint: run the "
+            "in-place op on a clone(), or use its out-of-place form (add instead of add_, x = x + y instead of x += y)");
+  }
 }
 
 }  // namespace hg::autograd
@@ -180,12 +197,14 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
       ready.pop();
       Tensor g = run_hooks(n->hooks, std::move(buffers[n]));
       buffers.erase(n);
+      if (!g.is_contiguous()) g = g.contiguous();  // a view's backward may pass a view on; kernels read dense memory
       HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
                "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
       if (n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf && g.dtype() != *n->widen_back_to) {
         widen_later.emplace_back(n, std::move(g));
         continue;
       }
+      check_saved_versions(*n);
       GradMask needs(n->inputs.size());
       for (size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].defined();
       std::vector<Tensor> grads = n->backward(g, needs);
@@ -235,7 +254,8 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     if (m.grad.defined()) m.set_grad(grad_accumulate(m.grad, g));
     // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
     // the storage's owners are counted, not the handle's
-    else if (g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1) m.set_grad(std::move(g));
+    else if (g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1)
+      m.set_grad(std::move(g));
     else m.set_grad(g.clone());
   }
 }

@@ -41,6 +41,15 @@ struct Edge {
   bool defined() const { return node || leaf; }
 };
 
+// A tensor a node's backward reads, as it was when the op ran: its storage's version then (core/tensor.h).
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;  // expired: nothing can have changed it
+  uint64_t version = 0;
+  int input = -1;  // which input, or -1 for the output
+  Shape shape;
+  DType dtype = DType::F32;
+};
+
 struct Node {
   uint64_t seq = 0;
   const char* name = "";
@@ -56,6 +65,7 @@ struct Node {
   // F32). When such a node's input is a leaf, the engine runs all of them together at the end of the
   // backward, one batched launch per source dtype (widen_kernels), instead of one cast each.
   std::optional<DType> widen_back_to;
+  std::vector<SavedVersion> saved;  // checked before backward runs (autograd::Saves)
   ~Node();
 };
 
@@ -80,10 +90,29 @@ class NoGradGuard {
 bool should_record(std::initializer_list<const Tensor*> inputs);
 bool should_record(const std::vector<Tensor>& inputs);
 
+// Which values an op's backward reads: bit i of `inputs` for input i, `output` for its result. record keeps their
+// storages' versions, and the engine refuses (torch's error) to run the backward after an in-place op changed
+// one of them. The default, every input, can only refuse a backward torch would run, never run a wrong one; ops
+// whose backward reads less say so (Saves::none() for add, views, casts, sums).
+struct Saves {
+  uint64_t inputs = ~uint64_t{0};
+  bool output = false;
+  static Saves none() { return {0, false}; }
+  static Saves output_only() { return {0, true}; }
+  static Saves only(std::initializer_list<int> which, bool output = false) {
+    Saves s{0, output};
+    for (int i : which) s.inputs |= uint64_t{1} << i;
+    return s;
+  }
+};
+
 // Attaches a node to `out` (which must be freshly made by the op). fn returns one gradient per
 // input, with the input's shape and dtype, or undefined where none is needed. Does nothing when
 // no input requires grad or grad mode is off.
-void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn);
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves = {});
+
+// Refuses, with torch's error, a backward that would read a value an in-place op has changed since `n` saved it.
+void check_saved_versions(const Node& n);
 
 // Observes every node that backward() runs on this thread, in execution order, right after the node's
 // backward function: the node, the gradient it received (after its hooks) and the gradients it returned

@@ -61,7 +61,7 @@ std::shared_ptr<Node> Tensor::grad_fn() const {
 
 void Tensor::backward(const Tensor& seed, BackwardOptions opts) const { autograd::run_backward(*this, seed, opts); }
 
-Tensor Tensor::detach() const { return alias_with_shape(*this, shape()); }
+Tensor Tensor::detach() const { return alias_strided(*this, shape(), impl().strides, storage_offset()); }
 
 HookHandle Tensor::register_hook(GradHook hook) const {
   HG_CHECK(requires_grad(), "register_hook: the tensor does not require grad, so no gradient will reach a hook; "

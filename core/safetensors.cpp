@@ -498,7 +498,7 @@ std::vector<Planned> plan(const std::map<std::string, Tensor>& tensors) {
   for (const auto& [name, t] : tensors) {
     HG_CHECK(name != "__metadata__", "save_safetensors: a tensor may not be named '__metadata__' (the format reserves it)");
     HG_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined; drop it or give it a value");
-    ps.push_back({&name, t.device().is_cpu() ? t.detach() : t.detach().to(Device::cpu())});
+    ps.push_back({&name, t.detach().contiguous().to(Device::cpu())});  // a view is written as its elements
   }
   std::stable_sort(ps.begin(), ps.end(), [](const Planned& a, const Planned& b) {
     return dtype_size(a.host.dtype()) > dtype_size(b.host.dtype());

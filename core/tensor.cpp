@@ -28,7 +28,37 @@ int64_t Tensor::size(int64_t dim) const {
   return shape()[dim < 0 ? dim + nd : dim];
 }
 
+std::vector<int64_t> canonical_strides(const Shape& shape, std::vector<int64_t> strides) {
+  if (shape.numel() == 0) return {};
+  int64_t expect = 1;
+  for (int64_t d = shape.ndim() - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (strides[static_cast<size_t>(d)] != expect) return strides;
+    expect *= shape[d];
+  }
+  return {};
+}
+
+std::vector<int64_t> Tensor::strides() const {
+  const TensorImpl& t = impl();
+  return t.strides.empty() ? contiguous_strides(t.shape) : t.strides;
+}
+
+int64_t Tensor::stride(int64_t dim) const {
+  const int64_t nd = ndim();
+  HG_CHECK(dim >= -nd && dim < nd, "stride: dim ", dim, " is out of range for a ", nd, "-d tensor; use a dim in [",
+           -nd, ", ", nd, ")");
+  return strides()[static_cast<size_t>(dim < 0 ? dim + nd : dim)];
+}
+
 void* Tensor::data_ptr() const {
+  HG_CHECK(is_contiguous(), "data_ptr: the tensor of shape ", shape(), " is a non-contiguous view (strides ",
+           Shape(strides()), "); its elements are not one dense block. Call .contiguous() first (ops do this at their "
+           "entry), or use strided_data_ptr() with strides()");
+  return strided_data_ptr();
+}
+
+void* Tensor::strided_data_ptr() const {
   const TensorImpl& t = impl();
   if (t.storage->data == nullptr) return nullptr;
   return static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
@@ -36,7 +66,10 @@ void* Tensor::data_ptr() const {
 
 namespace {
 // A host copy of the tensor's bytes (the tensor itself when it is already on the CPU).
-Tensor host_view(const Tensor& t) { return t.device().is_cpu() ? t : t.detach().to(Device::cpu()); }
+Tensor host_view(const Tensor& t) {
+  const Tensor d = t.detach().contiguous();
+  return d.device().is_cpu() ? d : d.to(Device::cpu());
+}
 }  // namespace
 
 template <class T>
@@ -65,11 +98,19 @@ template int64_t Tensor::item<int64_t>() const;
 Tensor alias_with_shape(const Tensor& t, Shape s) {
   HG_CHECK(s.numel() == t.numel(), "view: cannot view ", t.numel(), " elements of shape ", t.shape(),
            " as shape ", s, " with ", s.numel(), " elements");
+  HG_CHECK(t.is_contiguous(), "view: the tensor of shape ", t.shape(), " is not contiguous (strides ", Shape(t.strides()),
+           "); call .contiguous() first");
+  return alias_strided(t, std::move(s), {}, t.storage_offset());
+}
+
+Tensor alias_strided(const Tensor& t, Shape s, std::vector<int64_t> strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.unsafe_impl()->storage;
-  impl->offset = t.unsafe_impl()->offset;
+  impl->offset = offset;
+  impl->strides = strides.empty() ? std::move(strides) : canonical_strides(s, std::move(strides));
   impl->shape = std::move(s);
   impl->dtype = t.dtype();
+  impl->is_view = t.is_view();
   return Tensor(std::move(impl));
 }
 

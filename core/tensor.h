@@ -1,6 +1,9 @@
 #pragma once
-// Tensor: a cheap shared handle to contiguous row-major storage with a runtime dtype and device.
-// reshape/view share storage; transpose/permute/slice/cat copy (docs/ARCHITECTURE.md, Principles 7).
+// Tensor: a cheap shared handle to storage + offset + sizes + strides, with a runtime dtype and device.
+// The view ops (view, transpose, permute, slice, select, narrow, unsqueeze, squeeze, expand, as_strided)
+// share storage; an op whose kernel reads dense memory makes a non-contiguous input contiguous once at its
+// entry (ops/strided.h's dense), and data_ptr() refuses a non-contiguous tensor (docs/ARCHITECTURE.md,
+// "Strided tensors and views").
 // The differentiable members (to, reshape, transpose, ...) are ops: they are declared here for a
 // libtorch-like API and defined in ops/ (shape.cpp, cast.cpp); the autograd members in autograd/.
 #include <concepts>
@@ -31,6 +34,9 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   DType dtype;
+  // Bumped by every in-place op on any tensor sharing this storage (views, detach()); autograd keeps the
+  // value each saved tensor had when it was saved and refuses a backward that would read changed values.
+  uint64_t version = 0;
 };
 
 struct AutogradMeta;  // autograd/node.h
@@ -42,9 +48,17 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
   Shape shape;
+  // Element strides, one per dim; empty when the tensor is contiguous row-major (canonical_strides makes
+  // every contiguous layout empty, so is_contiguous() is strides.empty()).
+  std::vector<int64_t> strides;
+  bool is_view = false;  // made by a view op from another tensor (shares its storage)
   DType dtype = DType::F32;
   std::shared_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
 };
+
+// strides, or empty when they describe shape's contiguous row-major layout (dims of size 1 and empty tensors
+// impose nothing, as torch's is_contiguous).
+std::vector<int64_t> canonical_strides(const Shape& shape, std::vector<int64_t> strides);
 
 struct TensorOptions {
   DType dtype = DType::F32;
@@ -76,7 +90,16 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  // The first element of a contiguous tensor: an hg::Error for a non-contiguous view (call contiguous()).
   void* data_ptr() const;
+  // The address of element (0, ..., 0) whatever the layout: for kernels that take strides.
+  void* strided_data_ptr() const;
+  std::vector<int64_t> strides() const;  // in elements, one per dim
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const { return impl().offset; }
+  bool is_contiguous() const { return impl().strides.empty(); }
+  bool is_view() const { return impl().is_view; }
+  uint64_t version() const { return impl().storage->version; }  // torch's _version
   template <class T> T* data() const {
     HG_CHECK(dtype() == dtype_v<T>, "Tensor::data: tensor has dtype ", dtype(), " but ",
              dtype_name(dtype_v<T>), " was requested; use .to(DType) first");
@@ -93,14 +116,15 @@ class Tensor {
   // --- ops (ops/cast.cpp, ops/shape.cpp); differentiable unless noted ---
   Tensor to(DType t) const;
   Tensor to(Device d) const;
-  Tensor reshape(Shape s) const;  // one dim may be -1; shares storage
-  Tensor view(Shape s) const { return reshape(std::move(s)); }
+  Tensor reshape(Shape s) const;  // one dim may be -1; a view when the strides allow, else a copy
+  Tensor view(Shape s) const;     // a view, or an hg::Error when the strides do not allow one (torch's view)
   Tensor flatten() const { return reshape({-1}); }
-  Tensor transpose(int64_t d0, int64_t d1) const;  // copies
+  Tensor transpose(int64_t d0, int64_t d1) const;  // a view
   Tensor t() const { return transpose(0, 1); }
-  Tensor permute(std::vector<int64_t> dims) const;  // copies
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // copies
-  Tensor clone() const;  // copies; differentiable
+  Tensor permute(std::vector<int64_t> dims) const;  // a view
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // a view
+  Tensor clone() const;  // copies (contiguous); differentiable
+  Tensor contiguous() const;  // the tensor itself when contiguous, else a contiguous copy; differentiable
 
   // --- the common ops as members, as torch spells them (ops/methods.cpp; the functions of ops/*.h) ---
   Tensor sum() const;
@@ -123,14 +147,11 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;
 
   // --- libtorch's spellings of what exists (ops/methods.cpp): x.dim(), x.sizes(), x.mul(y), x.sum(1, true),
-  // auto [v, i] = x.max(1), ... Every tensor is contiguous today, so contiguous() is the tensor itself and
-  // unsqueeze/squeeze/view share storage while select/narrow/chunk/split/expand copy. ---
+  // auto [v, i] = x.max(1), ... unsqueeze/squeeze/select/narrow/chunk/split/expand are views. ---
   int64_t dim() const { return ndim(); }
   const Shape& sizes() const { return shape(); }
   bool is_cuda() const { return device().is_cuda(); }
   bool is_cpu() const { return device().is_cpu(); }
-  bool is_contiguous() const { return true; }
-  Tensor contiguous() const { return *this; }
   Tensor to(const std::string& device) const;  // "cpu", "cuda", "cuda:1"
   Tensor cpu() const;
   Tensor cuda() const;
@@ -171,7 +192,25 @@ class Tensor {
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
-  Tensor expand(const Shape& sizes) const;  // broadcast to sizes (-1 keeps a dim); copies today
+  Tensor expand(const Shape& sizes) const;  // broadcast to sizes (-1 keeps a dim); a view (stride 0)
+  Tensor as_strided(const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset) const;
+
+  // --- in-place ops (ops/inplace.cpp, ops/inplace.h): write into this tensor's elements (through a view into its
+  // base), bump its version and take over autograd history. const, as libtorch's: x.narrow(0, 0, 2).zero_() works
+  // on the temporary view. A leaf that requires grad refuses them while grad mode is on. ---
+  const Tensor& add_(const Tensor& o) const;
+  const Tensor& add_(double s) const;
+  const Tensor& sub_(const Tensor& o) const;
+  const Tensor& sub_(double s) const;
+  const Tensor& mul_(const Tensor& o) const;
+  const Tensor& mul_(double s) const;
+  const Tensor& div_(const Tensor& o) const;
+  const Tensor& div_(double s) const;
+  const Tensor& clamp_(double lo, double hi) const;
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const;
+  const Tensor& copy_(const Tensor& src) const;  // any dtype and device; src broadcasts to this shape
+  const Tensor& masked_fill_(const Tensor& mask, double value) const;
 
   // --- autograd (autograd/tensor_autograd.cpp) ---
   bool requires_grad() const;
@@ -225,10 +264,23 @@ Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 
-// A tensor of the same dtype/device sharing t's storage under a new shape (no autograd).
+// A tensor of the same dtype/device sharing t's storage under a new shape (no autograd); t must be contiguous.
 Tensor alias_with_shape(const Tensor& t, Shape s);
+// A tensor sharing t's storage with the given sizes, strides and offset (no autograd, no bounds check: the
+// view ops check theirs).
+Tensor alias_strided(const Tensor& t, Shape s, std::vector<int64_t> strides, int64_t offset);
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// x += y, x -= 2, ...: the in-place ops (ops/inplace.cpp)
+const Tensor& operator+=(const Tensor& a, const Tensor& b);
+const Tensor& operator-=(const Tensor& a, const Tensor& b);
+const Tensor& operator*=(const Tensor& a, const Tensor& b);
+const Tensor& operator/=(const Tensor& a, const Tensor& b);
+const Tensor& operator+=(const Tensor& a, double b);
+const Tensor& operator-=(const Tensor& a, double b);
+const Tensor& operator*=(const Tensor& a, double b);
+const Tensor& operator/=(const Tensor& a, double b);
 
 // Checks that two tensors are on the same device; op names the caller.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);

@@ -26,8 +26,10 @@ void load_block(const T* src, int64_t stride, C* dst, int64_t n) {
   if (stride == 0) {
     const C v = load(src[0]);
     for (int64_t i = 0; i < n; ++i) dst[i] = v;
-  } else {
+  } else if (stride == 1) {
     widen(src, dst, n);
+  } else {  // a view's row (a transposed or stepped input)
+    for (int64_t i = 0; i < n; ++i) dst[i] = load(src[i * stride]);
   }
 }
 

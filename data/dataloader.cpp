@@ -138,6 +138,9 @@ class EpochRun {
 DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   dataset_.check("DataLoader");
+  // batches are gathered as whole rows of dense memory: a view (a slice of a larger set) is copied once here
+  dataset_.inputs = dataset_.inputs.contiguous();
+  dataset_.targets = dataset_.targets.contiguous();
   HG_CHECK(options_.batch_size >= 1, "DataLoader: batch_size=", options_.batch_size, " must be >= 1");
 }
 

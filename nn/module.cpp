@@ -30,6 +30,7 @@ void set_data(const Tensor& dst, const Tensor& src) {
   const TensorImpl* s = src.unsafe_impl();
   d->storage = s->storage;
   d->offset = s->offset;
+  d->strides = s->strides;
   d->shape = s->shape;
   d->dtype = s->dtype;
   if (d->autograd) d->autograd->grad = Tensor();

@@ -17,16 +17,19 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return Shape(std::move(out));
 }
 
-BroadcastPlan make_broadcast_plan(const char* op, const Shape& out, const std::vector<Shape>& ins) {
+BroadcastPlan make_broadcast_plan(const char* op, const Shape& out, const std::vector<Shape>& ins,
+                                  const std::vector<std::vector<int64_t>>& given) {
   HG_CHECK(ins.size() <= static_cast<size_t>(kMaxInputs), op, ": too many inputs (", ins.size(), ")");
   const int64_t nd = out.ndim();
   // Full strides of every input in out's index space, dims of size 1 dropped.
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides(ins.size());
   std::vector<std::vector<int64_t>> in_strides;
-  for (const Shape& s : ins) {
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const Shape& s = ins[k];
     HG_CHECK(s.ndim() <= nd, op, ": input shape ", s, " has more dims than the output ", out);
-    in_strides.push_back(contiguous_strides(s));
+    const bool strided = k < given.size() && !given[k].empty();
+    in_strides.push_back(strided ? given[k] : contiguous_strides(s));
   }
   for (int64_t d = 0; d < nd; ++d) {
     if (out[d] == 1) continue;

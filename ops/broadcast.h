@@ -24,7 +24,9 @@ struct BroadcastPlan {
 // The broadcast shape of a and b, or an hg::Error naming op and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
-// The plan for inputs of the given shapes (each broadcastable to out) producing out.
-BroadcastPlan make_broadcast_plan(const char* op, const Shape& out, const std::vector<Shape>& ins);
+// The plan for inputs of the given shapes (each broadcastable to out) producing out. strides[k], when given and
+// not empty, are input k's element strides (a view's); otherwise input k is contiguous.
+BroadcastPlan make_broadcast_plan(const char* op, const Shape& out, const std::vector<Shape>& ins,
+                                  const std::vector<std::vector<int64_t>>& strides = {});
 
 }  // namespace hg

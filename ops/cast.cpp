@@ -8,12 +8,13 @@ namespace hg {
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
+  if (!is_contiguous()) return contiguous().to(t);  // the cast kernel reads dense memory
   Tensor y = empty(shape(), {.dtype = t, .device = device()});
   if (numel()) cast_kernels().get(device(), DType::F32)(data_ptr(), dtype(), y.data_ptr(), t, numel());
   if (is_floating(t)) {
     autograd::record(y, "to(dtype)", {*this}, [src = dtype()](const Tensor& dy, const GradMask&) {
       return std::vector<Tensor>{dy.to(src)};
-    });
+    }, autograd::Saves::none());
     // the gradient's cast back is exact: the engine may batch it with the others (autograd/node.h)
     if (is_exact_widening(t, dtype()) && y.grad_fn()) y.grad_fn()->widen_back_to = dtype();
   }
@@ -22,12 +23,13 @@ Tensor Tensor::to(DType t) const {
 
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
+  if (!is_contiguous()) return contiguous().to(d);  // one dense block crosses
   load_backend(d.type);
   Tensor y = empty(shape(), {.dtype = dtype(), .device = d});
   copy_bytes(y.data_ptr(), d, data_ptr(), device(), nbytes());
   autograd::record(y, "to(device)", {*this}, [src = device()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{dy.to(src)};
-  });
+  }, autograd::Saves::none());
   return y;
 }
 

@@ -93,7 +93,8 @@ DType common_dtype(const Tensor& x, const Tensor& w, const Tensor& b) {
   return dt;
 }
 
-Tensor cast_to(const Tensor& t, DType dt) { return !t.defined() || t.dtype() == dt ? t : t.to(dt); }
+// t in dt and contiguous (the kernels read dense NCHW memory), differentiably
+Tensor cast_to(const Tensor& t, DType dt) { return !t.defined() ? t : (t.dtype() == dt ? t : t.to(dt)).contiguous(); }
 
 }  // namespace
 
@@ -117,7 +118,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
                    [p, xd = x.detach(), wd = w.detach()](const Tensor& dy, const GradMask& needs) {
                      auto [dw, db] = grad_w_b(p, xd, dy, needs[1], needs[2]);
                      return std::vector<Tensor>{needs[0] ? grad_x(p, wd, dy) : Tensor(), dw, db};
-                   });
+                   }, autograd::Saves::only({0, 1}));
   return y;
 }
 

@@ -37,12 +37,12 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   a.threshold = static_cast<uint32_t>(std::ceil(o.p * 16777216.0));  // p * 2^24 is exact: no rounding doubt
   a.scale = 1.0 / (1.0 - o.p);
   Tensor y = empty_like(x);
-  run_dropout(a, x, y);
+  run_dropout(a, x.contiguous(), y);
   autograd::record(y, "dropout", {x}, [a](const Tensor& dy, const GradMask&) {
     Tensor dx = empty_like(dy);
     run_dropout(a, dy, dx);
     return std::vector<Tensor>{dx};
-  });
+  }, autograd::Saves::none());
   return y;
 }
 

@@ -21,15 +21,17 @@ const char* ew_op_name(EwOp op) {
 
 void run_elementwise(const char* op, const EwCall& call, const std::vector<Tensor>& ins, Tensor& out) {
   std::vector<Shape> shapes;
+  std::vector<std::vector<int64_t>> strides(ins.size());  // empty: contiguous
   const void* ptrs[kMaxInputs] = {};
   for (size_t k = 0; k < ins.size(); ++k) {
     HG_CHECK(ins[k].dtype() == out.dtype(), op, ": input ", k, " has dtype ", ins[k].dtype(), " but the output is ",
              out.dtype());
     check_same_device(op, ins[k], out);
     shapes.push_back(ins[k].shape());
-    ptrs[k] = ins[k].data_ptr();
+    if (!ins[k].is_contiguous()) strides[k] = ins[k].strides();  // the kernels read views in place
+    ptrs[k] = ins[k].strided_data_ptr();
   }
-  const BroadcastPlan plan = make_broadcast_plan(op, out.shape(), shapes);
+  const BroadcastPlan plan = make_broadcast_plan(op, out.shape(), shapes, strides);
   ew_kernels().get(out.device(), out.dtype())(call, plan, ptrs, out.data_ptr());
   note_ew_call(out.device().type, call.op, out.dtype());
 }
@@ -64,7 +66,8 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
       Tensor dx = empty_like(v);
       run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {v, v, dy}, dx);
       return std::vector<Tensor>{dx};
-    });
+    }, reads == GradReads::Y ? autograd::Saves::output_only()
+       : reads == GradReads::X ? autograd::Saves::only({0}) : autograd::Saves::none());
   }
   return y;
 }
@@ -95,7 +98,7 @@ Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, cons
     autograd::record(y, name, {a, b}, [a, b, op](const Tensor& dy, const GradMask& needs) {
       return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, a.shape()) : Tensor(),
                                  needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, b.shape()) : Tensor()};
-    });
+    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{});
   }
   return y;
 }

@@ -27,10 +27,11 @@ void check_embedding(const Tensor& indices, const Tensor& weight, const Embeddin
 
 }  // namespace
 
-Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptions o) {
+Tensor embedding(const Tensor& indices_in, const Tensor& weight_in, EmbeddingFuncOptions o) {
   // I64 indices are never eligible: only the weight can be cast
-  if (amp::OpCast c{amp::OpId::Embedding, {indices, weight}}) return c.result(embedding(c[0], c[1], o));
-  check_embedding(indices, weight, o);
+  if (amp::OpCast c{amp::OpId::Embedding, {indices_in, weight_in}}) return c.result(embedding(c[0], c[1], o));
+  check_embedding(indices_in, weight_in, o);
+  const Tensor indices = indices_in.contiguous(), weight = weight_in.contiguous();  // the kernels read dense rows
   std::vector<int64_t> out = indices.shape().dims();
   out.push_back(weight.shape()[1]);
   Tensor y = empty(Shape(out), {.dtype = weight.dtype(), .device = weight.device()});
@@ -43,7 +44,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptio
   a.weight = weight.data_ptr();
   a.y = y.data_ptr();
   if (a.n > 0) embedding_kernels().get(weight.device(), weight.dtype())(a);
-  autograd::record(y, "embedding", {weight}, [indices, a, dt = weight.dtype()](const Tensor& dy, const GradMask&) {
+  // the indices are an input too (never differentiated) so that changing them in place before backward is refused
+  autograd::record(y, "embedding", {weight, indices}, [indices, a, dt = weight.dtype()](const Tensor& dy, const GradMask&) {
     Tensor grad = empty({a.num, a.dim}, {.dtype = dt == DType::F64 ? DType::F64 : DType::F32, .device = dy.device()});
     EmbeddingArgs b = a;
     b.indices = static_cast<const int64_t*>(indices.data_ptr());
@@ -52,8 +54,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, EmbeddingFuncOptio
     b.dy = dy.data_ptr();
     b.grad = grad.data_ptr();
     if (grad.numel() > 0) embedding_backward_kernels().get(dy.device(), dt)(b);
-    return std::vector<Tensor>{grad.to(dt)};
-  });
+    return std::vector<Tensor>{grad.to(dt), Tensor()};
+  }, autograd::Saves::only({1}));
   return y;
 }
 

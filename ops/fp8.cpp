@@ -31,8 +31,9 @@ void run_quantize(const char* op, const Tensor& x, Tensor* q, DType fp8, const f
   check_floating(op, x);
   HG_CHECK(x.dtype() != DType::I64, op, ": dtype I64 is not supported; quantize a floating tensor");
   Fp8QuantizeArgs a;
+  const Tensor xc = x.contiguous();  // the kernel reads dense memory
   a.n = x.numel();
-  a.x = x.data_ptr();
+  a.x = xc.data_ptr();
   a.q = q != nullptr ? q->data_ptr() : nullptr;
   a.q_dtype = fp8;
   a.scale = scale;
@@ -89,8 +90,9 @@ Tensor fp8_dequantize(const Tensor& q, const Tensor& scale_inv, DType out) {
   Tensor y = empty(q.shape(), {.dtype = out, .device = q.device()});
   if (q.numel() == 0) return y;
   Fp8DequantizeArgs a;
+  const Tensor qc = q.contiguous();
   a.n = q.numel();
-  a.q = q.data_ptr();
+  a.q = qc.data_ptr();
   a.q_dtype = q.dtype();
   a.scale_inv = static_cast<const float*>(scale_inv.data_ptr());
   a.y = y.data_ptr();
@@ -201,7 +203,7 @@ MxTensor mx_quantize(const Tensor& x_in, MxFormat f, const MxOptions& o) {
   HG_CHECK(x_in.ndim() >= 1, "mx_quantize: x is 0-d; blocks run along a dimension, so pass at least a 1-d tensor");
   HG_CHECK(o.block >= 1, "mx_quantize: block=", o.block, " must be at least 1 (the OCP MX formats use 32)");
   const int64_t dim = wrap_dim("mx_quantize", o.dim, x_in.ndim());
-  const Tensor x = x_in.dtype() == DType::F32 ? x_in : x_in.to(DType::F32);
+  const Tensor x = (x_in.dtype() == DType::F32 ? x_in : x_in.to(DType::F32)).contiguous();
   Shape scale_shape = x.shape();
   scale_shape[dim] = (scale_shape[dim] + o.block - 1) / o.block;
   const DType elem = f == MxFormat::MXFP8_E5M2 ? DType::F8E5M2 : DType::F8E4M3;
@@ -246,9 +248,10 @@ Tensor mx_dequantize(const MxTensor& m, DType out) {
   const MxView v = mx_view(m.data.shape(), m.dim);
   MxDequantizeArgs a;
   a.outer = v.outer, a.len = v.len, a.inner = v.inner, a.block = m.block;
-  a.q = static_cast<const uint8_t*>(m.data.data_ptr());
+  const Tensor q = m.data.contiguous(), scale = m.scale.contiguous();
+  a.q = static_cast<const uint8_t*>(q.data_ptr());
   a.e4m3 = want == DType::F8E4M3;
-  a.scale = static_cast<const float*>(m.scale.data_ptr());
+  a.scale = static_cast<const float*>(scale.data_ptr());
   a.y = y.data_ptr();
   mx_dequantize_kernels().get(m.data.device(), out)(a);
   return y;

@@ -103,8 +103,8 @@ Tensor fp8_gemm(Fp8LinearState& st, const Fp8Operand& a, Trans ta, const Fp8Oper
                .scale_b = b.scale_inv.data<float>(), .query = true};
     if (native(g)) {
       // K-major copies where the operand is stored the other way (transpose copies: 1 byte per element)
-      const Tensor ak = ta == Trans::N ? a.q : transpose(a.q, 0, 1);  // (m, k)
-      const Tensor bk = tb == Trans::T ? b.q : transpose(b.q, 0, 1);  // (n, k)
+      const Tensor ak = (ta == Trans::N ? a.q : transpose(a.q, 0, 1)).contiguous();  // (m, k)
+      const Tensor bk = (tb == Trans::T ? b.q : transpose(b.q, 0, 1)).contiguous();  // (n, k)
       Tensor c = empty(Shape{m, n}, {.dtype = DType::F32, .device = dev});
       g.a = ak.data_ptr();
       g.b = bk.data_ptr();
@@ -154,14 +154,15 @@ std::string cast_note(const Fp8LinearState& st) {
 
 }  // namespace
 
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
+Tensor fp8_linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const std::shared_ptr<Fp8LinearState>& state,
                   const Fp8LinearOptions& opt) {
-  if (amp::OpCast c{amp::OpId::Fp8Linear, {x, w, b}}) {  // an observer (PrecisionTrace) or a user policy
+  if (amp::OpCast c{amp::OpId::Fp8Linear, {x_in, w_in, b}}) {  // an observer (PrecisionTrace) or a user policy
     Tensor y = fp8_linear(c[0], c[1], c[2], state, opt);
     if (c.observed()) c.set_note(cast_note(*state));
     return c.result(y);
   }
-  check_args(x, w, b, state);
+  check_args(x_in, w_in, b, state);
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous();  // the casts and GEMMs read dense rows
   amp::ExcludeGuard no_autocast;  // this op manages its own dtypes
   Fp8LinearState& st = *state;
   st.count_call();

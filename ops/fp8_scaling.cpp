@@ -21,7 +21,7 @@ namespace {
 template <class F>
 Fp8CastStats cast_stats(const Tensor& x, const Tensor& q, float limit, F&& scale_at) {
   const std::vector<float> xs = x.to(DType::F32).to(Device::cpu()).to_vector<float>();
-  const Tensor qh = q.to(Device::cpu());
+  const Tensor qh = q.contiguous().to(Device::cpu());
   const auto* qb = static_cast<const uint8_t*>(qh.data_ptr());
   const float* values = fp8_decode_table(q.dtype());
   Fp8CastStats s;

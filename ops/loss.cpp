@@ -44,7 +44,8 @@ CrossEntropyArgs class_view(const char* op, const Tensor& x, const Tensor& targe
 
 // Shared by cross_entropy (Logits) and nll_loss (LogProbs): one forward kernel writes the loss and the
 // per-row statistics that the one backward kernel reads.
-Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x, const Tensor& target) {
+Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const Tensor& target_in) {
+  const Tensor x = x_in.contiguous(), target = target_in.contiguous();  // the kernels read dense rows
   const int64_t rows = a.outer * a.inner;
   const TensorOptions copt{.dtype = compute_dtype(x.dtype()), .device = x.device()};
   Tensor stats = empty({2 * rows + 1}, copt);
@@ -54,7 +55,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x, const Ten
   a.stats = stats.data_ptr();
   a.loss = loss.data_ptr();
   cross_entropy_kernels().get(x.device(), x.dtype())(a);
-  autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
+  autograd::record(loss, op, {x}, [x = x.detach(), target, stats, a](const Tensor& dy, const GradMask&) {
     HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
              stats.dtype());
     Tensor dx = empty_like(x);

@@ -72,6 +72,17 @@ Problem resolve(const Tensor& a, const Tensor& b, MatmulOptions o) {
   return p;
 }
 
+// A view whose last two dims, swapped, are contiguous (b.t(), b.transpose(-1, -2)) is read by the GEMM in place
+// with the other transpose flag: the swap is a view op (its gradient flows back), never a copy. Any other
+// non-contiguous operand is made contiguous once.
+Tensor gemm_operand(const Tensor& t, Trans& tr) {
+  if (t.is_contiguous() || t.ndim() < 2) return t.contiguous();
+  const Tensor swapped = transpose(t, -1, -2);
+  if (!swapped.is_contiguous()) return t.contiguous();
+  tr = flip(tr);
+  return swapped;
+}
+
 // A shared operand's gradient is the sum of its per-batch gradients.
 Tensor finish_grad(const Tensor& g, bool shared, const Shape& shape) {
   return (shared ? sum(g, {0}) : g).reshape(shape);
@@ -197,9 +208,11 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   check_linear(x_in, w_in, b_in);
   DType dt = promote_types(x_in.dtype(), w_in.dtype());
   if (b_in.defined()) dt = promote_types(dt, b_in.dtype());
-  const Tensor x = x_in.dtype() == dt ? x_in : x_in.to(dt);
-  const Tensor w = w_in.dtype() == dt ? w_in : w_in.to(dt);
-  const Tensor b = !b_in.defined() || b_in.dtype() == dt ? b_in : b_in.to(dt);
+  // the kernels read dense rows (a view is copied once, here)
+  const Tensor x = (x_in.dtype() == dt ? x_in : x_in.to(dt)).contiguous();
+  const Tensor w = (w_in.dtype() == dt ? w_in : w_in.to(dt)).contiguous();
+  const Tensor b = !b_in.defined() || b_in.dtype() == dt ? b_in.defined() ? b_in.contiguous() : b_in
+                                                          : b_in.to(dt);
   const int64_t i = w.size(1);
   int64_t m = 1;
   for (int64_t d = 0; d + 1 < x.ndim(); ++d) m *= x.shape()[d];
@@ -240,8 +253,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   check_floating("matmul", a_in);
   check_floating("matmul", b_in);
   const DType dt = promote_types(a_in.dtype(), b_in.dtype());  // like elementwise ops, differentiably
-  const Tensor a = a_in.dtype() == dt ? a_in : a_in.to(dt);
-  const Tensor b = b_in.dtype() == dt ? b_in : b_in.to(dt);
+  const Tensor a = gemm_operand(a_in.dtype() == dt ? a_in : a_in.to(dt), o.trans_a);
+  const Tensor b = gemm_operand(b_in.dtype() == dt ? b_in : b_in.to(dt), o.trans_b);
   const Problem p = resolve(a, b, o);
   Tensor y = alias_with_shape(gemm_op({.x = a, .tx = o.trans_a, .x_shared = p.shared_a, .y = b, .ty = o.trans_b,
                                        .y_shared = p.shared_b, .batch = p.batch, .m = p.m, .n = p.n, .k = p.k}),

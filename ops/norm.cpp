@@ -7,6 +7,7 @@
 #include "ops/norm.h"
 
 #include "autograd/node.h"
+#include "ops/shape.h"
 #include "core/allocator.h"
 #include "ops/autocast/autocast.h"
 #include "ops/kernels/norm.h"
@@ -28,7 +29,7 @@ void check_param(const char* op, const char* name, const Tensor& p, const Shape&
 }
 
 // What the kernels read: raw memory in the compute dtype, outside autograd (backward is recorded here).
-Tensor as_compute(const Tensor& p, DType cdt) { return p.defined() ? p.detach().to(cdt) : Tensor(); }
+Tensor as_compute(const Tensor& p, DType cdt) { return p.defined() ? p.detach().to(cdt).contiguous() : Tensor(); }
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 Tensor buffer_if(bool want, const Shape& s, DType dt, Device dev) {
   return want ? empty(s, {.dtype = dt, .device = dev}) : Tensor();
@@ -44,9 +45,8 @@ struct RunningStat {
   Tensor target, buf;
   RunningStat(const Tensor& r, DType cdt) : target(r.defined() ? r.detach() : Tensor()), buf(as_compute(r, cdt)) {}
   void commit() const {
-    if (!buf.defined() || buf.dtype() == target.dtype()) return;
-    const Tensor back = buf.to(target.dtype());
-    copy_bytes(target.data_ptr(), target.device(), back.data_ptr(), back.device(), target.nbytes());
+    if (!buf.defined() || buf.unsafe_impl()->storage == target.unsafe_impl()->storage) return;
+    copy_into(buf.to(target.dtype()), target);  // target may be a view
   }
 };
 
@@ -114,11 +114,12 @@ void check_layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, co
 }  // namespace
 
 // x is (N,C,*) viewed as (N,C,S); running_mean/var, weight, bias are (C) or undefined; y is x's shape.
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, BatchNormFuncOptions o) {
   // The running statistics are updated in place: they are never cast (a cast copy would take the update).
-  if (amp::OpCast c{amp::OpId::BatchNorm, {x, weight, bias}})
+  if (amp::OpCast c{amp::OpId::BatchNorm, {x_in, weight, bias}})
     return c.result(batch_norm(c[0], running_mean, running_var, c[1], c[2], o));
+  const Tensor x = x_in.contiguous();
   const int64_t s = check_batch_norm(x, running_mean, running_var, weight, bias, o);
   const int64_t c = x.shape()[1];
   const DType cdt = compute_dtype(x.dtype());
@@ -141,10 +142,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 }
 
 // x is (*, normalized_shape) viewed as (rows, k); weight and bias have normalized_shape or are undefined.
-Tensor layer_norm(const Tensor& x, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
+Tensor layer_norm(const Tensor& x_in, const std::vector<int64_t>& normalized_shape, const Tensor& weight,
                   const Tensor& bias, LayerNormFuncOptions o) {
-  if (amp::OpCast c{amp::OpId::LayerNorm, {x, weight, bias}})
+  if (amp::OpCast c{amp::OpId::LayerNorm, {x_in, weight, bias}})
     return c.result(layer_norm(c[0], normalized_shape, c[1], c[2], o));
+  const Tensor x = x_in.contiguous();
   const Shape ns(normalized_shape);
   check_layer_norm(x, ns, weight, bias);
   const int64_t k = ns.numel(), rows = k > 0 ? x.numel() / k : 0;

@@ -17,7 +17,7 @@ Tensor as_batched(const char* op, const Tensor& x) {
   HG_CHECK(x.ndim() == 3 || x.ndim() == 4, op, ": x has shape ", x.shape(),
            "; it must be 4-D (N,C,H,W) or 3-D (C,H,W)");
   const Shape& s = x.shape();
-  return x.ndim() == 4 ? x : x.reshape({1, s[0], s[1], s[2]});
+  return (x.ndim() == 4 ? x : x.reshape({1, s[0], s[1], s[2]})).contiguous();  // the kernels read dense planes
 }
 
 void check_at_least(const char* op, const char* what, Size2 v, int64_t min, const char* fix) {
@@ -68,7 +68,7 @@ Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom&
       pool2d_backward_kernels().get(dy.device(), dy.dtype())(
           {.g = g, .planes = planes, .indices = index_ptr(idx), .dy = dy.data_ptr(), .dx = dx.data_ptr()});
     return std::vector<Tensor>{dx};
-  });
+  }, autograd::Saves::none());  // reads only the indices it made
   return x_in.ndim() == 3 ? y.reshape({s[1], g.h.out, g.w.out}) : y;
 }
 

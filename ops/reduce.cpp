@@ -86,6 +86,7 @@ Tensor reduce_raw(const Tensor& x_in, ReduceOp op, const std::vector<char>& mask
     x = permute(x, perm);
     v = View3{reduced_shape(x_in.shape(), mask, false).numel(), reduced_count(x_in.shape(), mask), 1};
   }
+  x = x.contiguous();  // a view (the permute above, or the caller's) is copied once
   Tensor y = empty(reduced_shape(x_in.shape(), mask, true), {.dtype = x.dtype(), .device = x.device()});
   ReduceArgs a{.op = op, .outer = v.outer, .r = v.r, .inner = v.inner, .scale = is_mean ? 1.0 / double(v.r) : 1.0,
                .x = x.data_ptr(), .out = y.data_ptr()};
@@ -112,7 +113,7 @@ Tensor sum_mean(const char* op, const Tensor& x, const std::vector<int64_t>& dim
   const double scale = is_mean ? 1.0 / double(reduced_count(x.shape(), mask)) : 1.0;
   autograd::record(y, op, {x}, [xs = x.shape(), ks = yk.shape(), scale](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{expand_scaled(dy, ks, xs, scale)};
-  });
+  }, autograd::Saves::none());
   return y;
 }
 
@@ -152,7 +153,7 @@ ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t
   ValuesIndices res{keepdim ? vk : alias_with_shape(vk, out), keepdim ? idx : alias_with_shape(idx, out)};
   autograd::record(res.values, op, {x}, [xs = x.shape(), ks = vk.shape(), idx, d](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{route_to_index(dy.reshape(ks), idx, xs, d)};
-  });
+  }, autograd::Saves::none());
   return res;
 }
 
@@ -169,12 +170,13 @@ Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
     const Tensor hit = add(eq(xd, yd), mul(ne(xd, xd), ne(yd, yd)));  // the two terms never overlap
     const Tensor share = div(dy.to(ct), sum(hit.to(ct))).to(xd.dtype());
     return std::vector<Tensor>{mul(hit, share)};
-  });
+  }, autograd::Saves::only({0}, true));
   return y;
 }
 
-Tensor softmax_impl(const char* op, bool log, const Tensor& x, int64_t dim) {
-  check_floating(op, x);
+Tensor softmax_impl(const char* op, bool log, const Tensor& x_in, int64_t dim) {
+  check_floating(op, x_in);
+  const Tensor x = x_in.contiguous();
   const int64_t d = wrap_dim(op, dim, x.ndim());
   View3 v;  // a 0-d tensor is one row of one element
   for (int64_t i = 0; i < x.ndim(); ++i) {
@@ -193,7 +195,7 @@ Tensor softmax_impl(const char* op, bool log, const Tensor& x, int64_t dim) {
                                                                .y = yd.data_ptr(), .dy = dy.data_ptr(),
                                                                .dx = dx.data_ptr()});
     return std::vector<Tensor>{dx};
-  });
+  }, autograd::Saves::output_only());
   return y;
 }
 

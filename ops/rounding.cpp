@@ -13,7 +13,7 @@ Tensor stochastic_round(const Tensor& x, DType dt, Generator* gen) {
            " is not a narrower format; round to F16, BF16, F8E4M3 or F8E5M2");
   check_floating("stochastic_round", x);
   HG_CHECK(x.dtype() != DType::I64, "stochastic_round: dtype I64 is not supported; round a floating tensor");
-  const Tensor xf = x.dtype() == DType::F32 ? x.detach() : x.detach().to(DType::F32);
+  const Tensor xf = (x.dtype() == DType::F32 ? x.detach() : x.detach().to(DType::F32)).contiguous();
   Tensor y = empty(x.shape(), {.dtype = dt, .device = x.device()});
   if (x.numel() > 0) {
     Generator& g = gen ? *gen : default_generator();
@@ -27,7 +27,7 @@ Tensor stochastic_round(const Tensor& x, DType dt, Generator* gen) {
   if (is_low_precision(dt)) {
     autograd::record(y, "stochastic_round", {x}, [src = x.dtype()](const Tensor& dy, const GradMask&) {
       return std::vector<Tensor>{dy.to(src)};
-    });
+    }, autograd::Saves::none());
   }
   return y;
 }

@@ -1,7 +1,9 @@
 #include "ops/shape.h"
 
 #include <cmath>
+#include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "autograd/node.h"
@@ -24,12 +26,13 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
 
 namespace {
 
-// Copies src (viewed with `sizes` and element strides `src_strides` from src_offset) into dst at
-// dst_offset with dst_strides.
+// Copies src (viewed with `sizes` and element strides `src_strides` from src_offset, both counted from src's
+// element 0 whatever its layout) into dst at dst_offset with dst_strides (likewise from dst's element 0).
 void copy_strided(const Tensor& src, int64_t src_offset, const std::vector<int64_t>& sizes,
-                  const std::vector<int64_t>& src_strides, Tensor& dst, int64_t dst_offset,
+                  const std::vector<int64_t>& src_strides, const Tensor& dst, int64_t dst_offset,
                   const std::vector<int64_t>& dst_strides) {
   check_same_device("copy", src, dst);
+  HG_CHECK(src.dtype() == dst.dtype(), "copy: source dtype ", src.dtype(), " differs from destination ", dst.dtype());
   HG_CHECK(sizes.size() <= static_cast<size_t>(kMaxDims), "copy: ", sizes.size(), " dims exceed the limit of ",
            kMaxDims);
   StridedCopy c;
@@ -41,48 +44,129 @@ void copy_strided(const Tensor& src, int64_t src_offset, const std::vector<int64
   }
   const int64_t es = static_cast<int64_t>(dtype_size(src.dtype()));
   c.elem_size = static_cast<int>(es);
-  c.src = static_cast<const char*>(src.data_ptr()) + src_offset * es;
-  c.dst = static_cast<char*>(dst.data_ptr()) + dst_offset * es;
+  c.src = static_cast<const char*>(src.strided_data_ptr()) + src_offset * es;
+  c.dst = static_cast<char*>(dst.strided_data_ptr()) + dst_offset * es;
   copy_kernels().get(src.device(), DType::F32)(c);
 }
 
-Tensor permute_impl(const Tensor& x, const std::vector<int64_t>& perm) {
-  const auto st = contiguous_strides(x.shape());
-  std::vector<int64_t> sizes, src_strides;
-  for (int64_t p : perm) {
-    sizes.push_back(x.shape()[p]);
-    src_strides.push_back(st[static_cast<size_t>(p)]);
-  }
-  Tensor y = empty(Shape(sizes), {.dtype = x.dtype(), .device = x.device()});
-  copy_strided(x, 0, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
+// The sizes, element strides and storage offset of a view.
+struct Geometry {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+};
+Geometry geometry_of(const Tensor& x) { return {x.shape().dims(), x.strides(), x.storage_offset()}; }
+Geometry dense_geometry(const Shape& s) { return {s.dims(), contiguous_strides(s), 0}; }
+
+// x's storage seen through g (no autograd): a view.
+Tensor view_of(const Tensor& x, const Geometry& g) {
+  Tensor y = alias_strided(x, Shape(g.sizes), g.strides, g.offset);
+  y.unsafe_impl()->is_view = true;
   return y;
 }
 
-}  // namespace
+// The view `pick` makes of x, where each element of x appears at most once (slice, select): backward writes dy
+// into the same view of a zero tensor shaped like x.
+template <class Pick>
+Tensor subset_view(const char* name, const Tensor& x, Pick pick) {
+  Tensor y = view_of(x, pick(geometry_of(x)));
+  autograd::record(y, name, {x}, [xs = x.shape(), pick](const Tensor& dy, const GradMask&) {
+    Tensor dx = zeros(xs, {.dtype = dy.dtype(), .device = dy.device()});
+    copy_into(dy, view_of(dx, pick(dense_geometry(xs))));
+    return std::vector<Tensor>{dx};
+  }, autograd::Saves::none());
+  return y;
+}
 
-Tensor reshape(const Tensor& x, Shape s) {
+// A view of x with other sizes over the same elements in the same order (reshape, unsqueeze, squeeze): the
+// gradient is dy reshaped back.
+Tensor reshaping_view(const Tensor& x, const Geometry& g) {
+  Tensor y = view_of(x, g);
+  autograd::record(y, "view", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{reshape(dy, xs)};
+  }, autograd::Saves::none());
+  return y;
+}
+
+// The strides that show x's elements, in order, as shape s without a copy, when there are such strides
+// (torch's view rule): the dims of x are taken in runs that are contiguous with each other, and each run must
+// be covered exactly by consecutive dims of s.
+std::optional<std::vector<int64_t>> view_strides(const Tensor& x, const Shape& s) {
+  if (x.is_contiguous()) return contiguous_strides(s);
+  if (x.numel() == 0) return contiguous_strides(s);
+  const std::vector<int64_t> old = x.shape().dims(), st = x.strides();
+  std::vector<int64_t> out(static_cast<size_t>(s.ndim()), 1);
+  int64_t vd = s.ndim() - 1;
+  int64_t base = st.back(), run = 1, covered = 1;
+  for (int64_t d = x.ndim() - 1; d >= 0; --d) {
+    run *= old[static_cast<size_t>(d)];
+    const bool run_ends = d == 0 || (old[static_cast<size_t>(d - 1)] != 1 && st[static_cast<size_t>(d - 1)] != run * base);
+    if (!run_ends) continue;
+    while (vd >= 0 && (covered < run || s[vd] == 1)) {
+      out[static_cast<size_t>(vd)] = covered * base;
+      covered *= s[vd];
+      --vd;
+    }
+    if (covered != run) return std::nullopt;
+    if (d > 0) {
+      base = st[static_cast<size_t>(d - 1)];
+      run = covered = 1;
+    }
+  }
+  if (vd != -1) return std::nullopt;
+  return out;
+}
+
+Shape infer_shape(const char* op, const Tensor& x, Shape s) {
   int64_t known = 1, infer = -1;
   for (int64_t i = 0; i < s.ndim(); ++i) {
     if (s[i] == -1) {
-      HG_CHECK(infer < 0, "reshape: only one dim can be -1, got shape ", s);
+      HG_CHECK(infer < 0, op, ": only one dim can be -1, got shape ", s);
       infer = i;
     } else {
-      HG_CHECK(s[i] >= 0, "reshape: invalid size ", s[i], " in shape ", s);
+      HG_CHECK(s[i] >= 0, op, ": invalid size ", s[i], " in shape ", s);
       known *= s[i];
     }
   }
   if (infer >= 0) {
-    HG_CHECK(known != 0 && x.numel() % known == 0, "reshape: cannot infer the -1 in ", s, " for ", x.numel(),
+    HG_CHECK(known != 0 && x.numel() % known == 0, op, ": cannot infer the -1 in ", s, " for ", x.numel(),
              " elements (shape ", x.shape(), ")");
     s[infer] = x.numel() / known;
   }
-  HG_CHECK(s.numel() == x.numel(), "reshape: shape ", s, " has ", s.numel(), " elements but the tensor of shape ",
+  HG_CHECK(s.numel() == x.numel(), op, ": shape ", s, " has ", s.numel(), " elements but the tensor of shape ",
            x.shape(), " has ", x.numel());
-  Tensor y = alias_with_shape(x, s);
-  autograd::record(y, "reshape", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
-    return std::vector<Tensor>{reshape(dy, xs)};
-  });
+  return s;
+}
+
+}  // namespace
+
+void copy_into(const Tensor& src, const Tensor& dst) {
+  HG_CHECK(src.shape() == dst.shape(), "copy: source shape ", src.shape(), " differs from destination ", dst.shape());
+  if (src.numel() == 0) return;
+  copy_strided(src, 0, src.shape().dims(), src.strides(), dst, 0, dst.strides());
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  copy_into(x, y);
+  autograd::record(y, "contiguous", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; },
+                   autograd::Saves::none());
   return y;
+}
+
+Tensor reshape(const Tensor& x, Shape s) {
+  s = infer_shape("reshape", x, std::move(s));
+  if (auto st = view_strides(x, s)) return reshaping_view(x, {s.dims(), *st, x.storage_offset()});
+  return reshaping_view(contiguous(x), dense_geometry(s));
+}
+
+Tensor view(const Tensor& x, Shape s) {
+  s = infer_shape("view", x, std::move(s));
+  const auto st = view_strides(x, s);
+  HG_CHECK(st.has_value(), "view: shape ", s, " cannot be a view of the tensor of shape ", x.shape(), " and strides ",
+           Shape(x.strides()), " (some dims it merges or splits are not contiguous with each other); use "
+           ".reshape(...) instead, which copies when it must, or .contiguous().view(...)");
+  return reshaping_view(x, {s.dims(), *st, x.storage_offset()});
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
@@ -95,12 +179,18 @@ Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
     HG_CHECK(!seen[static_cast<size_t>(d)], "permute: dim ", d, " appears twice; give each dim once");
     seen[static_cast<size_t>(d)] = 1;
   }
-  Tensor y = permute_impl(x, dims);
+  const Geometry g = geometry_of(x);
+  Geometry p{{}, {}, g.offset};
+  for (int64_t d : dims) {
+    p.sizes.push_back(g.sizes[static_cast<size_t>(d)]);
+    p.strides.push_back(g.strides[static_cast<size_t>(d)]);
+  }
+  Tensor y = view_of(x, p);
   autograd::record(y, "permute", {x}, [dims](const Tensor& dy, const GradMask&) {
     std::vector<int64_t> inv(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
     return std::vector<Tensor>{permute(dy, inv)};
-  });
+  }, autograd::Saves::none());
   return y;
 }
 
@@ -116,27 +206,38 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  dim = wrap_dim("slice", dim, x.ndim());
   HG_CHECK(x.ndim() >= 1, "slice: cannot slice a 0-d tensor");
+  dim = wrap_dim("slice", dim, x.ndim());
   HG_CHECK(step > 0, "slice: step=", step, " must be positive");
   const int64_t n = x.shape()[dim];
   auto clampi = [n](int64_t i) { return std::min(std::max(i < 0 ? i + n : i, int64_t{0}), n); };
   start = clampi(start);
   end = std::max(clampi(end), start);
   const int64_t len = (end - start + step - 1) / step;
-  std::vector<int64_t> sizes = x.shape().dims();
-  sizes[static_cast<size_t>(dim)] = len;
-  auto src_strides = contiguous_strides(x.shape());
-  const int64_t offset = start * src_strides[static_cast<size_t>(dim)];
-  src_strides[static_cast<size_t>(dim)] *= step;
-  Tensor y = empty(Shape(sizes), {.dtype = x.dtype(), .device = x.device()});
-  copy_strided(x, offset, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
-  autograd::record(y, "slice", {x}, [xs = x.shape(), sizes, offset, src_strides](const Tensor& dy, const GradMask&) {
-    Tensor dx = zeros(xs, {.dtype = dy.dtype(), .device = dy.device()});
-    copy_strided(dy, 0, sizes, contiguous_strides(dy.shape()), dx, offset, src_strides);
-    return std::vector<Tensor>{dx};
+  const auto d = static_cast<size_t>(dim);
+  return subset_view("slice", x, [d, start, len, step](Geometry g) {
+    g.offset += start * g.strides[d];
+    g.strides[d] *= step;
+    g.sizes[d] = len;
+    return g;
   });
-  return y;
+}
+
+Tensor as_strided(const Tensor& x, const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset) {
+  HG_CHECK(static_cast<int64_t>(strides.size()) == sizes.ndim(), "as_strided: ", strides.size(), " strides for ",
+           sizes.ndim(), " sizes; give one stride per dim");
+  HG_CHECK(!autograd::should_record({&x}), "as_strided: not differentiable here (its gradient needs overlap "
+           "handling); use it under NoGradGuard or on a detached tensor, or use the view ops");
+  int64_t lo = storage_offset, hi = storage_offset;
+  for (int64_t d = 0; d < sizes.ndim(); ++d) {
+    HG_CHECK(sizes[d] >= 0, "as_strided: size ", sizes[d], " at dim ", d, " is negative");
+    const int64_t reach = sizes[d] == 0 ? 0 : (sizes[d] - 1) * strides[static_cast<size_t>(d)];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const int64_t cap = static_cast<int64_t>(x.unsafe_impl()->storage->nbytes / dtype_size(x.dtype()));
+  HG_CHECK(sizes.numel() == 0 || (lo >= 0 && hi < cap), "as_strided: sizes ", sizes, ", strides ", Shape(strides),
+           " and offset ", storage_offset, " reach elements [", lo, ", ", hi, "] outside the storage's ", cap);
+  return view_of(x, {sizes.dims(), std::move(strides), storage_offset});
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
@@ -164,8 +265,8 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t at = 0;
   for (const Tensor& x_in : xs) {
     Tensor x = x_in.dtype() == dt ? x_in : x_in.to(dt);
-    copy_strided(x, 0, x.shape().dims(), contiguous_strides(x.shape()), y, at * dst_strides[static_cast<size_t>(dim)],
-                 dst_strides);
+    if (x.numel() > 0)
+      copy_strided(x, 0, x.shape().dims(), x.strides(), y, at * dst_strides[static_cast<size_t>(dim)], dst_strides);
     at += x.shape()[dim];
     ins.push_back(x);
   }
@@ -179,14 +280,16 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
       s += lens[i];
     }
     return g;
-  });
+  }, autograd::Saves::none());
   return y;
 }
 
 Tensor clone(const Tensor& x) {
   Tensor y = empty_like(x);
-  copy_bytes(y.data_ptr(), y.device(), x.data_ptr(), x.device(), x.nbytes());
-  autograd::record(y, "clone", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; });
+  if (x.is_contiguous()) copy_bytes(y.data_ptr(), y.device(), x.data_ptr(), x.device(), x.nbytes());
+  else copy_into(x, y);
+  autograd::record(y, "clone", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; },
+                   autograd::Saves::none());
   return y;
 }
 
@@ -198,6 +301,11 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   return hg::slice(*this, dim, start, end, step);
 }
 Tensor Tensor::clone() const { return hg::clone(*this); }
+Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
+Tensor Tensor::view(Shape s) const { return hg::view(*this, std::move(s)); }
+Tensor Tensor::as_strided(const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset) const {
+  return hg::as_strided(*this, sizes, std::move(strides), storage_offset);
+}
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   const int64_t nd = std::max<int64_t>(x.ndim(), 1);
@@ -221,15 +329,32 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   HG_CHECK(dim >= -n && dim < n, "unsqueeze: dim ", dim, " is out of range for a ", x.ndim(), "-d tensor; use a dim in [",
            -n, ", ", n, ")");
   if (dim < 0) dim += n;
-  std::vector<int64_t> s = x.shape().dims();
-  s.insert(s.begin() + dim, 1);
-  return reshape(x, Shape(std::move(s)));
+  Geometry g = geometry_of(x);
+  const auto d = static_cast<size_t>(dim);
+  const int64_t stride = d < g.sizes.size() ? g.sizes[d] * g.strides[d] : 1;
+  g.sizes.insert(g.sizes.begin() + dim, 1);
+  g.strides.insert(g.strides.begin() + dim, stride);
+  return reshaping_view(x, g);
 }
 
+namespace {
+// x without the size-1 dims `drop` marks
+Tensor drop_unit_dims(const Tensor& x, const std::vector<char>& drop) {
+  const Geometry g = geometry_of(x);
+  Geometry out{{}, {}, g.offset};
+  for (size_t d = 0; d < g.sizes.size(); ++d)
+    if (!drop[d]) {
+      out.sizes.push_back(g.sizes[d]);
+      out.strides.push_back(g.strides[d]);
+    }
+  return reshaping_view(x, out);
+}
+}  // namespace
+
 Tensor squeeze(const Tensor& x) {
-  std::vector<int64_t> s;
-  for (int64_t d : x.shape()) if (d != 1) s.push_back(d);
-  return s.size() == static_cast<size_t>(x.ndim()) ? x : reshape(x, Shape(std::move(s)));
+  std::vector<char> drop;
+  for (int64_t d : x.shape()) drop.push_back(d == 1);
+  return std::count(drop.begin(), drop.end(), 1) == 0 ? x : drop_unit_dims(x, drop);
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
@@ -239,9 +364,9 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   }
   dim = wrap_dim("squeeze", dim, x.ndim());
   if (x.shape()[dim] != 1) return x;
-  std::vector<int64_t> s = x.shape().dims();
-  s.erase(s.begin() + dim);
-  return reshape(x, Shape(std::move(s)));
+  std::vector<char> drop(static_cast<size_t>(x.ndim()), 0);
+  drop[static_cast<size_t>(dim)] = 1;
+  return drop_unit_dims(x, drop);
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -251,9 +376,13 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   HG_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", dim, " of size ", n,
            " (shape ", x.shape(), "); use an index in [", -n, ", ", n, ")");
   if (index < 0) index += n;
-  std::vector<int64_t> s = x.shape().dims();
-  s.erase(s.begin() + dim);
-  return reshape(slice(x, dim, index, index + 1), Shape(std::move(s)));
+  const auto d = static_cast<size_t>(dim);
+  return subset_view("select", x, [d, index](Geometry g) {
+    g.offset += index * g.strides[d];
+    g.sizes.erase(g.sizes.begin() + static_cast<int64_t>(d));
+    g.strides.erase(g.strides.begin() + static_cast<int64_t>(d));
+    return g;
+  });
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
@@ -318,8 +447,8 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
   const int64_t nd = sizes.ndim(), lead = nd - x.ndim();
   HG_CHECK(lead >= 0, "expand: ", nd, " sizes ", sizes, " are fewer than the tensor's ", x.ndim(), " dims (shape ",
            x.shape(), ")");
-  std::vector<int64_t> out(static_cast<size_t>(nd)), src_strides(static_cast<size_t>(nd), 0);
-  const auto st = contiguous_strides(x.shape());
+  std::vector<int64_t> out(static_cast<size_t>(nd)), strides(static_cast<size_t>(nd), 0);
+  const auto st = x.strides();
   for (int64_t d = 0; d < nd; ++d) {
     const int64_t want = sizes[d];
     if (d < lead) {
@@ -332,13 +461,12 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
     HG_CHECK(size == have || have == 1, "expand: dim ", d - lead, " of size ", have, " cannot become ", want,
              " (shape ", x.shape(), " to ", sizes, "); only size-1 dims expand");
     out[static_cast<size_t>(d)] = size;
-    src_strides[static_cast<size_t>(d)] = have == 1 && size != 1 ? 0 : st[static_cast<size_t>(d - lead)];
+    strides[static_cast<size_t>(d)] = have == 1 && size != 1 ? 0 : st[static_cast<size_t>(d - lead)];
   }
-  Tensor y = empty(Shape(out), {.dtype = x.dtype(), .device = x.device()});
-  if (y.numel() > 0) copy_strided(x, 0, out, src_strides, y, 0, contiguous_strides(y.shape()));
+  Tensor y = view_of(x, {out, strides, x.storage_offset()});
   autograd::record(y, "expand", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{sum_to(dy, xs)};
-  });
+  }, autograd::Saves::none());
   return y;
 }
 
@@ -350,7 +478,7 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
     flipped[static_cast<size_t>(w)] = 1;
   }
   const std::vector<int64_t> sizes = x.shape().dims();
-  std::vector<int64_t> src_strides = contiguous_strides(x.shape());
+  std::vector<int64_t> src_strides = x.strides();
   int64_t offset = 0;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (!flipped[d] || sizes[d] == 0) continue;

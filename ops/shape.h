@@ -1,32 +1,42 @@
 #pragma once
-// Shape ops. reshape/view share storage (tensors are always contiguous); transpose, permute, slice
-// and cat copy through one strided-copy kernel per backend. All are differentiable.
+// Shape ops. The views (reshape when it can, view, transpose, permute, slice, select, narrow, unsqueeze,
+// squeeze, expand, as_strided) share storage and only change sizes/strides/offset; cat, flip, contiguous and
+// clone copy through one strided-copy kernel per backend. All but as_strided are differentiable; a view's
+// gradient flows to the tensor it views.
 #include <vector>
 
 #include "core/tensor.h"
 
 namespace hg {
 
-Tensor reshape(const Tensor& x, Shape s);
+Tensor reshape(const Tensor& x, Shape s);  // a view when view() can make one, else a contiguous copy
+Tensor view(const Tensor& x, Shape s);     // a view, or an hg::Error naming reshape as the fix
+Tensor contiguous(const Tensor& x);        // x itself when contiguous, else a dense copy (identity gradient)
+// A view with these sizes, strides and storage offset (elements) over x's storage, bounds-checked; not
+// differentiable (an hg::Error when it would be recorded). For internal use, as torch's as_strided.
+Tensor as_strided(const Tensor& x, const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset);
+// dst's elements (any layout, e.g. a view) = src's (same shape, dtype and device; any layout). Not recorded.
+void copy_into(const Tensor& src, const Tensor& dst);
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 Tensor permute(const Tensor& x, std::vector<int64_t> dims);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor clone(const Tensor& x);
-// Merges dims start_dim..end_dim into one (torch.flatten); shares storage like reshape.
+// Merges dims start_dim..end_dim into one (torch.flatten); a view when reshape's is.
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 
-// torch's spellings of the shape ops (each shares storage where it can today, else copies; differentiable):
+// torch's spellings of the shape ops (differentiable):
 Tensor unsqueeze(const Tensor& x, int64_t dim);    // a size-1 dim inserted at dim (in [-ndim-1, ndim]); shares storage
 Tensor squeeze(const Tensor& x);                   // every size-1 dim removed; shares storage
 Tensor squeeze(const Tensor& x, int64_t dim);      // dim removed when its size is 1, else x itself
-Tensor select(const Tensor& x, int64_t dim, int64_t index);  // x[..., index, ...] with dim removed; copies
-Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);  // copies
+Tensor select(const Tensor& x, int64_t dim, int64_t index);  // x[..., index, ...] with dim removed; a view
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);  // a view
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);  // ceil(size/chunks) each, the last smaller
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // pieces of split_size, the last smaller
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);  // sizes sum to the dim
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);  // equal shapes, joined along a new dim
-// x broadcast to `sizes` (torch's expand: -1 keeps a dim, new dims lead, only size-1 dims grow); copies;
+// x broadcast to `sizes` (torch's expand: -1 keeps a dim, new dims lead, only size-1 dims grow); a view with
+// stride 0 on the grown dims;
 // backward sums the gradient back to x's shape
 Tensor expand(const Tensor& x, const Shape& sizes);
 Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);  // reversed along dims; copies

@@ -11,7 +11,8 @@ namespace hg::optim::detail {
 inline std::string state_key(size_t i, const char* name) { return "state." + std::to_string(i) + "." + name; }
 
 // A new tensor with t's bytes on `dev` (the state dict hands out and takes in copies).
-inline Tensor copy_to(const Tensor& t, Device dev) {
+inline Tensor copy_to(const Tensor& t_in, Device dev) {
+  const Tensor t = t_in.detach().contiguous();
   Tensor c = empty(t.shape(), {.dtype = t.dtype(), .device = dev});
   copy_bytes(c.data_ptr(), dev, t.data_ptr(), t.device(), t.nbytes());
   return c;

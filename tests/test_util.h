@@ -24,6 +24,14 @@
 
 namespace hg::test {
 
+// 0, 1, 2, ... in shape s and dtype dt (row-major), and a tensor's values as doubles
+inline Tensor iota(Shape s, DType dt = DType::F32) {
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return from_vector(v, std::move(s), {.dtype = dt});
+}
+inline std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
 // The relative tolerance of a result stored in each dtype, against the F64 result of the same rounded
 // inputs (about a few units of the dtype's last place, with room for F32 accumulation order).
 inline double dtype_tolerance(DType dt) {

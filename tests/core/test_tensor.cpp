@@ -174,7 +174,7 @@ TEST_CASE("reshape/view share storage, -1 inference", "[core]") {
   CHECK(x.to_vector<float>()[1] == 9);
 }
 
-TEST_CASE("transpose/permute copy and give the right values", "[core]") {
+TEST_CASE("transpose/permute are views and give the right values", "[core]") {
   const Tensor x = arange(24).reshape({2, 3, 4});
   const auto xv = x.to_vector<float>();
   Tensor t = x.transpose(0, 2);
@@ -184,7 +184,14 @@ TEST_CASE("transpose/permute copy and give the right values", "[core]") {
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) CHECK(tv[static_cast<size_t>(k * 6 + j * 2 + i)] == xv[static_cast<size_t>(i * 12 + j * 4 + k)]);
   CHECK(x.transpose(-1, -3).to_vector<float>() == tv);
-  t.data<float>()[1] = 100;  // a copy: x does not change
+  CHECK(!t.is_contiguous());
+  CHECK(t.strides() == std::vector<int64_t>{1, 4, 12});
+  CHECK_THROWS_WITH(t.data_ptr(), Contains("contiguous"));
+  CHECK(t.strided_data_ptr() == x.data_ptr());  // a view: the same storage
+  const Tensor tc = t.contiguous();
+  CHECK(tc.is_contiguous());
+  CHECK(tc.to_vector<float>() == tv);
+  tc.data<float>()[1] = 100;  // contiguous() of a view is a copy: x does not change
   CHECK(x.to_vector<float>() == xv);
   const Tensor p = x.permute({2, 0, 1});
   REQUIRE(p.shape() == Shape{4, 2, 3});
@@ -192,7 +199,7 @@ TEST_CASE("transpose/permute copy and give the right values", "[core]") {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) CHECK(pv[static_cast<size_t>(k * 6 + i * 3 + j)] == xv[static_cast<size_t>(i * 12 + j * 4 + k)]);
-  CHECK(p.data_ptr() != x.data_ptr());
+  CHECK(p.strided_data_ptr() == x.data_ptr());
   const Tensor m = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = DType::F16});
   CHECK(m.t().to_vector<double>() == std::vector<double>{1, 4, 2, 5, 3, 6});
   CHECK(m.t().dtype() == DType::F16);
@@ -216,8 +223,10 @@ TEST_CASE("slice: negative indices, step, clamping", "[core]") {
   CHECK(c.to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11});
   CHECK(m.slice(-2, -1, 3).to_vector<double>() == std::vector<double>{8, 9, 10, 11});
   Tensor r = m.slice(0, 0, 1);
-  r.data<float>()[0] = 50;  // a copy
-  CHECK(m.to_vector<float>()[0] == 0);
+  r.data<float>()[0] = 50;  // a view: m changes
+  CHECK(m.to_vector<float>()[0] == 50);
+  CHECK(r.is_view());
+  CHECK(m.slice(0, 1, 3).storage_offset() == 4);
 }
 
 TEST_CASE("cat: dims and dtype promotion", "[core]") {
@@ -462,7 +471,7 @@ TEST_CASE("errors of shape ops and casts name the op", "[core]") {
   REQUIRE_THROWS_WITH(x.reshape({-1, 5}), Contains("reshape"));
   REQUIRE_THROWS_WITH(x.reshape({-2, -12}), Contains("reshape"));
   REQUIRE_THROWS_WITH(x.reshape({0, -1}), Contains("reshape"));
-  REQUIRE_THROWS_WITH(x.view({7}), Contains("reshape"));
+  REQUIRE_THROWS_WITH(x.view({7}), Contains("view"));
   REQUIRE_THROWS_WITH(x.transpose(0, 3), Contains("transpose"));
   REQUIRE_THROWS_WITH(x.transpose(-4, 0), Contains("transpose"));
   REQUIRE_THROWS_WITH(full({}, 1).transpose(0, 0), Contains("transpose"));

@@ -547,6 +547,43 @@ TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk, one_
   CHECK_THROWS_WITH(one_hot(gpu(idx), 3), Catch::Contains("index 3 is not smaller than num_classes=3"));
 }
 
+TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read contiguous tensors; in-place ops write through views", "[gpu]") {
+  for (DType dt : kTypes) {
+    INFO(dt);
+    const Tensor big = rnd({6, 8, 10}, dt);
+    const auto view_of = [](const Tensor& t) { return t.slice(0, 1, 6).slice(1, 0, 8, 2).slice(2, 2, 8).transpose(0, 2); };
+    const Tensor v = view_of(big), gv = view_of(gpu(big));
+    REQUIRE_FALSE(gv.is_contiguous());
+    const Tensor gc = gv.contiguous();
+    check_close(v.contiguous(), gc, exact(), "contiguous");
+    const auto same = [](const Tensor& a, const Tensor& b, const char* what) { check_close(a.cpu(), b, exact(), what); };
+    // on the GPU, an op on the view equals the op on its contiguous copy bit for bit
+    same(exp(gv), exp(gc), "exp");
+    same(gv + gv.select(0, 1), gc + gc.select(0, 1), "add broadcast");
+    same(gv.sum(1), gc.sum(1), "sum");
+    same(softmax(gv, 2), softmax(gc, 2), "softmax");
+    same(matmul(gv, gv.transpose(1, 2)), matmul(gc, gc.transpose(1, 2).contiguous()), "matmul");
+    same(matmul(gv.select(0, 0), gv.select(0, 1).t()), matmul(gc.select(0, 0), gc.select(0, 1).t().contiguous()),
+         "matmul 2-D of views");
+    // and the CPU agrees; a transposed contiguous operand goes to the GEMM with its transpose flag
+    check_close(exp(v), exp(gv), ew_tol(dt), "exp on a view");
+    const Tensor a = rnd({7, 9}, dt), b = rnd({5, 9}, dt);
+    check_close(matmul(a, b.t()), matmul(gpu(a), gpu(b).t()), reduce_tol(dt), "matmul(a, b.t())");
+    // in-place through a view writes into the base
+    Tensor cb = big.clone(), gb = gpu(big);
+    cb.t().narrow(0, 1, 3).mul_(2.0);
+    gb.t().narrow(0, 1, 3).mul_(2.0);
+    cb.select(1, 0).zero_();
+    gb.select(1, 0).zero_();
+    cb += cb.select(2, 3).unsqueeze(2);
+    gb += gb.select(2, 3).unsqueeze(2);
+    check_close(cb, gb, exact(), "in-place through views");
+    Tensor gh = zeros({3, 4}, {.dtype = dt, .device = kGpu});
+    gh.t().copy_(rnd({4, 3}, DType::F64));  // across devices and dtypes into a transposed view
+    CHECK(gh.version() == 1);
+  }
+}
+
 TEST_CASE("gpu: backward of a small network matches the CPU", "[gpu]") {
   for (DType dt : kTypes) {
     manual_seed(42);

@@ -17,14 +17,8 @@
 using namespace hg;
 using Catch::Contains;
 
-namespace {
-Tensor iota(Shape s, DType dt = DType::F32) {
-  std::vector<double> v(static_cast<size_t>(s.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return from_vector(v, std::move(s), {.dtype = dt});
-}
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-}  // namespace
+using test::iota;
+using test::vals;
 
 TEST_CASE("torch spellings: dim, sizes, is_cuda, contiguous, device strings", "[ops][spellings]") {
   const Tensor x = iota({2, 3, 4});

@@ -1,0 +1,149 @@
+// In-place ops: out of place, then written into the tensor's elements by assign_inplace (ops/inplace.h).
+#include "ops/inplace.h"
+
+#include "autograd/node.h"
+#include "ops/broadcast.h"
+#include "ops/elementwise.h"
+#include "ops/shape.h"
+
+namespace hg {
+namespace {
+
+// Whether writing into self would be recorded by autograd (self or an operand requires grad, grad mode on).
+bool records(const Tensor& self, std::initializer_list<const Tensor*> others) {
+  if (!autograd::grad_enabled()) return false;
+  if (self.requires_grad()) return true;
+  for (const Tensor* t : others)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void check_target(const char* op, const Tensor& self, bool recording) {
+  HG_CHECK(self.defined(), op, ": the tensor is undefined");
+  HG_CHECK(!(recording && self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad is being "
+           "used in an in-place operation (shape ", self.shape(), "); run it under NoGradGuard (as an optimizer "
+           "does), or on a clone()");
+  HG_CHECK(!(recording && self.is_view()), op, ": in-place on a view (shape ", self.shape(), ") while autograd "
+           "records is not supported: its gradient would have to be rewritten into the base's history. Modify the "
+           "base tensor, use the out-of-place op (e.g. where), or clone() the view first");
+}
+
+// self's values for an op whose backward reads them: a recorded copy when the op is recorded, since the write
+// below changes self's storage (the copy keeps the gradient right instead of refusing the backward).
+Tensor current(const Tensor& self, bool recording) { return recording ? self.clone() : self; }
+
+// The body shared by the ops of one operand: reads_self says whether the out-of-place op's backward reads self.
+template <class F>
+const Tensor& apply(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others, bool reads_self,
+                    F&& f) {
+  const bool recording = records(self, others);
+  check_target(op, self, recording);
+  return assign_inplace(op, self, f(reads_self ? current(self, recording) : self));
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.unsafe_impl()->storage == b.unsafe_impl()->storage;
+}
+
+// A binary op's in-place form: self op= o. When recorded and the op's backward reads its operands (mul_, div_),
+// both are read from copies: o too when it shares self's storage (x.mul_(x), a view of x), which the write changes.
+template <class F>
+const Tensor& apply_binary(const char* op, const Tensor& self, const Tensor& o, bool reads_operands, F&& f) {
+  const bool recording = records(self, {&o});
+  check_target(op, self, recording);
+  if (!(recording && reads_operands)) return assign_inplace(op, self, f(self, o));
+  const Tensor s = self.clone();
+  return assign_inplace(op, self, f(s, o.same(self) ? s : shares_storage(o, self) ? o.clone() : o));
+}
+
+}  // namespace
+
+const Tensor& assign_inplace(const char* op, const Tensor& self, const Tensor& result_in) {
+  HG_CHECK(result_in.shape() == self.shape(), op, ": the result has shape ", result_in.shape(), " but the tensor "
+           "written to has shape ", self.shape(), "; an in-place op cannot change the shape (operands broadcast to "
+           "the tensor, not the other way)");
+  HG_CHECK(!(self.dtype() == DType::I64 && is_floating(result_in.dtype())), op, ": result type ", result_in.dtype(),
+           " can't be cast to the desired output type I64 (torch's rule); use the out-of-place op");
+  const bool recording = autograd::grad_enabled() && result_in.requires_grad();
+  check_target(op, self, recording);
+  const Tensor result = result_in.dtype() == self.dtype() ? result_in : result_in.to(self.dtype());
+  {
+    NoGradGuard no_grad;
+    if (!result.same(self)) copy_into(result.detach(), self);
+  }
+  ++self.unsafe_impl()->storage->version;
+  if (recording) self.unsafe_impl()->autograd = result.unsafe_impl()->autograd;  // the op is self's history now
+  return self;
+}
+
+// ---- the members (core/tensor.h) ----
+const Tensor& Tensor::add_(const Tensor& o) const {
+  return apply_binary("add_", *this, o, false, [](const Tensor& s, const Tensor& t) { return hg::add(s, t); });
+}
+const Tensor& Tensor::add_(double v) const {
+  return apply("add_", *this, {}, false, [&](const Tensor& s) { return hg::add(s, v); });
+}
+const Tensor& Tensor::sub_(const Tensor& o) const {
+  return apply_binary("sub_", *this, o, false, [](const Tensor& s, const Tensor& t) { return hg::sub(s, t); });
+}
+const Tensor& Tensor::sub_(double v) const {
+  return apply("sub_", *this, {}, false, [&](const Tensor& s) { return hg::sub(s, v); });
+}
+const Tensor& Tensor::mul_(const Tensor& o) const {
+  return apply_binary("mul_", *this, o, true, [](const Tensor& s, const Tensor& t) { return hg::mul(s, t); });
+}
+const Tensor& Tensor::mul_(double v) const {
+  return apply("mul_", *this, {}, false, [&](const Tensor& s) { return hg::mul(s, v); });
+}
+const Tensor& Tensor::div_(const Tensor& o) const {
+  return apply_binary("div_", *this, o, true, [](const Tensor& s, const Tensor& t) { return hg::div(s, t); });
+}
+const Tensor& Tensor::div_(double v) const {
+  return apply("div_", *this, {}, false, [&](const Tensor& s) { return hg::div(s, v); });
+}
+const Tensor& Tensor::clamp_(double lo, double hi) const {
+  return apply("clamp_", *this, {}, true, [&](const Tensor& s) { return hg::clamp(s, lo, hi); });
+}
+const Tensor& Tensor::fill_(double v) const {
+  const bool recording = records(*this, {});
+  check_target("fill_", *this, recording);
+  return assign_inplace("fill_", *this, full(shape(), v, {.dtype = dtype(), .device = device()}));
+}
+const Tensor& Tensor::zero_() const { return fill_(0.0); }
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  HG_CHECK(src.defined(), "copy_: the source is undefined");
+  HG_CHECK(broadcast_shapes("copy_", shape(), src.shape()) == shape(), "copy_: source of shape ", src.shape(),
+           " does not broadcast to the destination's shape ", shape());
+  const bool recording = records(*this, {&src});
+  check_target("copy_", *this, recording);
+  // to the destination's device, then its dtype (torch converts as it copies), then its shape
+  const Tensor moved = src.device() == device() ? src : src.to(device());
+  HG_CHECK(!(dtype() == DType::I64 && is_floating(moved.dtype())) || !recording, "copy_: a floating source copied into "
+           "an I64 tensor is not differentiable; detach() the source");
+  Tensor v = moved.dtype() == dtype() ? moved : moved.to(dtype());
+  if (v.shape() != shape()) v = hg::expand(v, shape());
+  if (v.same(*this)) return *this;
+  return assign_inplace("copy_", *this, v);
+}
+const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
+  return apply("masked_fill_", *this, {}, true, [&](const Tensor& s) { return hg::masked_fill(s, mask, value); });
+}
+
+Tensor& relu_(Tensor& x) {
+  relu_(static_cast<const Tensor&>(x));
+  return x;
+}
+const Tensor& relu_(const Tensor& x) {
+  return apply("relu_", x, {}, true, [](const Tensor& s) { return hg::relu(s); });
+}
+
+const Tensor& operator+=(const Tensor& a, const Tensor& b) { return a.add_(b); }
+const Tensor& operator-=(const Tensor& a, const Tensor& b) { return a.sub_(b); }
+const Tensor& operator*=(const Tensor& a, const Tensor& b) { return a.mul_(b); }
+const Tensor& operator/=(const Tensor& a, const Tensor& b) { return a.div_(b); }
+const Tensor& operator+=(const Tensor& a, double b) { return a.add_(b); }
+const Tensor& operator-=(const Tensor& a, double b) { return a.sub_(b); }
+const Tensor& operator*=(const Tensor& a, double b) { return a.mul_(b); }
+const Tensor& operator/=(const Tensor& a, double b) { return a.div_(b); }
+
+}  // namespace hg

@@ -1,0 +1,255 @@
+// Strided tensors: the view ops share storage with torch's sizes, strides and offsets; every op gives on a view
+// what it gives on the view's contiguous copy; gradients flow through views to their base; in-place ops write
+// through views, bump versions, and a backward that would read a changed value raises torch's error.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "halfgrad.h"
+#include "test_util.h"
+
+using namespace hg;
+using Catch::Contains;
+
+using test::iota;
+using test::vals;
+namespace {
+using Strides = std::vector<int64_t>;
+}  // namespace
+
+TEST_CASE("views: torch's sizes, strides and offsets, sharing storage", "[ops][views]") {
+  const Tensor x = iota({2, 3, 4});
+  CHECK(x.strides() == Strides{12, 4, 1});
+  CHECK(x.transpose(0, 2).strides() == Strides{1, 4, 12});
+  CHECK(x.permute({1, 2, 0}).strides() == Strides{4, 1, 12});
+  const Tensor s = x.select(1, 1);
+  CHECK(s.shape() == Shape{2, 4});
+  CHECK(s.strides() == Strides{12, 1});
+  CHECK(s.storage_offset() == 4);
+  CHECK(x.slice(2, 1, 4, 2).strides() == Strides{12, 4, 2});
+  CHECK(x.slice(2, 1, 4, 2).storage_offset() == 1);
+  CHECK(x.narrow(0, 1, 1).storage_offset() == 12);
+  CHECK(x.unsqueeze(1).strides() == Strides{12, 12, 4, 1});
+  CHECK(x.unsqueeze(3).strides() == Strides{12, 4, 1, 1});
+  CHECK(x[1][2].storage_offset() == 20);
+  const Tensor e = iota({3, 1}).expand({2, 3, 4});
+  CHECK(e.strides() == Strides{0, 1, 0});
+  CHECK(vals(e)[5] == 1);  // e[0][1][1] = x[1][0]
+  // views are contiguous when their strides say so, whatever made them
+  CHECK(x.narrow(0, 1, 1).is_contiguous());
+  CHECK(x.transpose(0, 2).transpose(0, 2).is_contiguous());
+  CHECK_FALSE(x.select(2, 0).is_contiguous());
+  // one storage: a write through a view shows in the base
+  Tensor base = zeros({3, 4});
+  Tensor row = base.select(0, 2);
+  row.data<float>()[3] = 7;
+  CHECK(vals(base)[11] == 7);
+  CHECK(base.t().strided_data_ptr() == base.data_ptr());
+  CHECK(x.transpose(0, 1).is_view());
+  CHECK_FALSE(x.is_view());
+}
+
+TEST_CASE("reshape is a view when the strides allow it, and view refuses otherwise", "[ops][views]") {
+  const Tensor x = iota({2, 3, 4});
+  const Tensor t = x.transpose(0, 1);  // (3, 2, 4), strides (4, 12, 1)
+  const Tensor split = t.view({3, 2, 2, 2});
+  CHECK(split.strides() == Strides{4, 12, 2, 1});
+  CHECK(split.strided_data_ptr() == x.data_ptr());
+  CHECK(vals(split) == vals(t.contiguous()));
+  CHECK_THROWS_WITH(t.view({3, 8}), Contains("reshape"));
+  const Tensor r = t.reshape({3, 8});  // a copy, with the right values
+  CHECK(r.is_contiguous());
+  CHECK(vals(r) == vals(t.contiguous()));
+  CHECK(x.t().t().view({24}).strided_data_ptr() == x.data_ptr());  // contiguous again: a view
+  CHECK(iota({4, 6}).slice(1, 0, 3).view({2, 2, 3}).strides() == Strides{12, 6, 1});
+  CHECK(vals(iota({4, 1}).expand({4, 3}).reshape({12})) == std::vector<double>{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3});
+}
+
+TEST_CASE("every op gives on a view what it gives on the view's contiguous copy", "[ops][views]") {
+  Generator g(11);
+  const Tensor big = randn({6, 8, 10}, {}, &g);
+  // a non-contiguous (4, 5, 6) view of it: a transpose of a stepped slice
+  const Tensor v = big.slice(0, 1, 6).slice(1, 0, 8, 2).slice(2, 2, 8).transpose(0, 2).transpose(1, 2);
+  REQUIRE(v.shape() == Shape{6, 5, 4});
+  REQUIRE_FALSE(v.is_contiguous());
+  const Tensor c = v.contiguous();
+  const Tensor w = randn({3, 4}, {}, &g);
+  const Tensor ids = from_vector(std::vector<int64_t>{2, 0, 1, 2, 3}, {5});
+  std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& t) { return exp(t); }},
+      {"add broadcast", [](const Tensor& t) { return t + t.select(0, 1); }},
+      {"mul view by view", [](const Tensor& t) { return t * t.transpose(1, 2).transpose(1, 2); }},
+      {"sum(dim)", [](const Tensor& t) { return t.sum(1); }},
+      {"sum over two dims", [](const Tensor& t) { return t.sum({0, 2}); }},
+      {"mean", [](const Tensor& t) { return t.mean(); }},
+      {"max(dim)", [](const Tensor& t) { return std::get<0>(t.max(2)); }},
+      {"argmax", [](const Tensor& t) { return t.argmax(1).to(DType::F32); }},
+      {"softmax", [](const Tensor& t) { return softmax(t, 1); }},
+      {"log_softmax", [](const Tensor& t) { return log_softmax(t, -1); }},
+      {"matmul", [](const Tensor& t) { return matmul(t, t.transpose(1, 2)); }},
+      {"linear", [&](const Tensor& t) { return linear(t, w); }},
+      {"to(F16)", [](const Tensor& t) { return t.to(DType::F16).to(DType::F32); }},
+      {"cat", [](const Tensor& t) { return cat({t, t}, 1); }},
+      {"clone", [](const Tensor& t) { return t.clone(); }},
+      {"layer_norm", [](const Tensor& t) { return layer_norm(t, {4}); }},
+      {"max_pool2d", [](const Tensor& t) { return max_pool2d(t.unsqueeze(0), {.kernel_size = 2}); }},
+      {"conv2d", [&](const Tensor& t) { return conv2d(t.unsqueeze(0), ones({2, 6, 2, 2})); }},
+      {"cross_entropy", [](const Tensor& t) {
+         return cross_entropy(t.select(2, 0), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 0}, {6}));
+       }},
+      {"embedding", [&](const Tensor& t) { return embedding(ids, t.select(0, 0)); }},
+      {"mse_loss", [](const Tensor& t) { return mse_loss(t, zeros_like(t)); }},
+      {"flip", [](const Tensor& t) { return flip(t, {0, 2}); }},
+      {"where", [](const Tensor& t) { return where(gt(t, zeros({})), t, -t); }},
+  };
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    const Tensor on_view = f(v), on_copy = f(c);
+    CHECK(on_view.shape() == on_copy.shape());
+    CHECK(vals(on_view) == vals(on_copy));  // bit for bit: the same kernels read the same values
+  }
+  CHECK(vals(v.to(DType::F64)) == vals(c));
+  CHECK_THROWS_WITH(v.data_ptr(), Contains("contiguous()"));
+}
+
+TEST_CASE("gradients flow through views to their base", "[ops][views][gradcheck]") {
+  const auto in = [](Shape s, uint64_t seed) {
+    Generator g(seed);
+    return randn(std::move(s), {.dtype = DType::F64}, &g).requires_grad_();
+  };
+  using Ts = std::vector<Tensor>;
+  const std::vector<std::pair<std::string, std::function<Tensor(const Ts&)>>> cases = {
+      {"t * y", [](const Ts& v) { return v[0].t() * v[1]; }},
+      {"select, narrow", [](const Ts& v) { return exp(v[0].select(1, 1)) * v[0].narrow(1, 0, 1).squeeze(1); }},
+      {"expand", [](const Ts& v) { return v[0].narrow(1, 0, 1).expand({3, 3}) * v[1].t().narrow(1, 0, 1).expand({3, 3}); }},
+      {"unsqueeze", [](const Ts& v) { return v[0].unsqueeze(0) * v[1].t().unsqueeze(1); }},
+      {"matmul with a transposed view", [](const Ts& v) { return matmul(v[1].t(), v[0].t()); }},
+      {"view of a view", [](const Ts& v) { return v[0].t().reshape({-1}) * 2.0; }},
+      {"slice step, sum", [](const Ts& v) { return v[0].slice(0, 0, 3, 2).sum(0); }},
+  };
+  for (const auto& [name, f] : cases) {
+    INFO(name);
+    const GradcheckResult r = gradcheck(f, {in({3, 2}, 1), in({2, 3}, 2)});
+    CHECK(r.ok);
+    INFO(r.message);
+  }
+}
+
+TEST_CASE("matmul reads a transposed operand in place", "[ops][views]") {
+  Generator g(3);
+  const Tensor a = randn({5, 7}, {}, &g), b = randn({4, 7}, {}, &g);
+  CHECK(vals(matmul(a, b.t())) == vals(matmul(a, b.t().contiguous())));
+  CHECK(vals(matmul(b.t().t(), a.t())) == vals(matmul(b, a.t().contiguous())));
+  const Tensor bb = randn({2, 4, 7}, {}, &g);
+  CHECK(vals(matmul(a, bb.transpose(1, 2))) == vals(matmul(a, bb.transpose(1, 2).contiguous())));
+}
+
+TEST_CASE("as_strided: a bounds-checked view, not differentiable", "[ops][views]") {
+  const Tensor x = iota({10});
+  CHECK(vals(x.as_strided({3, 3}, {3, 1}, 1)) == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(vals(x.as_strided({2, 2}, {1, 2}, 0)) == std::vector<double>{0, 2, 1, 3});
+  CHECK_THROWS_WITH(x.as_strided({4, 4}, {3, 1}, 0), Contains("outside the storage"));
+  CHECK_THROWS_WITH(x.as_strided({2}, {1, 1}, 0), Contains("one stride per dim"));
+  CHECK_THROWS_WITH(iota({4}).requires_grad_().as_strided({2}, {1}, 0), Contains("not differentiable"));
+}
+
+TEST_CASE("in-place ops write into the tensor and through views into the base", "[ops][inplace]") {
+  Tensor x = iota({2, 3});
+  x.add_(1);
+  CHECK(vals(x) == std::vector<double>{1, 2, 3, 4, 5, 6});
+  x += from_vector(std::vector<float>{10, 20, 30}, {3});  // broadcast operand
+  CHECK(vals(x) == std::vector<double>{11, 22, 33, 14, 25, 36});
+  x -= 1;
+  x *= 2;
+  x /= from_vector(std::vector<float>{2}, {1});
+  CHECK(vals(x) == std::vector<double>{10, 21, 32, 13, 24, 35});
+  x.narrow(1, 1, 2).zero_();
+  CHECK(vals(x) == std::vector<double>{10, 0, 0, 13, 0, 0});
+  x.t().select(0, 0).fill_(-1);  // column 0
+  CHECK(vals(x) == std::vector<double>{-1, 0, 0, -1, 0, 0});
+  x.mul_(x.add(3)).sub_(0.5).div_(2.0);
+  CHECK(vals(x) == std::vector<double>{-1.25, -0.25, -0.25, -1.25, -0.25, -0.25});
+  x.clamp_(-1, 0);
+  CHECK(vals(x) == std::vector<double>{-1, -0.25, -0.25, -1, -0.25, -0.25});
+  relu_(x);
+  CHECK(vals(x) == std::vector<double>(6, 0.0));
+  x.masked_fill_(from_vector(std::vector<float>{1, 0, 1}, {3}), 5);
+  CHECK(vals(x) == std::vector<double>{5, 0, 5, 5, 0, 5});
+  // copy_ across dtypes (rounded to F16 as .to does), devices and shapes (broadcast)
+  Tensor h = zeros({2, 2}, {.dtype = DType::F16});
+  h.copy_(from_vector(std::vector<double>{1.0 / 3, 2049}, {2}, {.dtype = DType::F64}));
+  CHECK(vals(h) == std::vector<double>{0.333251953125, 2048, 0.333251953125, 2048});
+  Tensor t = zeros({3, 2});
+  t.t().copy_(iota({2, 3}));
+  CHECK(vals(t) == std::vector<double>{0, 3, 1, 4, 2, 5});
+  CHECK_THROWS_WITH(t.copy_(zeros({4})), Contains("copy_"));
+  CHECK_THROWS_WITH(t.add_(zeros({2, 3, 2})), Contains("cannot change the shape"));
+  Tensor n = arange(int64_t{3}).to(DType::I64);
+  CHECK_THROWS_WITH(n.add_(0.5), Contains("I64"));
+}
+
+TEST_CASE("versions: in-place ops bump them, and backward refuses changed saved values", "[ops][inplace][autograd]") {
+  Tensor x = iota({3}).requires_grad_();
+  CHECK(x.version() == 0);
+  CHECK_THROWS_WITH(x.add_(1), Contains("leaf Variable that requires grad"));
+  {
+    NoGradGuard ng;
+    x.add_(1);  // as an optimizer does
+  }
+  CHECK(x.version() == 1);
+  CHECK(x.detach().version() == 1);  // detach shares the counter, as torch's
+  // exp saves its output: changing it before backward is torch's error
+  Tensor y = x.exp();
+  y.add_(1);
+  CHECK_THROWS_WITH(y.sum().backward(), Contains("modified by an inplace operation"));
+  // mul saves its inputs: changing one (here under no_grad) is refused too
+  Tensor a = x * 1.0;
+  Tensor z = a * a;
+  {
+    NoGradGuard ng;
+    a.add_(1);
+  }
+  CHECK_THROWS_WITH(z.sum().backward(), Contains("is at version 1; expected version 0"));
+  // add saves nothing: changing its input afterwards is fine, as in torch
+  x.zero_grad();
+  Tensor b = x * 2.0;
+  Tensor s = b + b;
+  {
+    NoGradGuard ng;
+    b.zero_();
+  }
+  s.sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{4, 4, 4});
+}
+
+TEST_CASE("in-place ops under autograd give the out-of-place gradients", "[ops][inplace][autograd]") {
+  Generator g(5);
+  const Tensor x0 = randn({4, 3}, {.dtype = DType::F64}, &g), w0 = randn({2, 3}, {.dtype = DType::F64}, &g);
+  const auto grads = [&](bool in_place) {
+    Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    Tensor h = linear(x, w);
+    if (in_place) {
+      relu_(h);
+      h.mul_(h);
+      h += x.narrow(1, 0, 2);
+      h.div_(3.0);
+    } else {
+      h = relu(h);
+      h = h * h;
+      h = h + x.narrow(1, 0, 2);
+      h = h / 3.0;
+    }
+    h.sum().backward();
+    return std::pair{vals(x.grad()), vals(w.grad())};
+  };
+  const auto a = grads(true), b = grads(false);
+  CHECK(a.first == b.first);
+  CHECK(a.second == b.second);
+  // a view of a tensor in the graph refuses (a documented difference from torch's CopySlices)
+  Tensor p = x0.clone().requires_grad_();
+  Tensor q = p * 2.0;
+  CHECK_THROWS_WITH(q.narrow(0, 0, 1).zero_(), Contains("view"));
+}
