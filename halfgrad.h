@@ -37,6 +37,7 @@
 #include "ops/embedding.h"
 #include "ops/fp8.h"
 #include "ops/fp8_linear.h"
+#include "ops/indexing.h"
 #include "ops/inplace.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"

@@ -67,27 +67,37 @@ void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Ba
     node->inputs.push_back(std::move(e));
   }
   node->backward = std::move(fn);
-  const auto keep = [&](const Tensor& t, int which) {
-    if (t.defined()) node->saved.push_back({t.unsafe_impl()->storage, t.version(), which, t.shape(), t.dtype()});
-  };
   for (size_t i = 0; i < inputs.size() && i < 64; ++i)
-    if (saves.inputs >> i & 1) keep(inputs[i], static_cast<int>(i));
-  if (saves.output) keep(out, -1);
+    if (saves.inputs >> i & 1 && inputs[i].defined())
+      node->inputs[i].saved = {inputs[i].unsafe_impl()->storage, inputs[i].version()};
+  if (saves.output) node->saved_output = {out.unsafe_impl()->storage, out.version()};
   auto& meta = out.unsafe_impl()->autograd;
   if (!meta) meta = std::make_shared<AutogradMeta>();
   meta->requires_grad = true;
   meta->grad_fn = std::move(node);
 }
 
+namespace {
+[[noreturn]] void fail_changed(const Node& n, int input, const Shape& shape, DType dtype, uint64_t now, uint64_t then) {
+  HG_FAIL("one of the variables needed for gradient computation has been modified by an inplace operation: [",
+          dtype_name(dtype), " ", shape, "], which is ", input < 0 ? "output 0" : "input " + std::to_string(input),
+          " of ", n.name, ", is at version ", now, "; expected version ", then, " instead. Hint: run the "
+          "in-place op on a clone(), or use its out-of-place form (add instead of add_, x = x + y instead of x += y)");
+}
+}  // namespace
+
 void check_saved_versions(const Node& n) {
-  for (const SavedVersion& v : n.saved) {
-    const auto st = v.storage.lock();
-    if (!st || st->version == v.version) continue;
-    HG_FAIL("one of the variables needed for gradient computation has been modified by an inplace operation: [",
-            dtype_name(v.dtype), " ", v.shape, "], which is ", v.input < 0 ? "output 0" : "input " + std::to_string(v.input),
-            " of ", n.name, ", is at version ", st->version, "; expected version ", v.version, " instead. Hint: run the "
-            "in-place op on a clone(), or use its out-of-place form (add instead of add_, x = x + y instead of x += y)");
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Edge& e = n.inputs[i];
+    const auto st = e.saved.storage.lock();
+    if (!st || st->version == e.saved.version) continue;
+    // the input's shape and dtype: a leaf's own, or its producer's output's (a constant input: unknown here)
+    const Shape shape = e.leaf ? e.leaf_shape : e.node ? e.node->out_shape : Shape{};
+    const DType dtype = e.leaf ? e.leaf_dtype : e.node ? e.node->out_dtype : n.out_dtype;
+    fail_changed(n, static_cast<int>(i), shape, dtype, st->version, e.saved.version);
   }
+  if (const auto st = n.saved_output.storage.lock(); st && st->version != n.saved_output.version)
+    fail_changed(n, -1, n.out_shape, n.out_dtype, st->version, n.saved_output.version);
 }
 
 }  // namespace hg::autograd

@@ -33,22 +33,22 @@ struct AutogradMeta {
   }
 };
 
+// A value a node's backward reads (an input or its output), as it was when the op ran: its storage's version
+// then (core/tensor.h). Empty when the backward does not read it (autograd::Saves).
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;  // expired (or never set): nothing to check
+  uint64_t version = 0;
+};
+
 struct Edge {
   std::shared_ptr<Node> node;          // the input was produced by a recorded op
   std::shared_ptr<AutogradMeta> leaf;  // or the input is a leaf that requires grad
   Shape leaf_shape;                    // the leaf's shape and dtype, to check its gradient
   DType leaf_dtype = DType::F32;
+  SavedVersion saved;                  // when the backward reads this input
   bool defined() const { return node || leaf; }
 };
 
-// A tensor a node's backward reads, as it was when the op ran: its storage's version then (core/tensor.h).
-struct SavedVersion {
-  std::weak_ptr<Storage> storage;  // expired: nothing can have changed it
-  uint64_t version = 0;
-  int input = -1;  // which input, or -1 for the output
-  Shape shape;
-  DType dtype = DType::F32;
-};
 
 struct Node {
   uint64_t seq = 0;
@@ -65,7 +65,7 @@ struct Node {
   // F32). When such a node's input is a leaf, the engine runs all of them together at the end of the
   // backward, one batched launch per source dtype (widen_kernels), instead of one cast each.
   std::optional<DType> widen_back_to;
-  std::vector<SavedVersion> saved;  // checked before backward runs (autograd::Saves)
+  SavedVersion saved_output;  // when the backward reads the output; the inputs' are in their edges
   ~Node();
 };
 

@@ -51,17 +51,10 @@ int64_t Tensor::stride(int64_t dim) const {
   return strides()[static_cast<size_t>(dim < 0 ? dim + nd : dim)];
 }
 
-void* Tensor::data_ptr() const {
-  HG_CHECK(is_contiguous(), "data_ptr: the tensor of shape ", shape(), " is a non-contiguous view (strides ",
-           Shape(strides()), "); its elements are not one dense block. Call .contiguous() first (ops do this at their "
-           "entry), or use strided_data_ptr() with strides()");
-  return strided_data_ptr();
-}
-
-void* Tensor::strided_data_ptr() const {
-  const TensorImpl& t = impl();
-  if (t.storage->data == nullptr) return nullptr;
-  return static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+void Tensor::fail_not_contiguous() const {
+  HG_FAIL("data_ptr: the tensor of shape ", shape(), " is a non-contiguous view (strides ", Shape(strides()),
+          "); its elements are not one dense block. Call .contiguous() first (ops do this at their entry), or use "
+          "strided_data_ptr() with strides()");
 }
 
 namespace {
@@ -100,7 +93,14 @@ Tensor alias_with_shape(const Tensor& t, Shape s) {
            " as shape ", s, " with ", s.numel(), " elements");
   HG_CHECK(t.is_contiguous(), "view: the tensor of shape ", t.shape(), " is not contiguous (strides ", Shape(t.strides()),
            "); call .contiguous() first");
-  return alias_strided(t, std::move(s), {}, t.storage_offset());
+  auto impl = std::make_shared<TensorImpl>();
+  const TensorImpl& src = *t.unsafe_impl();
+  impl->storage = src.storage;
+  impl->offset = src.offset;
+  impl->shape = std::move(s);
+  impl->dtype = src.dtype;
+  impl->is_view = src.is_view;
+  return Tensor(std::move(impl));
 }
 
 Tensor alias_strided(const Tensor& t, Shape s, std::vector<int64_t> strides, int64_t offset) {

@@ -39,6 +39,9 @@ struct Storage {
   uint64_t version = 0;
 };
 
+namespace indexing {
+class TensorIndex;  // ops/indexing.h
+}
 struct AutogradMeta;  // autograd/node.h
 struct GradUnscale;   // autograd/grad_unscale.h
 struct Node;
@@ -91,9 +94,16 @@ class Tensor {
   Device device() const { return impl().storage->device; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   // The first element of a contiguous tensor: an hg::Error for a non-contiguous view (call contiguous()).
-  void* data_ptr() const;
+  void* data_ptr() const {
+    if (!impl().strides.empty()) fail_not_contiguous();
+    return strided_data_ptr();
+  }
   // The address of element (0, ..., 0) whatever the layout: for kernels that take strides.
-  void* strided_data_ptr() const;
+  void* strided_data_ptr() const {
+    const TensorImpl& t = impl();
+    return t.storage->data == nullptr ? nullptr
+                                      : static_cast<char*>(t.storage->data) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
+  }
   std::vector<int64_t> strides() const;  // in elements, one per dim
   int64_t stride(int64_t dim) const;
   int64_t storage_offset() const { return impl().offset; }
@@ -124,7 +134,8 @@ class Tensor {
   Tensor permute(std::vector<int64_t> dims) const;  // a view
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // a view
   Tensor clone() const;  // copies (contiguous); differentiable
-  Tensor contiguous() const;  // the tensor itself when contiguous, else a contiguous copy; differentiable
+  // the tensor itself when contiguous, else a contiguous copy (ops/shape.h's contiguous); differentiable
+  Tensor contiguous() const { return is_contiguous() ? *this : contiguous_copy(); }
 
   // --- the common ops as members, as torch spells them (ops/methods.cpp; the functions of ops/*.h) ---
   Tensor sum() const;
@@ -212,6 +223,13 @@ class Tensor {
   const Tensor& copy_(const Tensor& src) const;  // any dtype and device; src broadcasts to this shape
   const Tensor& masked_fill_(const Tensor& mask, double value) const;
 
+  // --- torch::indexing (ops/indexing.h): x.index({Slice(), 0}), x.index({mask}), x.index_put_({idx}, v) ---
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& v) const;
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double v) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor nonzero() const;
+
   // --- autograd (autograd/tensor_autograd.cpp) ---
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
@@ -232,6 +250,8 @@ class Tensor {
   HookHandle register_hook(GradHook hook) const;
 
  private:
+  [[noreturn]] void fail_not_contiguous() const;
+  Tensor contiguous_copy() const;
   std::tuple<Tensor, Tensor> max_dim(int64_t dim, bool keepdim) const;
   std::tuple<Tensor, Tensor> min_dim(int64_t dim, bool keepdim) const;
   TensorImpl& impl() const {

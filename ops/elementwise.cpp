@@ -21,14 +21,17 @@ const char* ew_op_name(EwOp op) {
 
 void run_elementwise(const char* op, const EwCall& call, const std::vector<Tensor>& ins, Tensor& out) {
   std::vector<Shape> shapes;
-  std::vector<std::vector<int64_t>> strides(ins.size());  // empty: contiguous
+  std::vector<std::vector<int64_t>> strides;  // only when an input is a view: the kernels read views in place
   const void* ptrs[kMaxInputs] = {};
   for (size_t k = 0; k < ins.size(); ++k) {
     HG_CHECK(ins[k].dtype() == out.dtype(), op, ": input ", k, " has dtype ", ins[k].dtype(), " but the output is ",
              out.dtype());
     check_same_device(op, ins[k], out);
     shapes.push_back(ins[k].shape());
-    if (!ins[k].is_contiguous()) strides[k] = ins[k].strides();  // the kernels read views in place
+    if (!ins[k].is_contiguous()) {
+      strides.resize(ins.size());  // empty entries: contiguous
+      strides[k] = ins[k].strides();
+    }
     ptrs[k] = ins[k].strided_data_ptr();
   }
   const BroadcastPlan plan = make_broadcast_plan(op, out.shape(), shapes, strides);

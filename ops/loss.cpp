@@ -55,7 +55,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const 
   a.stats = stats.data_ptr();
   a.loss = loss.data_ptr();
   cross_entropy_kernels().get(x.device(), x.dtype())(a);
-  autograd::record(loss, op, {x}, [x = x.detach(), target, stats, a](const Tensor& dy, const GradMask&) {
+  autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
     HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
              stats.dtype());
     Tensor dx = empty_like(x);

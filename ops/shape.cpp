@@ -58,8 +58,8 @@ Geometry geometry_of(const Tensor& x) { return {x.shape().dims(), x.strides(), x
 Geometry dense_geometry(const Shape& s) { return {s.dims(), contiguous_strides(s), 0}; }
 
 // x's storage seen through g (no autograd): a view.
-Tensor view_of(const Tensor& x, const Geometry& g) {
-  Tensor y = alias_strided(x, Shape(g.sizes), g.strides, g.offset);
+Tensor view_of(const Tensor& x, Geometry g) {
+  Tensor y = alias_strided(x, Shape(std::move(g.sizes)), std::move(g.strides), g.offset);
   y.unsafe_impl()->is_view = true;
   return y;
 }
@@ -79,13 +79,15 @@ Tensor subset_view(const char* name, const Tensor& x, Pick pick) {
 
 // A view of x with other sizes over the same elements in the same order (reshape, unsqueeze, squeeze): the
 // gradient is dy reshaped back.
-Tensor reshaping_view(const Tensor& x, const Geometry& g) {
-  Tensor y = view_of(x, g);
+Tensor reshaping_view(const Tensor& x, Shape shape, std::vector<int64_t> strides) {
+  Tensor y = alias_strided(x, std::move(shape), std::move(strides), x.storage_offset());
+  y.unsafe_impl()->is_view = true;
   autograd::record(y, "view", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{reshape(dy, xs)};
   }, autograd::Saves::none());
   return y;
 }
+Tensor reshaping_view(const Tensor& x, Geometry g) { return reshaping_view(x, Shape(std::move(g.sizes)), std::move(g.strides)); }
 
 // The strides that show x's elements, in order, as shape s without a copy, when there are such strides
 // (torch's view rule): the dims of x are taken in runs that are contiguous with each other, and each run must
@@ -156,8 +158,9 @@ Tensor contiguous(const Tensor& x) {
 
 Tensor reshape(const Tensor& x, Shape s) {
   s = infer_shape("reshape", x, std::move(s));
-  if (auto st = view_strides(x, s)) return reshaping_view(x, {s.dims(), *st, x.storage_offset()});
-  return reshaping_view(contiguous(x), dense_geometry(s));
+  if (x.is_contiguous()) return reshaping_view(x, std::move(s), {});  // empty strides: contiguous
+  if (auto st = view_strides(x, s)) return reshaping_view(x, std::move(s), std::move(*st));
+  return reshaping_view(contiguous(x), std::move(s), {});
 }
 
 Tensor view(const Tensor& x, Shape s) {
@@ -166,7 +169,7 @@ Tensor view(const Tensor& x, Shape s) {
   HG_CHECK(st.has_value(), "view: shape ", s, " cannot be a view of the tensor of shape ", x.shape(), " and strides ",
            Shape(x.strides()), " (some dims it merges or splits are not contiguous with each other); use "
            ".reshape(...) instead, which copies when it must, or .contiguous().view(...)");
-  return reshaping_view(x, {s.dims(), *st, x.storage_offset()});
+  return reshaping_view(x, std::move(s), std::move(*st));
 }
 
 Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
@@ -185,7 +188,7 @@ Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
     p.sizes.push_back(g.sizes[static_cast<size_t>(d)]);
     p.strides.push_back(g.strides[static_cast<size_t>(d)]);
   }
-  Tensor y = view_of(x, p);
+  Tensor y = view_of(x, std::move(p));
   autograd::record(y, "permute", {x}, [dims](const Tensor& dy, const GradMask&) {
     std::vector<int64_t> inv(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
@@ -301,7 +304,7 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   return hg::slice(*this, dim, start, end, step);
 }
 Tensor Tensor::clone() const { return hg::clone(*this); }
-Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
+Tensor Tensor::contiguous_copy() const { return hg::contiguous(*this); }
 Tensor Tensor::view(Shape s) const { return hg::view(*this, std::move(s)); }
 Tensor Tensor::as_strided(const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset) const {
   return hg::as_strided(*this, sizes, std::move(strides), storage_offset);
@@ -329,6 +332,11 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   HG_CHECK(dim >= -n && dim < n, "unsqueeze: dim ", dim, " is out of range for a ", x.ndim(), "-d tensor; use a dim in [",
            -n, ", ", n, ")");
   if (dim < 0) dim += n;
+  if (x.is_contiguous()) {  // the common case, without the stride bookkeeping
+    std::vector<int64_t> s = x.shape().dims();
+    s.insert(s.begin() + dim, 1);
+    return reshaping_view(x, Shape(std::move(s)), {});
+  }
   Geometry g = geometry_of(x);
   const auto d = static_cast<size_t>(dim);
   const int64_t stride = d < g.sizes.size() ? g.sizes[d] * g.strides[d] : 1;
@@ -340,6 +348,12 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 namespace {
 // x without the size-1 dims `drop` marks
 Tensor drop_unit_dims(const Tensor& x, const std::vector<char>& drop) {
+  if (x.is_contiguous()) {
+    std::vector<int64_t> s;
+    for (size_t d = 0; d < drop.size(); ++d)
+      if (!drop[d]) s.push_back(x.shape()[static_cast<int64_t>(d)]);
+    return reshaping_view(x, Shape(std::move(s)), {});
+  }
   const Geometry g = geometry_of(x);
   Geometry out{{}, {}, g.offset};
   for (size_t d = 0; d < g.sizes.size(); ++d)

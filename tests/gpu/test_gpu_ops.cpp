@@ -578,6 +578,18 @@ TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read cont
     cb += cb.select(2, 3).unsqueeze(2);
     gb += gb.select(2, 3).unsqueeze(2);
     check_close(cb, gb, exact(), "in-place through views");
+    // torch::indexing: views, an index tensor and a mask, read and written
+    using namespace hg::indexing;
+    const Tensor ids = from_vector(std::vector<int64_t>{3, 0, 3}, {3});
+    check_close(big.index({Slice(1, 4), None, "...", 2}), gpu(big).index({Slice(1, 4), None, "...", 2}), exact(),
+                "index with views");
+    check_close(big.index({Slice(), ids}), gpu(big).index({Slice(), gpu(ids)}), exact(), "index with a tensor");
+    const Tensor mask = big.select(0, 0) > 0.0;
+    check_close(big.index({2, mask}), gpu(big).index({2, gpu(mask)}), exact(), "index with a mask");
+    Tensor cp = big.clone(), gp = gpu(big);
+    cp.index_put_({Slice(), mask}, 7);
+    gp.index_put_({Slice(), gpu(mask)}, 7);
+    check_close(cp, gp, exact(), "index_put_ with a mask");
     Tensor gh = zeros({3, 4}, {.dtype = dt, .device = kGpu});
     gh.t().copy_(rnd({4, 3}, DType::F64));  // across devices and dtypes into a transposed view
     CHECK(gh.version() == 1);

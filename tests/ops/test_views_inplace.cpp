@@ -253,3 +253,87 @@ TEST_CASE("in-place ops under autograd give the out-of-place gradients", "[ops][
   Tensor q = p * 2.0;
   CHECK_THROWS_WITH(q.narrow(0, 0, 1).zero_(), Contains("view"));
 }
+
+TEST_CASE("index: torch::indexing's Slice, integers, None, Ellipsis and booleans make views", "[ops][indexing]") {
+  using namespace hg::indexing;
+  const Tensor x = iota({2, 3, 4});
+  const Tensor a = x.index({Slice(), Slice(1, 3)});
+  CHECK(a.shape() == Shape{2, 2, 4});
+  CHECK(vals(a) == vals(x.slice(1, 1, 3)));
+  CHECK(a.strided_data_ptr() != nullptr);
+  CHECK(a.is_view());
+  CHECK(vals(x.index({"...", 0})) == std::vector<double>{0, 4, 8, 12, 16, 20});
+  CHECK(vals(x.index({Ellipsis, 0})) == std::vector<double>{0, 4, 8, 12, 16, 20});
+  CHECK(x.index({None}).shape() == Shape{1, 2, 3, 4});
+  const Tensor b = x.index({Slice(), None, 1});
+  CHECK(b.shape() == Shape{2, 1, 4});
+  CHECK(vals(b) == std::vector<double>{4, 5, 6, 7, 16, 17, 18, 19});
+  CHECK(vals(x.index({1, Slice(None, None, 2)})) == std::vector<double>{12, 13, 14, 15, 20, 21, 22, 23});
+  CHECK(x.index({-1, -1, -1}).item() == 23);
+  CHECK(x.index({-1, -1, -1}).ndim() == 0);
+  CHECK(x.index({true}).shape() == Shape{1, 2, 3, 4});
+  CHECK(x.index({false}).shape() == Shape{0, 2, 3, 4});
+  CHECK(x.index({Ellipsis, Slice(-2)}).shape() == Shape{2, 3, 2});
+  CHECK(vals(x.index({Ellipsis, Slice(-2)}).select(0, 0).select(0, 0)) == std::vector<double>{2, 3});
+  CHECK_THROWS_WITH(x.index({0, 0, 0, 0}), Contains("too many indices"));
+  CHECK_THROWS_WITH(x.index({"...", 0, "..."}), Contains("single ellipsis"));
+  CHECK_THROWS_WITH(x.index({"::"}), Contains("\"...\""));
+  CHECK_THROWS_WITH(x.index({5}), Contains("out of range"));
+  CHECK_THROWS_WITH(x.index({Slice(None, None, -1)}), Contains("positive"));
+}
+
+TEST_CASE("index: a tensor of indices or a mask picks along its dims", "[ops][indexing]") {
+  using namespace hg::indexing;
+  const Tensor x = iota({2, 3, 4});
+  const Tensor idx = from_vector(std::vector<int64_t>{2, 0, -1}, {3});
+  const Tensor r = x.index({Slice(), idx});
+  CHECK(r.shape() == Shape{2, 3, 4});
+  CHECK(vals(r.select(0, 0)) == std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11});
+  const Tensor idx2 = from_vector(std::vector<int64_t>{1, 0, 0, 1}, {2, 2});
+  CHECK(x.index({idx2}).shape() == Shape{2, 2, 3, 4});
+  CHECK(vals(x.index({idx2}).select(0, 0).select(0, 0)) == vals(x.select(0, 1)));
+  // a mask: what a comparison returns (0/1), over as many dims as it has
+  const Tensor big = x.index({x > 10.0});
+  CHECK(big.shape() == Shape{13});
+  CHECK(vals(big).front() == 11);
+  CHECK(vals(big).back() == 23);
+  CHECK(x.index({from_vector(std::vector<float>{0, 1}, {2})}).shape() == Shape{1, 3, 4});
+  const Tensor m2 = iota({3, 4}) < 3.0;  // the first three of each (3, 4) plane
+  CHECK(vals(x.index({Slice(), m2})) == std::vector<double>{0, 1, 2, 12, 13, 14});
+  const Tensor labels = from_vector(std::vector<int64_t>{5, 6, 7}, {3});
+  CHECK(labels.index({from_vector(std::vector<int64_t>{2, 2, 0}, {3})}).to_vector<int64_t>() ==
+        std::vector<int64_t>{7, 7, 5});
+  CHECK_THROWS_WITH(x.index({idx, idx}), Contains("more than one tensor index"));
+  CHECK_THROWS_WITH(x.index({Slice(), from_vector(std::vector<int64_t>{3}, {1})}), Contains("out of range"));
+  CHECK_THROWS_WITH(x.index({iota({2, 4}) > 1.0}), Contains("does not match"));
+  // differentiable: repeated picks add up
+  const auto pick = [](const std::vector<Tensor>& v) {
+    return v[0].index({Slice(), from_vector(std::vector<int64_t>{0, 0, 2}, {3})}) * 1.5;
+  };
+  Generator g(4);
+  const GradcheckResult gr = gradcheck(pick, {randn({2, 3}, {.dtype = DType::F64}, &g).requires_grad_()});
+  CHECK(gr.ok);
+}
+
+TEST_CASE("index_put_, masked_select and nonzero", "[ops][indexing]") {
+  using namespace hg::indexing;
+  Tensor y = zeros({3, 4});
+  y.index_put_({Slice(), 1}, 5);
+  y.index_put_({0}, from_vector(std::vector<float>{1, 2, 3, 4}, {4}));
+  CHECK(vals(y) == std::vector<double>{1, 2, 3, 4, 0, 5, 0, 0, 0, 5, 0, 0});
+  y.index_put_({y > 4.0}, -1);
+  CHECK(vals(y) == std::vector<double>{1, 2, 3, 4, 0, -1, 0, 0, 0, -1, 0, 0});
+  y.index_put_({Slice(), from_vector(std::vector<int64_t>{3, 0}, {2})}, iota({3, 2}).add(10));
+  CHECK(vals(y) == std::vector<double>{11, 2, 3, 10, 13, -1, 0, 12, 15, -1, 0, 14});
+  Tensor z = iota({2, 3});
+  z.index_put_({z > 2.0}, from_vector(std::vector<float>{10, 20, 30}, {3}));
+  CHECK(vals(z) == std::vector<double>{0, 1, 2, 10, 20, 30});
+  CHECK(z.version() == 1);
+  Tensor n = from_vector(std::vector<int64_t>{1, 2, 3}, {3});
+  n.index_put_({from_vector(std::vector<int64_t>{1}, {1})}, 9);
+  CHECK(n.to_vector<int64_t>() == std::vector<int64_t>{1, 9, 3});
+  CHECK(vals(iota({2, 3}).masked_select(iota({3}) >= 1.0)) == std::vector<double>{1, 2, 4, 5});
+  CHECK(from_vector(std::vector<float>{0, 1, 0, 2}, {2, 2}).nonzero().to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 1, 1});
+  CHECK(zeros({3}).nonzero().shape() == Shape{0, 1});
+}
