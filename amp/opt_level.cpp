@@ -49,7 +49,7 @@ void apply(Properties& p, const Overrides& o) {
 // Batch-norm layers back to F32 after the model was cast (their statistics need the range).
 void batchnorm_to_f32(nn::Module& m) {
   for (const auto& [name, child] : m.named_children()) {
-    if (dynamic_cast<nn::BatchNorm2d*>(child.get())) child->to(DType::F32);
+    if (dynamic_cast<nn::BatchNormBase*>(child.get())) child->to(DType::F32);
     else batchnorm_to_f32(*child);
   }
 }

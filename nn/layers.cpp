@@ -80,9 +80,41 @@ Tensor Conv2d::forward(const Tensor& x) {
                  .groups = options.groups});
 }
 
-// ---- BatchNorm2d ----------------------------------------------------------------------------
-BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions o) : num_features(c), options(o) {
-  check_positive("BatchNorm2d", "num_features", c);
+// ---- Conv1d ---------------------------------------------------------------------------------
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o)
+    : in_channels(in), out_channels(out), kernel_size(k), options(o) {
+  check_positive("Conv1d", "in_channels", in);
+  check_positive("Conv1d", "out_channels", out);
+  check_positive("Conv1d", "groups", o.groups);
+  check_positive("Conv1d", "kernel_size", k);
+  HG_CHECK(in % o.groups == 0 && out % o.groups == 0, "Conv1d: in_channels=", in, " and out_channels=", out,
+           " must both be divisible by groups=", o.groups);
+  weight = register_parameter("weight", empty({out, in / o.groups, k}));
+  if (o.bias) bias = register_parameter("bias", empty({out}));
+  reset_weight_and_bias(weight, bias);
+}
+std::string Conv1d::extra_repr() const {
+  std::ostringstream os;
+  os << in_channels << ", " << out_channels << ", kernel_size=(" << kernel_size << ",), stride=(" << options.stride
+     << ",)";
+  if (options.padding != 0) os << ", padding=(" << options.padding << ",)";
+  if (options.dilation != 1) os << ", dilation=(" << options.dilation << ",)";
+  if (options.groups != 1) os << ", groups=" << options.groups;
+  if (!bias.defined()) os << ", bias=False";
+  return os.str();
+}
+Tensor Conv1d::forward(const Tensor& x) {
+  HG_CHECK(x.ndim() == 2 || x.ndim() == 3, "Conv1d: expected 2-D (C, L) or 3-D (N, C, L) input, got shape ", x.shape());
+  const Tensor x4 = x.unsqueeze(-2);  // (N, C, 1, L): a conv2d over a height of 1
+  const Tensor y = conv2d(x4, weight.unsqueeze(2), bias,
+                          {.stride = Size2(1, options.stride), .padding = Size2(0, options.padding),
+                           .dilation = Size2(1, options.dilation), .groups = options.groups});
+  return y.squeeze(-2);
+}
+
+// ---- BatchNorm1d, BatchNorm2d ----------------------------------------------------------------
+BatchNormBase::BatchNormBase(const char* name, int64_t c, BatchNormOptions o) : num_features(c), options(o) {
+  check_positive(name, "num_features", c);
   if (o.affine) {
     weight = register_parameter("weight", ones({c}));
     bias = register_parameter("bias", zeros({c}));
@@ -93,14 +125,21 @@ BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions o) : num_features(c), optio
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::I64}));
   }
 }
-std::string BatchNorm2d::extra_repr() const {
+std::string BatchNormBase::extra_repr() const {
   std::ostringstream os;
   os << num_features << ", eps=" << options.eps << ", momentum=" << options.momentum
      << ", affine=" << py_bool(options.affine) << ", track_running_stats=" << py_bool(options.track_running_stats);
   return os.str();
 }
-Tensor BatchNorm2d::forward(const Tensor& x) {
+void BatchNorm1d::check_input(const Tensor& x) const {
+  HG_CHECK(x.ndim() == 2 || x.ndim() == 3, "BatchNorm1d: expected 2-D (N, C) or 3-D (N, C, L) input, got shape ",
+           x.shape());
+}
+void BatchNorm2d::check_input(const Tensor& x) const {
   HG_CHECK(x.ndim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got shape ", x.shape());
+}
+Tensor BatchNormBase::forward(const Tensor& x) {
+  check_input(x);
   // torch: batch statistics in training, or in eval when no running statistics are tracked
   const bool use_batch = is_training() || !options.track_running_stats;
   if (is_training() && options.track_running_stats) {

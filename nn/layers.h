@@ -50,23 +50,64 @@ class Conv2d : public Module {
   Conv2dOptions options;
 };
 
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+// x (N, in, L) or (in, L) -> (N, out, OL); weight (out, in/groups, kernel_size), bias (out), as torch's. Runs as
+// a conv2d over a height of 1 (the weight viewed as (out, in/groups, 1, kernel_size)).
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv1dOptions o = {});
+  std::string type_name() const override { return "Conv1d"; }
+  std::string extra_repr() const override;
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  int64_t in_channels, out_channels, kernel_size;
+  Conv1dOptions options;
+};
+
 struct BatchNormOptions {
   double eps = 1e-5;
   double momentum = 0.1;
   bool affine = true;
   bool track_running_stats = true;
 };
-// x (N, C, H, W); weight/bias (C) when affine; buffers running_mean, running_var (C) and
-// num_batches_tracked (I64 scalar), as in PyTorch's state_dict.
-class BatchNorm2d : public Module {
+// Batch normalization over dim 1 (channels); weight/bias (C) when affine; buffers running_mean, running_var (C)
+// and num_batches_tracked (I64 scalar), as in PyTorch's state_dict. BatchNorm1d and BatchNorm2d differ only in
+// the inputs they take (amp's O2 keeps every BatchNormBase in F32).
+class BatchNormBase : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, BatchNormOptions o = {});
-  std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
   BatchNormOptions options;
+
+ protected:
+  BatchNormBase(const char* name, int64_t num_features, BatchNormOptions o);
+  virtual void check_input(const Tensor& x) const = 0;
+};
+// x (N, C) or (N, C, L)
+class BatchNorm1d : public BatchNormBase {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions o = {}) : BatchNormBase("BatchNorm1d", num_features, o) {}
+  std::string type_name() const override { return "BatchNorm1d"; }
+
+ private:
+  void check_input(const Tensor& x) const override;
+};
+// x (N, C, H, W)
+class BatchNorm2d : public BatchNormBase {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions o = {}) : BatchNormBase("BatchNorm2d", num_features, o) {}
+  std::string type_name() const override { return "BatchNorm2d"; }
+
+ private:
+  void check_input(const Tensor& x) const override;
 };
 
 struct LayerNormOptions {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -158,5 +159,18 @@ class Module {
 // Replaces dst's data (storage, dtype, shape) with src's while keeping dst's identity and
 // requires_grad, like torch's `param.data = src`. dst must be a leaf; its gradient is dropped.
 void set_data(const Tensor& dst, const Tensor& src);
+
+// A module given by value (moved into shared ownership) or as a shared_ptr, as the containers hold it
+// (Sequential, ModuleList, ModuleDict).
+template <class M>
+std::shared_ptr<Module> module_ptr(M&& m) {
+  using D = std::decay_t<M>;
+  if constexpr (std::is_convertible_v<D, std::shared_ptr<Module>>) {
+    return std::shared_ptr<Module>(std::forward<M>(m));
+  } else {
+    static_assert(std::is_base_of_v<Module, D>, "containers hold nn::Module subclasses");
+    return std::make_shared<D>(std::forward<M>(m));
+  }
+}
 
 }  // namespace hg::nn

@@ -1,6 +1,7 @@
 #pragma once
-// The whole nn/ API: Module, layers, Sequential, init.
+// The whole nn/ API: Module, layers, Sequential, ModuleList, ModuleDict, init.
 #include "nn/activation.h"
+#include "nn/containers.h"
 #include "nn/flatten.h"
 #include "nn/fp8_linear.h"
 #include "nn/functional.h"

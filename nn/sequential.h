@@ -19,13 +19,7 @@ class Sequential : public Module {
 
   template <class M>
   void push_back(M&& m) {
-    using D = std::decay_t<M>;
-    if constexpr (std::is_convertible_v<D, std::shared_ptr<Module>>) {
-      add_child(std::to_string(size()), std::shared_ptr<Module>(std::forward<M>(m)));
-    } else {
-      static_assert(std::is_base_of_v<Module, D>, "Sequential holds nn::Module subclasses");
-      add_child(std::to_string(size()), std::make_shared<D>(std::forward<M>(m)));
-    }
+    add_child(std::to_string(size()), module_ptr(std::forward<M>(m)));
   }
 
   std::string type_name() const override { return "Sequential"; }
