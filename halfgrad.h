@@ -42,6 +42,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
+#include "ops/order.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/rounding.h"

@@ -204,6 +204,13 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
   Tensor expand(const Shape& sizes) const;  // broadcast to sizes (-1 keeps a dim); a view (stride 0)
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor cumsum(int64_t dim) const;  // ops/order.h
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   Tensor as_strided(const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset) const;
 
   // --- in-place ops (ops/inplace.cpp, ops/inplace.h): write into this tensor's elements (through a view into its

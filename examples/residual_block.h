@@ -14,9 +14,9 @@ class ResidualBlock : public hg::nn::Module {
  public:
   ResidualBlock(int64_t in, int64_t out) {
     // register_module makes each child part of parameters(), state_dict() ("conv1.weight", ...), to() and train()
-    conv1 = register_module("conv1", std::make_shared<hg::nn::Conv2d>(in, out, 3, hg::nn::Conv2dOptions{.padding = 1, .bias = false}));
+    conv1 = register_module("conv1", std::make_shared<hg::nn::Conv2d>(hg::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
     bn1 = register_module("bn1", std::make_shared<hg::nn::BatchNorm2d>(out));
-    conv2 = register_module("conv2", std::make_shared<hg::nn::Conv2d>(out, out, 3, hg::nn::Conv2dOptions{.padding = 1, .bias = false}));
+    conv2 = register_module("conv2", std::make_shared<hg::nn::Conv2d>(out, out, 3, hg::nn::Conv2dArgs{.padding = 1, .bias = false}));
     bn2 = register_module("bn2", std::make_shared<hg::nn::BatchNorm2d>(out));
     if (in != out) project = register_module("project", std::make_shared<hg::nn::Conv2d>(in, out, 1));
   }

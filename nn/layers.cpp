@@ -52,7 +52,7 @@ std::string Linear::extra_repr() const {
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 // ---- Conv2d ---------------------------------------------------------------------------------
-Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dOptions o)
+Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dArgs o)
     : in_channels(in), out_channels(out), kernel_size(k), options(o) {
   check_positive("Conv2d", "in_channels", in);
   check_positive("Conv2d", "out_channels", out);

@@ -30,24 +30,56 @@ class Linear : public Module {
 };
 
 // A module's options (libtorch's nn::Conv2dOptions); the function conv2d takes hg::Conv2dFuncOptions.
-struct Conv2dOptions {
+struct Conv2dArgs {
   Size2 stride = 1;
   Size2 padding = 0;
   Size2 dilation = 1;
   int64_t groups = 1;
   bool bias = true;
 };
+// libtorch's chained options: nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), the same module as
+// nn::Conv2d(1, 16, 3, {.padding = 1, .bias = false}) (the braces are a Conv2dArgs). Each setter returns the options.
+class Conv2dOptions {
+ public:
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, Size2 kernel_size)
+      : in_(in_channels), out_(out_channels), kernel_(kernel_size) {}
+  Conv2dOptions& stride(Size2 v) { return set(args_.stride, v); }
+  Conv2dOptions& padding(Size2 v) { return set(args_.padding, v); }
+  Conv2dOptions& dilation(Size2 v) { return set(args_.dilation, v); }
+  Conv2dOptions& groups(int64_t v) { return set(args_.groups, v); }
+  Conv2dOptions& bias(bool v) { return set(args_.bias, v); }
+  int64_t in_channels() const { return in_; }
+  int64_t out_channels() const { return out_; }
+  Size2 kernel_size() const { return kernel_; }
+  Size2 stride() const { return args_.stride; }
+  Size2 padding() const { return args_.padding; }
+  Size2 dilation() const { return args_.dilation; }
+  int64_t groups() const { return args_.groups; }
+  bool bias() const { return args_.bias; }
+  const Conv2dArgs& args() const { return args_; }
+
+ private:
+  template <class T, class V>
+  Conv2dOptions& set(T& field, V v) {
+    field = v;
+    return *this;
+  }
+  int64_t in_, out_;
+  Size2 kernel_;
+  Conv2dArgs args_;
+};
 // x (N, in, H, W) -> (N, out, OH, OW); weight (out, in/groups, kh, kw), bias (out).
 class Conv2d : public Module {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions o = {});
+  Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dArgs o = {});
+  explicit Conv2d(const Conv2dOptions& o) : Conv2d(o.in_channels(), o.out_channels(), o.kernel_size(), o.args()) {}
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;
   int64_t in_channels, out_channels;
   Size2 kernel_size;
-  Conv2dOptions options;
+  Conv2dArgs options;
 };
 
 struct Conv1dOptions {

@@ -73,5 +73,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const { return hg::
 std::vector<Tensor> Tensor::split(int64_t size, int64_t d) const { return hg::split(*this, size, d); }
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d) const { return hg::split(*this, sizes, d); }
 Tensor Tensor::expand(const Shape& sizes) const { return hg::expand(*this, sizes); }
+Tensor Tensor::index_select(int64_t d, const Tensor& index) const { return hg::index_select(*this, d, index); }
+Tensor Tensor::gather(int64_t d, const Tensor& index) const { return hg::gather(*this, d, index); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return hg::masked_fill(*this, mask, value); }
 
 }  // namespace hg

@@ -14,7 +14,7 @@ using namespace hg;
 namespace {
 struct Net : nn::Module {
   std::shared_ptr<nn::Conv2d> conv = register_module("conv", std::make_shared<nn::Conv2d>(
-                                                                  1, 4, 3, nn::Conv2dOptions{.padding = 1}));
+                                                                  1, 4, 3, nn::Conv2dArgs{.padding = 1}));
   std::shared_ptr<nn::BatchNorm2d> bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
   std::shared_ptr<nn::Sequential> head = register_module(
       "head", std::make_shared<nn::Sequential>(nn::Flatten(), nn::Linear(4 * 5 * 5, 3)));

@@ -1,0 +1,123 @@
+// The everyday one-liners of a PyTorch user, as libtorch spells them, each printing its result in one line:
+// `name: shape=[d0,d1] values=v0 v1 ...`. tests/habits/torch_habits.py runs the same one-liners in PyTorch and
+// wrote expected.txt; tests/habits/compare.py checks this program's output against it (CTest: habits).
+// A habit that only compiles here (x.to("cuda") without a GPU) prints what it can.
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "halfgrad.h"
+#include "nn/nn.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+using namespace hg;
+using namespace hg::indexing;
+namespace F = hg::nn::functional;
+
+namespace {
+void show(const char* name, const Tensor& t) {
+  std::printf("%s: shape=[", name);
+  for (int64_t d = 0; d < t.ndim(); ++d) std::printf("%s%lld", d ? "," : "", static_cast<long long>(t.size(d)));
+  std::printf("] values=");
+  const std::vector<double> v = t.to(Device::cpu()).to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i) std::printf("%s%.9g", i ? " " : "", v[i]);
+  std::printf("\n");
+}
+void show(const char* name, double v) { std::printf("%s: shape=[] values=%.9g\n", name, v); }
+Tensor arange_f(int64_t n, Shape s) { return arange(n).to(DType::F32).reshape(std::move(s)); }
+}  // namespace
+
+int main() {
+  const Tensor x = arange_f(12, {3, 4});
+  const Tensor y = arange_f(4, {4});
+  show("unsqueeze", x.unsqueeze(0));
+  show("squeeze", x.unsqueeze(0).unsqueeze(2).squeeze());
+  show("dim", static_cast<double>(x.dim()));
+  show("sizes", static_cast<double>(x.sizes()[0] * 10 + x.sizes()[1]));
+  show("mul", x.mul(y));
+  show("contiguous", x.t().contiguous());
+  show("is_contiguous", x.t().is_contiguous() ? 1.0 : 0.0);
+  show("half", x.div(7).half());
+  show("half_to_float", x.div(7).half().to(DType::F32));
+  const Tensor w = arange_f(8, {4, 2});
+  show("matmul", x.matmul(w));
+  show("mm", x.mm(w));
+  show("bmm", arange_f(24, {2, 3, 4}).bmm(arange_f(16, {2, 4, 2}).div(10)));
+  show("mean_dim", x.mean(1));
+  show("sum_keepdim", x.sum(1, true));
+  auto [mv, mi] = x.mul(y.sub(1.5).abs()).max(1);
+  show("max_values", mv);
+  show("max_indices", mi);
+  Tensor z = x.clone();
+  z.add_(y);
+  show("add_", z);
+  z += 1;
+  show("iadd", z);
+  z.fill_(0);
+  show("fill_", z);
+  Tensor z2 = x.clone();
+  z2.zero_();
+  show("zero_", z2);
+  z2.copy_(y);
+  show("copy_", z2);
+  show("stack", stack({y, y.mul(2)}));
+  show("chunk1", x.chunk(2, 1)[1]);
+  show("split", x.split(3, 1)[1]);
+  show("split_sizes", x.split(std::vector<int64_t>{1, 2}, 0)[1]);
+  const Tensor idx = from_vector(std::vector<int64_t>{3, 0}, {2});
+  show("index_select", x.index_select(1, idx));
+  show("gather", x.gather(1, from_vector(std::vector<int64_t>{0, 0, 1, 0, 3, 2}, {3, 2})));
+  show("masked_fill", x.masked_fill(x > 5.0, -1));
+  auto [tv, ti] = x.topk(2);
+  show("topk_values", tv);
+  show("topk_indices", ti);
+  show("cumsum", x.cumsum(1));
+  show("one_hot", one_hot(from_vector(std::vector<int64_t>{0, 2, 1}, {3}), 3));
+  show("expand", y.expand({3, 4}));
+  show("index_slice", x.index({Slice(), Slice(2, 5)}));
+  show("std", x.std());
+  show("norm", x.norm());
+  show("clamp", x.clamp(2, 7));
+  show("is_cuda", x.is_cuda() ? 1.0 : 0.0);
+  if (cuda::is_available()) show("to_cuda", x.to("cuda").is_cuda() ? 1.0 : 0.0);
+  else show("to_cuda", 1.0);  // compiled; no GPU to run it on (torch's value on a GPU: true)
+  show("F_relu", F::relu(x.sub(5)));
+  show("F_softmax", F::softmax(x.div(4), 1));
+  show("F_mse_loss", F::mse_loss(x, x.mul(0.5)));
+  // one step of an optimizer made with (params, lr) on a Linear with set weights
+  const auto one_step = [&](auto make_optimizer) {
+    nn::Linear lin(4, 2);
+    {
+      NoGradGuard ng;
+      lin.weight.copy_(arange_f(8, {2, 4}).div(10));
+      lin.bias.fill_(0.5);
+    }
+    auto opt = make_optimizer(lin.parameters());
+    lin(x).pow(2).sum().backward();
+    opt.step();
+    return lin.weight;
+  };
+  show("AdamW", one_step([](const std::vector<Tensor>& p) { return optim::AdamW(p, 0.01); }));
+  show("SGD", one_step([](const std::vector<Tensor>& p) { return optim::SGD(p, 0.01); }));
+  {
+    nn::Linear lin(8, 2, false);
+    show("Linear_no_bias", lin.bias.defined() ? 1.0 : 0.0);
+  }
+  show("MaxPool2d", nn::MaxPool2d(2)(arange_f(16, {1, 1, 4, 4})));
+  show("x0", x[0]);
+  Tensor r = x.sub(5);
+  relu_(r);
+  show("relu_", r);
+  {
+    nn::Conv2d conv(nn::Conv2dOptions(1, 2, 3).padding(1));
+    {
+      NoGradGuard ng;
+      conv.weight.fill_(1);
+      conv.bias.zero_();
+    }
+    show("Conv2dOptions", conv(arange_f(16, {1, 1, 4, 4})));
+  }
+  return 0;
+}

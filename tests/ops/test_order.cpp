@@ -1,0 +1,56 @@
+// cumsum, sort, argsort, topk (ops/order.h): torch's values, orders, NaN placement and gradients.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "halfgrad.h"
+#include "test_util.h"
+
+using namespace hg;
+using Catch::Contains;
+using test::iota;
+using test::vals;
+
+TEST_CASE("cumsum along any dim, in x's dtype, differentiable", "[ops][order]") {
+  const Tensor x = iota({2, 3});
+  CHECK(vals(x.cumsum(1)) == std::vector<double>{0, 1, 3, 3, 7, 12});
+  CHECK(vals(x.cumsum(0)) == std::vector<double>{0, 1, 2, 3, 5, 7});
+  CHECK(vals(x.t().cumsum(-1)) == std::vector<double>{0, 3, 1, 5, 2, 7});  // a view's rows
+  CHECK(x.to(DType::BF16).cumsum(1).dtype() == DType::BF16);
+  CHECK(from_vector(std::vector<int64_t>{1, 2, 3}, {3}).cumsum(0).to_vector<int64_t>() == std::vector<int64_t>{1, 3, 6});
+  CHECK_THROWS_WITH(zeros({9000}).cumsum(0), Contains("8192"));
+  Generator g(2);
+  const auto f = [](const std::vector<Tensor>& v) { return v[0].cumsum(1) * v[0]; };
+  CHECK(gradcheck(f, {randn({3, 4}, {.dtype = DType::F64}, &g).requires_grad_()}).ok);
+}
+
+TEST_CASE("sort, argsort and topk: torch's order, stable, NaN as the largest", "[ops][order]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = from_vector(std::vector<double>{3, nan, 1, 2, 1, 5}, {2, 3}, {.dtype = DType::F64});
+  auto [v, i] = x.sort(1);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1, 1, 0, 2});
+  CHECK(vals(v)[0] == 1);
+  CHECK(std::isnan(vals(v)[2]));
+  auto [vd, id] = x.sort(1, true);
+  CHECK(id.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 2, 0, 1});
+  // stable: equal values keep their order
+  CHECK(from_vector(std::vector<float>{2, 1, 2, 1}, {4}).argsort().to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 3, 0, 2});
+  CHECK(from_vector(std::vector<float>{2, 1, 2, 1}, {4}).argsort(0, true).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 2, 1, 3});
+  auto [tv, ti] = iota({2, 5}).topk(2);
+  CHECK(vals(tv) == std::vector<double>{4, 3, 9, 8});
+  CHECK(ti.to_vector<int64_t>() == std::vector<int64_t>{4, 3, 4, 3});
+  auto [sv, si] = iota({5, 2}).topk(2, 0, false);
+  CHECK(vals(sv) == std::vector<double>{0, 1, 2, 3});
+  CHECK(si.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1});
+  CHECK_THROWS_WITH(iota({3}).topk(4), Contains("k=4"));
+  // the values are gathered from x: gradients reach the picked elements
+  Generator g(8);
+  const auto f = [](const std::vector<Tensor>& t) { return std::get<0>(t[0].topk(2, 1)) * 3.0; };
+  CHECK(gradcheck(f, {randn({3, 4}, {.dtype = DType::F64}, &g).requires_grad_()}).ok);
+}
