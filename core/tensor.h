@@ -207,6 +207,11 @@ class Tensor {
   Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, double value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
   Tensor cumsum(int64_t dim) const;  // ops/order.h
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
@@ -229,6 +234,10 @@ class Tensor {
   const Tensor& zero_() const;
   const Tensor& copy_(const Tensor& src) const;  // any dtype and device; src broadcasts to this shape
   const Tensor& masked_fill_(const Tensor& mask, double value) const;
+  const Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src) const;
+  const Tensor& scatter_(int64_t dim, const Tensor& index, double value) const;
+  const Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const;
 
   // --- torch::indexing (ops/indexing.h): x.index({Slice(), 0}), x.index({mask}), x.index_put_({idx}, v) ---
   Tensor index(const std::vector<indexing::TensorIndex>& indices) const;

@@ -59,4 +59,29 @@ Tensor embedding(const Tensor& indices_in, const Tensor& weight_in, EmbeddingFun
   return y;
 }
 
+Tensor index_add_rows(const Tensor& indices_in, const Tensor& src_in, int64_t num) {
+  check_floating("index_add", src_in);
+  HG_CHECK(src_in.ndim() == 2 && indices_in.dtype() == DType::I64 && indices_in.numel() == src_in.shape()[0],
+           "index_add: src must be (n, dim) with one I64 index per row, got src ", src_in.shape(), " and indices ",
+           indices_in.shape(), " (", indices_in.dtype(), ")");
+  check_same_device("index_add", indices_in, src_in);
+  const Tensor indices = indices_in.contiguous(), src = src_in.contiguous();
+  const DType dt = src.dtype();
+  EmbeddingArgs b;
+  b.n = indices.numel();
+  b.num = num;
+  b.dim = src.shape()[1];
+  b.indices = static_cast<const int64_t*>(indices.data_ptr());
+  b.dy = src.data_ptr();
+  Tensor acc = empty({num, b.dim}, {.dtype = dt == DType::F64 ? DType::F64 : DType::F32, .device = src.device()});
+  b.grad = acc.data_ptr();
+  if (acc.numel() > 0) embedding_backward_kernels().get(src.device(), dt)(b);
+  Tensor y = acc.to(dt);
+  if (y.same(acc)) y = acc.detach();  // a fresh tensor for record (F32/F64 src: the accumulator itself)
+  autograd::record(y, "index_add", {src, indices}, [indices](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{embedding(indices, dy), Tensor()};
+  }, autograd::Saves::only({1}));
+  return y;
+}
+
 }  // namespace hg

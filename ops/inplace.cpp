@@ -129,6 +129,20 @@ const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
   return apply("masked_fill_", *this, {}, true, [&](const Tensor& s) { return hg::masked_fill(s, mask, value); });
 }
 
+const Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) const {
+  return apply("index_add_", *this, {&source}, false,
+               [&](const Tensor& s) { return hg::index_add(s, dim, index, source, alpha); });
+}
+const Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return apply("scatter_", *this, {&src}, true, [&](const Tensor& s) { return hg::scatter(s, dim, index, src); });
+}
+const Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) const {
+  return apply("scatter_", *this, {}, true, [&](const Tensor& s) { return hg::scatter(s, dim, index, value); });
+}
+const Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return apply("scatter_add_", *this, {&src}, false, [&](const Tensor& s) { return hg::scatter_add(s, dim, index, src); });
+}
+
 Tensor& relu_(Tensor& x) {
   relu_(static_cast<const Tensor&>(x));
   return x;

@@ -100,12 +100,31 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
   return l;
 }
 
+// Class probabilities as targets (torch's second form): the loss of a row is -sum_c t_c log_softmax(x)_c, with
+// t smoothed to t (1 - s) + s / C; mean divides by the number of rows. Composed of log_softmax, mul and sums.
+Tensor cross_entropy_probs(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+  check_floating("cross_entropy", logits);
+  check_same_device("cross_entropy", logits, target);
+  HG_CHECK(logits.ndim() >= 1, "cross_entropy: input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
+  HG_CHECK(target.shape() == logits.shape(), "cross_entropy: probability targets of shape ", target.shape(),
+           " must have the input's shape ", logits.shape(), " (or pass I64 class indices)");
+  const int64_t cdim = logits.ndim() == 1 ? 0 : 1;
+  const DType ct = compute_dtype(logits.dtype());
+  const Tensor x = logits.to(ct);
+  Tensor t = target.to(ct);
+  if (o.label_smoothing > 0)
+    t = add(mul(t, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(logits.shape()[cdim]));
+  const Tensor per_row = neg(sum(mul(t, log_softmax(x, cdim)), {cdim}));
+  return reduce_loss(per_row, o.reduction);
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o) {
   if (amp::OpCast c{amp::OpId::CrossEntropy, {logits, target}}) return c.result(cross_entropy(c[0], c[1], o));
   HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
            o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
+  if (target.defined() && is_floating(target.dtype())) return cross_entropy_probs(logits, target, o);
   CrossEntropyArgs a = class_view("cross_entropy", logits, target);
   a.scores = ClassScores::Logits;
   a.reduction = o.reduction;

@@ -16,7 +16,8 @@ struct CrossEntropyOptions {
 };
 // logits (N,C) or (N,C,d1,...) or (C); target I64 class indices (N) or (N,d1,...) or (). Fused
 // log-softmax + NLL: keeps one F32 log-sum-exp per row for backward, never the probabilities.
-// Mean divides by the number of non-ignored targets, like torch.
+// Mean divides by the number of non-ignored targets, like torch. A floating target of the logits' shape holds
+// class probabilities instead (torch's second form; label_smoothing applies, ignore_index does not).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOptions o = {});
 
 struct NllLossOptions {

@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/broadcast.h"
 #include "ops/dispatch.h"
 #include "ops/gemm_op.h"
 #include "ops/kernels/elementwise.h"
@@ -247,8 +248,40 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   return y;
 }
 
+namespace {
+// torch.matmul's other shapes, reduced to the 2-D and 3-D GEMMs: a 1-D operand becomes a matrix of one row (a) or
+// one column (b), removed from the result; batch dims (any number) broadcast, are expanded (views) and flattened
+// into one (a copy when the expanded operand is not contiguous). Differentiable through those view ops.
+Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
+  HG_CHECK(a_in.ndim() >= 1 && b_in.ndim() >= 1, "matmul: both operands need at least 1 dim, got shapes ", a_in.shape(),
+           " and ", b_in.shape());
+  HG_CHECK(o.trans_a == Trans::N && o.trans_b == Trans::N, "matmul: the transpose flags take 2-D or 3-D operands (got ",
+           "shapes ", a_in.shape(), " and ", b_in.shape(), "); use .transpose(-1, -2), a view, for the others");
+  const Tensor a = a_in.ndim() == 1 ? unsqueeze(a_in, 0) : a_in;
+  const Tensor b = b_in.ndim() == 1 ? unsqueeze(b_in, -1) : b_in;
+  const auto batch_of = [](const Tensor& t) { return Shape(std::vector<int64_t>(t.shape().dims().begin(), t.shape().dims().end() - 2)); };
+  const Shape batch = broadcast_shapes("matmul", batch_of(a), batch_of(b));
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  HG_CHECK(b.size(-2) == k, "matmul: a.shape[-1]=", k, " but b.shape[-2]=", b.size(-2), " (shapes ", a_in.shape(), " and ",
+           b_in.shape(), "); the contracted dims must match");
+  const auto flat = [&](const Tensor& t, int64_t r, int64_t c) {
+    if (t.ndim() == 2) return t;  // one matrix for every batch: matmul shares it
+    std::vector<int64_t> full = batch.dims();
+    full.insert(full.end(), {r, c});
+    return reshape(expand(t, Shape(full)), {-1, r, c});
+  };
+  Tensor y = matmul(flat(a, m, k), flat(b, k, n));
+  std::vector<int64_t> out = batch.dims();
+  if (a_in.ndim() > 1) out.push_back(m);
+  if (b_in.ndim() > 1) out.push_back(n);
+  return reshape(y, Shape(out));
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   if (amp::OpCast c{amp::OpId::Matmul, {a_in, b_in}}) return c.result(matmul(c[0], c[1], o));
+  const auto rank_ok = [](const Tensor& t) { return t.ndim() == 2 || t.ndim() == 3; };
+  if (!rank_ok(a_in) || !rank_ok(b_in)) return matmul_nd(a_in, b_in, o);
   check_same_device("matmul", a_in, b_in);
   check_floating("matmul", a_in);
   check_floating("matmul", b_in);

@@ -15,7 +15,9 @@ struct MatmulOptions {
 
 // 2-D: op(a) (M,K) x op(b) (K,N) -> (M,N). Batched 3-D: (B,M,K) x (B,K,N) -> (B,M,N); a batch of 1 or a
 // 2-D operand broadcasts over the other's batch. F16/BF16 accumulate in F32. Backward uses the
-// transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies.
+// transpose flags (dA = dY op(B)^T, dB = op(A)^T dY), never transposed copies. torch.matmul's other shapes too
+// (without transpose flags): 1-D operands (a vector times a matrix, a matrix times a vector, a dot product) and
+// any number of batch dims, broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b, MatmulOptions o = {});
 
 // torch.mm (both 2-D) and torch.bmm (both 3-D with one batch size): matmul, with their shape rules checked.

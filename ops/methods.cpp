@@ -76,5 +76,14 @@ Tensor Tensor::expand(const Shape& sizes) const { return hg::expand(*this, sizes
 Tensor Tensor::index_select(int64_t d, const Tensor& index) const { return hg::index_select(*this, d, index); }
 Tensor Tensor::gather(int64_t d, const Tensor& index) const { return hg::gather(*this, d, index); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return hg::masked_fill(*this, mask, value); }
+Tensor Tensor::index_add(int64_t d, const Tensor& index, const Tensor& source, double alpha) const {
+  return hg::index_add(*this, d, index, source, alpha);
+}
+Tensor Tensor::scatter(int64_t d, const Tensor& index, const Tensor& src) const { return hg::scatter(*this, d, index, src); }
+Tensor Tensor::scatter(int64_t d, const Tensor& index, double value) const { return hg::scatter(*this, d, index, value); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& index, const Tensor& src) const {
+  return hg::scatter_add(*this, d, index, src);
+}
+std::vector<Tensor> Tensor::unbind(int64_t d) const { return hg::unbind(*this, d); }
 
 }  // namespace hg

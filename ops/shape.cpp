@@ -637,6 +637,99 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return move_back(reshape(values, il.shape()), back);
 }
 
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  check_floating("index_add", x);
+  check_same_device("index_add", x, index);
+  check_same_device("index_add", x, source);
+  HG_CHECK(index.ndim() <= 1, "index_add: index must be 0-d or 1-d, got shape ", index.shape());
+  HG_CHECK(x.ndim() >= 1, "index_add: cannot index a 0-d tensor");
+  dim = wrap_dim("index_add", dim, x.ndim());
+  const int64_t n = x.shape()[dim], k = index.numel();
+  Shape want = x.shape();
+  want[dim] = k;
+  HG_CHECK(source.shape() == want, "index_add: source has shape ", source.shape(), " but x of shape ", x.shape(),
+           " with ", k, " indices along dim ", dim, " needs ", want);
+  check_index_range("index_add", index, n, dim);
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
+  // rows of source (dim first) added into rows of a zero (n, rest) table, then moved back
+  const auto [front, back] = move_dim(source.to(x.dtype()), dim, true);
+  const int64_t rest = k == 0 ? 0 : front.numel() / k;
+  const Tensor rows = index_add_rows(reshape(index, {k}), reshape(front, {k, rest}), n);
+  std::vector<int64_t> sizes = front.shape().dims();
+  sizes[0] = n;
+  const Tensor added = move_back(reshape(rows, Shape(sizes)), back);
+  return add(x, alpha == 1.0 ? added : mul(added, alpha));
+}
+
+namespace {
+// The flat position in x (row-major) of each element of index, when index's values pick along dim and its other
+// coordinates are its own (scatter's addressing), as I64, exact through F64 (to 2^53 elements); and src cut to
+// index's shape. Checks torch's shape rules and the index range.
+std::pair<Tensor, Tensor> scatter_positions(const char* op, const Tensor& x, int64_t& dim, const Tensor& index,
+                                            const Tensor& src) {
+  check_floating(op, x);
+  check_same_device(op, x, index);
+  check_same_device(op, x, src);
+  HG_CHECK(index.ndim() == x.ndim() && src.ndim() == x.ndim() && x.ndim() >= 1, op, ": index ", index.shape(), ", src ",
+           src.shape(), " and x ", x.shape(), " must have the same number of dims (at least 1)");
+  dim = wrap_dim(op, dim, x.ndim());
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    HG_CHECK(index.shape()[d] <= src.shape()[d], op, ": index.shape[", d, "]=", index.shape()[d], " exceeds src.shape[",
+             d, "]=", src.shape()[d]);
+    HG_CHECK(d == dim || index.shape()[d] <= x.shape()[d], op, ": index.shape[", d, "]=", index.shape()[d],
+             " exceeds x.shape[", d, "]=", x.shape()[d], "; off the scattered dim the index may not be larger");
+  }
+  check_index_range(op, index, x.shape()[dim], dim);
+  const TensorOptions f64{.dtype = DType::F64, .device = x.device()};
+  const std::vector<int64_t> st = contiguous_strides(x.shape());
+  Tensor pos = mul(index.to(DType::F64), static_cast<double>(st[static_cast<size_t>(dim)]));
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (d == dim) continue;
+    std::vector<int64_t> along(static_cast<size_t>(x.ndim()), 1);
+    along[static_cast<size_t>(d)] = index.shape()[d];
+    const Tensor coord = mul(arange(0.0, static_cast<double>(index.shape()[d]), 1.0, f64), static_cast<double>(st[static_cast<size_t>(d)]));
+    pos = add(pos, reshape(coord, Shape(along)));
+  }
+  Tensor cut = src;
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (cut.shape()[d] > index.shape()[d]) cut = slice(cut, d, 0, index.shape()[d]);
+  return {reshape(pos.to(DType::I64), {-1}), reshape(cut.to(x.dtype()), {-1, 1})};
+}
+}  // namespace
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
+  const auto [pos, values] = scatter_positions("scatter_add", x, dim, index, src);
+  return add(x, reshape(index_add_rows(pos, values, x.numel()), x.shape()));
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
+  const auto [pos, values] = scatter_positions("scatter", x, dim, index, src);
+  Tensor hits;
+  {
+    NoGradGuard ng;
+    hits = index_add_rows(pos, ones({pos.numel(), 1}, {.dtype = x.dtype(), .device = x.device()}), x.numel());
+    // torch leaves which value lands unspecified when positions repeat; halfgrad refuses rather than pick one
+    HG_CHECK(pos.numel() == 0 || max(hits).item() <= 1.0, "scatter: the index sends several values to one position "
+             "(torch leaves which one lands unspecified); make the index unique along dim, or use scatter_add");
+  }
+  const Tensor spread = reshape(index_add_rows(pos, values, x.numel()), x.shape());
+  return where(reshape(hits, x.shape()), spread, x);
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  return scatter(x, dim, index, full(index.shape(), value, {.dtype = x.dtype(), .device = x.device()}));
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  HG_CHECK(x.ndim() >= 1, "unbind: cannot unbind a 0-d tensor");
+  dim = wrap_dim("unbind", dim, x.ndim());
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.shape()[dim]; ++i) out.push_back(select(x, dim, i));
+  return out;
+}
+
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_same_device("masked_fill", x, mask);
   HG_CHECK(broadcast_shapes("masked_fill", x.shape(), mask.shape()) == x.shape(), "masked_fill: mask of shape ",

@@ -55,6 +55,17 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (and so on): index is I64 with x's rank and, off dim, sizes
 // no larger than x's; out has index's shape (torch.gather). Same index checks as index_select.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x + alpha * source's slices added at `index` (I64, 0-d or 1-d) along dim; repeats accumulate (torch.index_add).
+// source has x's shape with dim of index's length. Differentiable in x and source.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+// torch.scatter_add / scatter: index (I64) and src have x's rank, index no larger than src (and than x off dim);
+// x[..index[i][j][k]..] (dim's coordinate from index, the others index's own) += src[i][j][k], or = for scatter, which
+// refuses an index sending two values to one position (torch leaves the winner unspecified). Differentiable.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+// x's slices along dim, each a view without that dim (torch.unbind)
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 // x with value wherever mask (broadcast to x) is nonzero; differentiable in x (torch's masked_fill, mask 0/1)
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 

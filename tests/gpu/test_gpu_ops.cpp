@@ -590,6 +590,15 @@ TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read cont
     cp.index_put_({Slice(), mask}, 7);
     gp.index_put_({Slice(), gpu(mask)}, 7);
     check_close(cp, gp, exact(), "index_put_ with a mask");
+    // the row adds of index_add and scatter_add (embedding's backward kernel), and cumsum, sort, topk
+    const Tensor sidx = from_vector(std::vector<int64_t>{2, 0, 1, 0, 0, 2, 1, 1}, {2, 4});
+    const Tensor src = rnd({2, 4}, dt);
+    check_close(zeros({3, 4}, {.dtype = dt}).scatter_add(0, sidx, src),
+                zeros({3, 4}, {.dtype = dt, .device = kGpu}).scatter_add(0, gpu(sidx), gpu(src)), reduce_tol(dt), "scatter_add");
+    check_close(big.index_add(1, ids, big.index({Slice(), ids})), gpu(big).index_add(1, gpu(ids), gpu(big).index({Slice(), gpu(ids)})),
+                reduce_tol(dt), "index_add");
+    check_close(big.cumsum(2), gpu(big).cumsum(2), reduce_tol(dt), "cumsum");
+    check_close(std::get<0>(big.topk(3, 1)), std::get<0>(gpu(big).topk(3, 1)), exact(), "topk");
     Tensor gh = zeros({3, 4}, {.dtype = dt, .device = kGpu});
     gh.t().copy_(rnd({4, 3}, DType::F64));  // across devices and dtypes into a transposed view
     CHECK(gh.version() == 1);

@@ -45,6 +45,9 @@ int main() {
   show("matmul", x.matmul(w));
   show("mm", x.mm(w));
   show("bmm", arange_f(24, {2, 3, 4}).bmm(arange_f(16, {2, 4, 2}).div(10)));
+  show("matmul_vector", x.matmul(y));                                   // (3, 4) @ (4) -> (3)
+  show("matmul_dot", y.matmul(y));                                      // (4) @ (4) -> ()
+  show("matmul_4d", arange_f(24, {2, 1, 3, 4}).matmul(arange_f(16, {2, 4, 2}).div(8)));  // batch (2,1) x (2)
   show("mean_dim", x.mean(1));
   show("sum_keepdim", x.sum(1, true));
   auto [mv, mi] = x.mul(y.sub(1.5).abs()).max(1);
@@ -70,6 +73,15 @@ int main() {
   show("index_select", x.index_select(1, idx));
   show("gather", x.gather(1, from_vector(std::vector<int64_t>{0, 0, 1, 0, 3, 2}, {3, 2})));
   show("masked_fill", x.masked_fill(x > 5.0, -1));
+  const Tensor sidx = from_vector(std::vector<int64_t>{2, 0, 1, 0, 0, 2, 1, 1}, {2, 4});
+  show("scatter_add", zeros({3, 4}).scatter_add(0, sidx, x.narrow(0, 0, 2)));
+  show("scatter", zeros({3, 4}).scatter(0, from_vector(std::vector<int64_t>{2, 0, 1, 0}, {1, 4}), x));
+  show("scatter_value", x.scatter(1, from_vector(std::vector<int64_t>{3, 1, 0}, {3, 1}), -5));
+  show("index_add", x.index_add(0, from_vector(std::vector<int64_t>{2, 2}, {2}), x.narrow(0, 0, 2), 0.5));
+  Tensor ia = x.clone();
+  ia.index_add_(1, from_vector(std::vector<int64_t>{0, 3}, {2}), ones({3, 2}));
+  show("index_add_", ia);
+  show("unbind", x.unbind(1)[2]);
   auto [tv, ti] = x.topk(2);
   show("topk_values", tv);
   show("topk_indices", ti);
@@ -86,6 +98,8 @@ int main() {
   show("F_relu", F::relu(x.sub(5)));
   show("F_softmax", F::softmax(x.div(4), 1));
   show("F_mse_loss", F::mse_loss(x, x.mul(0.5)));
+  show("cross_entropy_probs", F::cross_entropy(x.div(5), F::softmax(x.div(-3), 1)));
+  show("cross_entropy_smoothing", F::cross_entropy(x.div(5), F::softmax(x.div(-3), 1), {.label_smoothing = 0.2}));
   // one step of an optimizer made with (params, lr) on a Linear with set weights
   const auto one_step = [&](auto make_optimizer) {
     nn::Linear lin(4, 2);

@@ -153,8 +153,11 @@ TEST_CASE("matmul rejects bad ranks, shapes, batches and dtypes", "[cpu][matmul]
                       Catch::Contains("matmul: a.shape[-1]=768 but b.shape[-2]=512"));
   REQUIRE_THROWS_WITH(matmul(zeros({768, 3}), zeros({4, 512}), {.trans_a = Trans::T, .trans_b = Trans::T}),
                       Catch::Contains("matmul: a.shape[-2]=768 but b.shape[-1]=512"));
-  REQUIRE_THROWS_WITH(matmul(zeros({5}), zeros({5, 2})), Catch::Contains("matmul: a is 1-d"));
-  REQUIRE_THROWS_WITH(matmul(zeros({5, 2}), zeros({2, 2, 2, 2})), Catch::Contains("matmul: b is 4-d"));
+  // 1-D and 4-D operands are torch.matmul's (tests/ops/test_torch_spellings.cpp); 0-d ones and transpose flags
+  // on them are not
+  REQUIRE_THROWS_WITH(matmul(zeros({}), zeros({5, 2})), Catch::Contains("matmul: both operands need at least 1 dim"));
+  REQUIRE_THROWS_WITH(matmul(zeros({5, 2}), zeros({2, 2, 2, 2}), {.trans_a = Trans::T}),
+                      Catch::Contains("transpose flags take 2-D or 3-D operands"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 3, 4}), zeros({3, 4, 5})),
                       Catch::Contains("matmul: batch sizes a.shape[0]=2 and b.shape[0]=3 do not broadcast"));
   REQUIRE_THROWS_WITH(matmul(i64, zeros({2, 2})), Catch::Contains("matmul: dtype I64"));

@@ -54,3 +54,33 @@ TEST_CASE("sort, argsort and topk: torch's order, stable, NaN as the largest", "
   const auto f = [](const std::vector<Tensor>& t) { return std::get<0>(t[0].topk(2, 1)) * 3.0; };
   CHECK(gradcheck(f, {randn({3, 4}, {.dtype = DType::F64}, &g).requires_grad_()}).ok);
 }
+
+TEST_CASE("index_add, scatter_add, scatter: differentiable, with torch's shape rules", "[ops][scatter]") {
+  using Ts = std::vector<Tensor>;
+  const auto in = [](Shape s, uint64_t seed) {
+    Generator g(seed);
+    return randn(std::move(s), {.dtype = DType::F64}, &g).requires_grad_();
+  };
+  const Tensor rep = from_vector(std::vector<int64_t>{1, 1, 0}, {3});  // repeats accumulate
+  CHECK(gradcheck([&](const Ts& v) { return v[0].index_add(1, rep, v[1], 2.0); }, {in({2, 4}, 1), in({2, 3}, 2)}).ok);
+  const Tensor sidx = from_vector(std::vector<int64_t>{2, 0, 2, 1, 1, 0}, {2, 3});
+  CHECK(gradcheck([&](const Ts& v) { return v[0].scatter_add(0, sidx, v[1]); }, {in({3, 4}, 3), in({2, 5}, 4)}).ok);
+  const Tensor uniq = from_vector(std::vector<int64_t>{2, 0, 1, 0, 1, 2}, {2, 3});
+  CHECK(gradcheck([&](const Ts& v) { return v[0].scatter(0, uniq, v[1]); }, {in({3, 3}, 5), in({2, 3}, 6)}).ok);
+  const Tensor dup = from_vector(std::vector<int64_t>{0, 1, 2, 0, 2, 1}, {2, 3});  // column 0 gets two values
+  CHECK_THROWS_WITH(zeros({3, 3}).scatter(0, dup, ones({2, 3})), Contains("several values"));
+  CHECK_THROWS_WITH(zeros({3, 3}).scatter_add(0, from_vector(std::vector<int64_t>{3}, {1, 1}), ones({1, 1})),
+                    Contains("out of range"));
+  CHECK_THROWS_WITH(zeros({3, 3}).index_add(0, rep, ones({2, 3})), Contains("needs [3, 3]"));
+  CHECK_THROWS_WITH(zeros({3}).scatter_add(0, from_vector(std::vector<int64_t>{0}, {1, 1}), ones({1, 1})),
+                    Contains("same number of dims"));
+  // in place, through autograd like the others
+  Tensor x = zeros({2, 3});
+  x.index_add_(0, from_vector(std::vector<int64_t>{1}, {1}), ones({1, 3}));
+  x.scatter_(1, from_vector(std::vector<int64_t>{2, 0}, {2, 1}), 7.0);
+  CHECK(vals(x) == std::vector<double>{0, 0, 7, 7, 1, 1});
+  CHECK(x.version() == 2);
+  const auto parts = iota({2, 3}).unbind(1);
+  CHECK(parts.size() == 3);
+  CHECK(vals(parts[1]) == std::vector<double>{1, 4});
+}

@@ -256,3 +256,26 @@ TEST_CASE("torch spellings: index_select, gather and masked_fill, with their gra
   sum(masked_fill(u, mask, 7)).backward();
   CHECK(vals(u.grad()) == std::vector<double>{0, 1, 1, 0});
 }
+
+TEST_CASE("torch spellings: matmul of vectors and of many batch dims, cross_entropy with probabilities", "[ops][spellings]") {
+  const auto in = [](Shape s, uint64_t seed) {
+    Generator g(seed);
+    return randn(std::move(s), {.dtype = DType::F64}, &g).requires_grad_();
+  };
+  CHECK(matmul(iota({3, 4}), iota({4})).shape() == Shape{3});
+  CHECK(matmul(iota({4}), iota({4, 2})).shape() == Shape{2});
+  CHECK(matmul(iota({4}), iota({4})).ndim() == 0);
+  CHECK(matmul(iota({2, 1, 3, 4}), iota({5, 4, 2})).shape() == Shape{2, 5, 3, 2});
+  CHECK_THROWS_WITH(matmul(iota({2, 3, 4}), iota({2, 5, 4, 2})), Contains("cannot be broadcast"));
+  CHECK_THROWS_WITH(matmul(iota({4}), iota({3})), Contains("contracted"));
+  using Ts = std::vector<Tensor>;
+  CHECK(gradcheck([](const Ts& v) { return matmul(v[0], v[1]); }, {in({2, 1, 3, 4}, 1), in({3, 4, 2}, 2)}).ok);
+  CHECK(gradcheck([](const Ts& v) { return matmul(v[0], v[1]); }, {in({4}, 3), in({2, 4, 3}, 4)}).ok);
+  CHECK(gradcheck([](const Ts& v) { return cross_entropy(v[0], softmax(v[1], 1), {.label_smoothing = 0.1}); },
+                  {in({3, 5}, 5), in({3, 5}, 6)}).ok);
+  // probabilities that are one-hot give the class-index loss
+  const Tensor logits = in({4, 3}, 7).detach();
+  const Tensor labels = from_vector(std::vector<int64_t>{2, 0, 1, 1}, {4});
+  CHECK(std::fabs(cross_entropy(logits, one_hot(labels, 3).to(DType::F64)).item() - cross_entropy(logits, labels).item()) < 1e-12);
+  CHECK_THROWS_WITH(cross_entropy(logits, zeros({4, 2}, {.dtype = DType::F64})), Contains("input's shape"));
+}
