@@ -194,6 +194,14 @@ class Tensor {
   Tensor var(bool unbiased = true) const;  // over every element
   Tensor std(bool unbiased = true) const;
   Tensor norm() const;  // the 2-norm of every element (Frobenius for a matrix)
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor trunc() const;
+  Tensor remainder(const Tensor& o) const;
+  Tensor remainder(double s) const;
+  Tensor floor_divide(const Tensor& o) const;
+  Tensor floor_divide(double s) const;
   Tensor clamp(double lo, double hi) const;
   Tensor clamp_min(double lo) const;
   Tensor clamp_max(double hi) const;

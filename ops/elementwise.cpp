@@ -1,6 +1,8 @@
 // Public elementwise ops: check -> dispatch -> record backward (docs/ARCHITECTURE.md, "One op").
 #include "ops/elementwise.h"
 
+#include <cmath>
+
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
@@ -12,7 +14,7 @@ namespace hg {
 const char* ew_op_name(EwOp op) {
   static constexpr const char* kNames[] = {
       "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu", "silu",
-      "pow", "clamp", "add(scalar)", "mul(scalar)", "div(scalar)", "rsub(scalar)", "rdiv(scalar)",
+      "pow", "clamp", "add(scalar)", "mul(scalar)", "div(scalar)", "rsub(scalar)", "rdiv(scalar)", "round",
       "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
       "where", "mask_true", "mask_false"};
   const auto i = static_cast<size_t>(op);
@@ -49,6 +51,7 @@ GradReads grad_reads(EwOp op) {
     case EwOp::Exp: case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Relu: case EwOp::Sigmoid: case EwOp::Tanh:
       return GradReads::Y;
     case EwOp::Neg: case EwOp::AddScalar: case EwOp::MulScalar: case EwOp::DivScalar: case EwOp::RsubScalar:
+    case EwOp::Round:
       return GradReads::Neither;
     default:
       return GradReads::X;
@@ -56,6 +59,9 @@ GradReads grad_reads(EwOp op) {
 }
 
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
+  // integer negation, abs and clamp (torch's, on I64): in F64, exact while |values| < 2^53
+  if (x.defined() && x.dtype() == DType::I64 && (op == EwOp::Neg || op == EwOp::Abs || op == EwOp::Clamp))
+    return unary(name, op, x.to(DType::F64), p0, p1).to(DType::I64);
   check_floating(name, x);
   const EwCall fwd{op, EwMode::Forward, p0, p1};
   Tensor y = empty_like(x);
@@ -89,11 +95,21 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
   return sum_to(g, target);
 }
 
+Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, const Tensor& b_in);
+
+// Integer arithmetic (both operands I64): add, sub, mul, maximum and minimum run in F64 and come back as I64, exact
+// while |values| < 2^53; div is true division, in F32 as torch's int / int.
+Tensor integer_binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a, const Tensor& b) {
+  if (op == EwOp::Div) return binary(name, op, aop, a.to(DType::F32), b.to(DType::F32));
+  return binary(name, op, aop, a.to(DType::F64), b.to(DType::F64)).to(DType::I64);
+}
+
 Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, const Tensor& b_in) {
   if (amp::OpCast c{aop, {a_in, b_in}}) return c.result(binary(name, op, aop, c[0], c[1]));
   // named tensors, not structured bindings: clang before 16 cannot capture those in the lambda below
   const auto promoted = promote(name, a_in, b_in);
   const Tensor a = promoted.first, b = promoted.second;
+  if (a.dtype() == DType::I64) return integer_binary(name, op, aop, a, b);
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
   run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
@@ -131,12 +147,38 @@ Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", EwOp::Mul, a
 Tensor div(const Tensor& a, const Tensor& b) { return binary("div", EwOp::Div, amp::OpId::Div, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp::Maximum, amp::OpId::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::Minimum, amp::OpId::Minimum, a, b); }
-Tensor add(const Tensor& a, double s) { return unary("add", EwOp::AddScalar, a, s); }
-Tensor sub(const Tensor& a, double s) { return unary("sub", EwOp::AddScalar, a, -s); }
-Tensor mul(const Tensor& a, double s) { return unary("mul", EwOp::MulScalar, a, s); }
-Tensor div(const Tensor& a, double s) { return unary("div", EwOp::DivScalar, a, s); }
-Tensor rsub(double s, const Tensor& a) { return unary("rsub", EwOp::RsubScalar, a, s); }
-Tensor rdiv(double s, const Tensor& a) { return unary("rdiv", EwOp::RdivScalar, a, s); }
+namespace {
+// An I64 tensor with a scalar, as torch with a Python number: an integral scalar keeps I64 (computed in F64, exact
+// while |values| < 2^53; division excepted: true division, F32), a fractional one gives F32.
+Tensor scalar_op(const char* name, EwOp op, const Tensor& a, double s) {
+  if (a.defined() && a.dtype() == DType::I64) {
+    const bool integral = s == std::floor(s) && op != EwOp::DivScalar && op != EwOp::RdivScalar;
+    if (!integral) return unary(name, op, a.to(DType::F32), s);
+    return unary(name, op, a.to(DType::F64), s).to(DType::I64);
+  }
+  return unary(name, op, a, s);
+}
+}  // namespace
+Tensor add(const Tensor& a, double s) { return scalar_op("add", EwOp::AddScalar, a, s); }
+Tensor sub(const Tensor& a, double s) { return scalar_op("sub", EwOp::AddScalar, a, -s); }
+Tensor mul(const Tensor& a, double s) { return scalar_op("mul", EwOp::MulScalar, a, s); }
+Tensor div(const Tensor& a, double s) { return scalar_op("div", EwOp::DivScalar, a, s); }
+Tensor rsub(double s, const Tensor& a) { return scalar_op("rsub", EwOp::RsubScalar, a, s); }
+Tensor rdiv(double s, const Tensor& a) { return scalar_op("rdiv", EwOp::RdivScalar, a, s); }
+
+// floor(a / b) and a - floor(a / b) b (Python's and torch's floor division and remainder: the remainder takes the
+// divisor's sign). I64 operands give I64, computed in F64 (exact while |a| < 2^53).
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::I64 && b.dtype() == DType::I64)
+    return floor(div(a.to(DType::F64), b.to(DType::F64))).to(DType::I64);
+  return floor(div(a, b));
+}
+Tensor floor_divide(const Tensor& a, double s) {
+  if (a.dtype() == DType::I64 && s == std::floor(s)) return floor(div(a.to(DType::F64), s)).to(DType::I64);
+  return floor(div(a, s));
+}
+Tensor remainder(const Tensor& a, const Tensor& b) { return sub(a, mul(floor_divide(a, b), b)); }
+Tensor remainder(const Tensor& a, double s) { return sub(a, mul(floor_divide(a, s), s)); }
 
 Tensor neg(const Tensor& x) { return unary("neg", EwOp::Neg, x); }
 Tensor exp(const Tensor& x) {
@@ -178,6 +220,18 @@ Tensor gelu(const Tensor& x, GeluApprox approx) {
   if (amp::OpCast c{amp::OpId::Gelu, {x}}) return c.result(gelu(c[0], approx));
   return approx == GeluApprox::Tanh ? unary("gelu", EwOp::GeluTanh, x) : unary("gelu", EwOp::GeluErf, x);
 }
+namespace {
+// floor, ceil, round, trunc: Round's modes. An I64 tensor is already integral (torch returns it as it is).
+Tensor to_integral(const char* name, const Tensor& x, double mode) {
+  if (x.defined() && x.dtype() == DType::I64) return x.clone();
+  return unary(name, EwOp::Round, x, mode);
+}
+}  // namespace
+Tensor floor(const Tensor& x) { return to_integral("floor", x, 0); }
+Tensor ceil(const Tensor& x) { return to_integral("ceil", x, 1); }
+Tensor round(const Tensor& x) { return to_integral("round", x, 2); }
+Tensor trunc(const Tensor& x) { return to_integral("trunc", x, 3); }
+
 Tensor clamp(const Tensor& x, double lo, double hi) {
   HG_CHECK(!(lo > hi), "clamp: lo=", lo, " is greater than hi=", hi, "; pass lo <= hi");
   return unary("clamp", EwOp::Clamp, x, lo, hi);

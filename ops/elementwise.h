@@ -17,6 +17,13 @@ Tensor sub(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
 Tensor div(const Tensor& a, double s);
 Tensor rsub(double s, const Tensor& a);  // s - a
+// Python's // and % (torch.floor_divide, torch.remainder): floor(a / b), and a - floor(a / b) b with the divisor's
+// sign. Two I64 operands (or I64 and an integral scalar) give I64, exact while |values| < 2^53; add, sub, mul,
+// maximum and minimum of I64 tensors likewise; I64 / I64 is true division (F32), as torch's.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, double s);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double s);
 Tensor rdiv(double s, const Tensor& a);  // s / a
 
 Tensor neg(const Tensor& x);
@@ -33,6 +40,11 @@ enum class GeluApprox : uint8_t { None, Tanh };  // None: exact erf form (torch'
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
 Tensor silu(const Tensor& x);  // x * sigmoid(x) (torch.nn.functional.silu, "swish")
 Tensor clamp(const Tensor& x, double lo, double hi);
+// To integral values in x's dtype: floor, ceil, round (half to even, as torch.round) and trunc; zero gradient.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
 // cond != 0 selects a, else b; cond, a and b broadcast together. Differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 

@@ -13,7 +13,7 @@ namespace hg {
 enum class EwOp : uint8_t {
   // unary (x) -> y
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, GeluTanh, GeluErf, Silu,
-  PowScalar, Clamp, AddScalar, MulScalar, DivScalar, RsubScalar, RdivScalar,
+  PowScalar, Clamp, AddScalar, MulScalar, DivScalar, RsubScalar, RdivScalar, Round,
   // binary (a, b) -> y
   Add, Sub, Mul, Div, Maximum, Minimum,
   // comparisons (a, b) -> 1 or 0, not differentiable
@@ -33,7 +33,7 @@ enum class EwMode : uint8_t {
 struct EwCall {
   EwOp op = EwOp::Add;
   EwMode mode = EwMode::Forward;
-  double p0 = 0, p1 = 0;  // scalar parameters (exponent, clamp bounds, the scalar of *_scalar ops)
+  double p0 = 0, p1 = 0;  // scalar parameters (exponent, clamp bounds, the scalar of *_scalar ops, Round's mode)
 };
 
 const char* ew_op_name(EwOp op);
@@ -110,6 +110,7 @@ template <class V> void visit_ew(const EwCall& c, V&& v) {
     case EwOp::DivScalar: return unary(c, fn::DivScalar{c.p0}, v);
     case EwOp::RsubScalar: return unary(c, fn::RsubScalar{c.p0}, v);
     case EwOp::RdivScalar: return unary(c, fn::RdivScalar{c.p0}, v);
+    case EwOp::Round: return unary(c, fn::Round{c.p0}, v);
     case EwOp::Add: return binary(c, fn::Add{}, v);
     case EwOp::Sub: return binary(c, fn::Sub{}, v);
     case EwOp::Mul: return binary(c, fn::Mul{}, v);

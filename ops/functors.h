@@ -42,6 +42,14 @@ HG_HD float m_pow(float x, float e) { return powf(x, e); }
 HG_HD double m_pow(double x, double e) { return ::pow(x, e); }
 HG_HD float m_abs(float x) { return fabsf(x); }
 HG_HD double m_abs(double x) { return ::fabs(x); }
+HG_HD float m_floor(float x) { return floorf(x); }
+HG_HD double m_floor(double x) { return ::floor(x); }
+HG_HD float m_ceil(float x) { return ceilf(x); }
+HG_HD double m_ceil(double x) { return ::ceil(x); }
+HG_HD float m_rint(float x) { return rintf(x); }  // to nearest, ties to even (the default rounding mode)
+HG_HD double m_rint(double x) { return ::rint(x); }
+HG_HD float m_trunc(float x) { return truncf(x); }
+HG_HD double m_trunc(double x) { return ::trunc(x); }
 template <class C> HG_HD bool is_nan(C x) { return x != x; }
 
 // ---- unary ------------------------------------------------------------------------------------
@@ -130,6 +138,15 @@ struct Clamp {
     return x < C(lo) ? C(lo) : (x > C(hi) ? C(hi) : x);
   }
   template <class C> HG_HD C grad(C x, C, C dy) const { return x >= C(lo) && x <= C(hi) ? dy : C(0); }
+};
+// To an integer value: floor (mode 0), ceil (1), round half to even (2, torch.round), trunc (3). NaN and
+// infinities pass through. The gradient is zero, as torch's.
+struct Round {
+  double mode;
+  template <class C> HG_HD C operator()(C x) const {
+    return mode == 0 ? m_floor(x) : mode == 1 ? m_ceil(x) : mode == 2 ? m_rint(x) : m_trunc(x);
+  }
+  template <class C> HG_HD C grad(C, C, C) const { return C(0); }
 };
 struct AddScalar {
   double s;

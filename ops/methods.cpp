@@ -76,6 +76,14 @@ Tensor Tensor::expand(const Shape& sizes) const { return hg::expand(*this, sizes
 Tensor Tensor::index_select(int64_t d, const Tensor& index) const { return hg::index_select(*this, d, index); }
 Tensor Tensor::gather(int64_t d, const Tensor& index) const { return hg::gather(*this, d, index); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return hg::masked_fill(*this, mask, value); }
+Tensor Tensor::floor() const { return hg::floor(*this); }
+Tensor Tensor::ceil() const { return hg::ceil(*this); }
+Tensor Tensor::round() const { return hg::round(*this); }
+Tensor Tensor::trunc() const { return hg::trunc(*this); }
+Tensor Tensor::remainder(const Tensor& o) const { return hg::remainder(*this, o); }
+Tensor Tensor::remainder(double s) const { return hg::remainder(*this, s); }
+Tensor Tensor::floor_divide(const Tensor& o) const { return hg::floor_divide(*this, o); }
+Tensor Tensor::floor_divide(double s) const { return hg::floor_divide(*this, s); }
 Tensor Tensor::index_add(int64_t d, const Tensor& index, const Tensor& source, double alpha) const {
   return hg::index_add(*this, d, index, source, alpha);
 }

@@ -205,6 +205,8 @@ std::vector<OpCase> op_cases() {
   ops.push_back(unary("div_scalar", EwOp::DivScalar, [](const Tensor& x) { return x / 3.0; }, false));
   ops.push_back(unary("rsub_scalar", EwOp::RsubScalar, [](const Tensor& x) { return 2.0 - x; }, false));
   ops.push_back(unary("rdiv_scalar", EwOp::RdivScalar, [](const Tensor& x) { return 2.0 / x; }, true));
+  ops.push_back(unary("floor", EwOp::Round, [](const Tensor& x) { return floor(x); }, false, Check::Exact));
+  ops.push_back(unary("round", EwOp::Round, [](const Tensor& x) { return round(x); }, false, Check::Exact));
   // binary elementwise and comparisons
   ops.push_back(binary("add", EwOp::Add, [](const Tensor& a, const Tensor& b) { return a + b; }, false));
   ops.push_back(binary("sub", EwOp::Sub, [](const Tensor& a, const Tensor& b) { return a - b; }, false));

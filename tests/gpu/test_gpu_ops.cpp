@@ -57,6 +57,10 @@ std::vector<UnaryCase> unary_cases() {
       {"div_scalar", [](const Tensor& x) { return x / 3.0; }, false},
       {"rsub_scalar", [](const Tensor& x) { return 2.0 - x; }, false},
       {"rdiv_scalar", [](const Tensor& x) { return 2.0 / x; }, true},
+      {"floor", [](const Tensor& x) { return floor(x.mul(3.0)); }, false},
+      {"round", [](const Tensor& x) { return round(x.mul(3.0)); }, false},
+      {"ceil", [](const Tensor& x) { return ceil(x); }, false},
+      {"trunc", [](const Tensor& x) { return trunc(x); }, false},
   };
 }
 

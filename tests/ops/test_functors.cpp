@@ -263,3 +263,26 @@ TEMPLATE_TEST_CASE("where and its gradient masks", "[functors]", float, double) 
   CHECK(fn::Where{}(C(0), nan, b) == b);
   CHECK(std::isnan(fn::MaskTrue{}(C(1), nan)));
 }
+
+TEMPLATE_TEST_CASE("Round: floor, ceil, half-to-even round and trunc, specials through, zero gradient", "[functors]",
+                   float, double) {
+  using C = TestType;
+  const C nan = std::numeric_limits<C>::quiet_NaN(), inf = std::numeric_limits<C>::infinity();
+  const C xs[] = {C(-2.5), C(-1.5), C(-0.5), C(0.5), C(1.5), C(2.5), C(-1.7), C(1.2), C(-0.0), C(1e30)};
+  for (C x : xs) {
+    INFO(static_cast<double>(x));
+    CHECK(fn::Round{0}(x) == std::floor(x));
+    CHECK(fn::Round{1}(x) == std::ceil(x));
+    CHECK(fn::Round{2}(x) == std::nearbyint(x));  // ties to even in the default rounding mode
+    CHECK(fn::Round{3}(x) == std::trunc(x));
+    CHECK(fn::Round{2}.grad(x, x, C(1)) == 0);
+  }
+  CHECK(fn::Round{2}(C(2.5)) == 2);
+  CHECK(fn::Round{2}(C(-0.5)) == 0);
+  CHECK(std::signbit(fn::Round{1}(C(-0.5))));  // ceil(-0.5) is -0, as torch's
+  for (int m = 0; m < 4; ++m) {
+    CHECK(std::isnan(fn::Round{double(m)}(nan)));
+    CHECK(fn::Round{double(m)}(inf) == inf);
+    CHECK(fn::Round{double(m)}(-inf) == -inf);
+  }
+}
