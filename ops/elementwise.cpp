@@ -169,12 +169,19 @@ Tensor rdiv(double s, const Tensor& a) { return scalar_op("rdiv", EwOp::RdivScal
 // floor(a / b) and a - floor(a / b) b (Python's and torch's floor division and remainder: the remainder takes the
 // divisor's sign). I64 operands give I64, computed in F64 (exact while |a| < 2^53).
 Tensor floor_divide(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::I64 && b.dtype() == DType::I64)
-    return floor(div(a.to(DType::F64), b.to(DType::F64))).to(DType::I64);
+  if (a.dtype() == DType::I64 && b.dtype() == DType::I64) {
+    const Tensor bd = b.to(DType::F64);
+    // an integer quotient by 0 has no value (torch raises ZeroDivisionError); reading the divisors is a wait on a GPU
+    HG_CHECK(bd.numel() == 0 || min(abs(bd)).item() > 0, "floor_divide: integer division by zero (a divisor is 0)");
+    return floor(div(a.to(DType::F64), bd)).to(DType::I64);
+  }
   return floor(div(a, b));
 }
 Tensor floor_divide(const Tensor& a, double s) {
-  if (a.dtype() == DType::I64 && s == std::floor(s)) return floor(div(a.to(DType::F64), s)).to(DType::I64);
+  if (a.dtype() == DType::I64 && s == std::floor(s)) {
+    HG_CHECK(s != 0, "floor_divide: integer division by zero (the divisor is 0)");
+    return floor(div(a.to(DType::F64), s)).to(DType::I64);
+  }
   return floor(div(a, s));
 }
 Tensor remainder(const Tensor& a, const Tensor& b) { return sub(a, mul(floor_divide(a, b), b)); }

@@ -84,3 +84,11 @@ TEST_CASE("index_add, scatter_add, scatter: differentiable, with torch's shape r
   CHECK(parts.size() == 3);
   CHECK(vals(parts[1]) == std::vector<double>{1, 4});
 }
+
+TEST_CASE("integer floor division and remainder refuse a zero divisor", "[ops][integer]") {
+  const Tensor a = from_vector(std::vector<int64_t>{7, -7}, {2});
+  CHECK_THROWS_WITH(a.floor_divide(from_vector(std::vector<int64_t>{2, 0}, {2})), Contains("division by zero"));
+  CHECK_THROWS_WITH(a.remainder(0.0), Contains("division by zero"));
+  CHECK(a.floor_divide(-2.0).to_vector<int64_t>() == std::vector<int64_t>{-4, 3});
+  CHECK(vals(from_vector(std::vector<float>{7, -7}, {2}).floor_divide(0.0))[0] == std::numeric_limits<double>::infinity());
+}
