@@ -212,8 +212,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   // the kernels read dense rows (a view is copied once, here)
   const Tensor x = (x_in.dtype() == dt ? x_in : x_in.to(dt)).contiguous();
   const Tensor w = (w_in.dtype() == dt ? w_in : w_in.to(dt)).contiguous();
-  const Tensor b = !b_in.defined() || b_in.dtype() == dt ? b_in.defined() ? b_in.contiguous() : b_in
-                                                          : b_in.to(dt);
+  Tensor b = b_in;
+  if (b.defined()) b = (b.dtype() == dt ? b : b.to(dt)).contiguous();
   const int64_t i = w.size(1);
   int64_t m = 1;
   for (int64_t d = 0; d + 1 < x.ndim(); ++d) m *= x.shape()[d];
