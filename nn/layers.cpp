@@ -113,7 +113,9 @@ Tensor Conv1d::forward(const Tensor& x) {
 }
 
 // ---- BatchNorm1d, BatchNorm2d ----------------------------------------------------------------
-BatchNormBase::BatchNormBase(const char* name, int64_t c, BatchNormOptions o) : num_features(c), options(o) {
+BatchNormBase::BatchNormBase(const char* name, int64_t c, BatchNormOptions o, int64_t min_rank, int64_t max_rank,
+                             const char* layout)
+    : num_features(c), options(o), name_(name), min_rank_(min_rank), max_rank_(max_rank), layout_(layout) {
   check_positive(name, "num_features", c);
   if (o.affine) {
     weight = register_parameter("weight", ones({c}));
@@ -131,15 +133,8 @@ std::string BatchNormBase::extra_repr() const {
      << ", affine=" << py_bool(options.affine) << ", track_running_stats=" << py_bool(options.track_running_stats);
   return os.str();
 }
-void BatchNorm1d::check_input(const Tensor& x) const {
-  HG_CHECK(x.ndim() == 2 || x.ndim() == 3, "BatchNorm1d: expected 2-D (N, C) or 3-D (N, C, L) input, got shape ",
-           x.shape());
-}
-void BatchNorm2d::check_input(const Tensor& x) const {
-  HG_CHECK(x.ndim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got shape ", x.shape());
-}
 Tensor BatchNormBase::forward(const Tensor& x) {
-  check_input(x);
+  HG_CHECK(x.ndim() >= min_rank_ && x.ndim() <= max_rank_, name_, ": expected input ", layout_, ", got shape ", x.shape());
   // torch: batch statistics in training, or in eval when no running statistics are tracked
   const bool use_batch = is_training() || !options.track_running_stats;
   if (is_training() && options.track_running_stats) {

@@ -113,6 +113,7 @@ struct BatchNormOptions {
 // the inputs they take (amp's O2 keeps every BatchNormBase in F32).
 class BatchNormBase : public Module {
  public:
+  std::string type_name() const override { return name_; }
   std::string extra_repr() const override;
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -120,26 +121,22 @@ class BatchNormBase : public Module {
   BatchNormOptions options;
 
  protected:
-  BatchNormBase(const char* name, int64_t num_features, BatchNormOptions o);
-  virtual void check_input(const Tensor& x) const = 0;
-};
-// x (N, C) or (N, C, L)
-class BatchNorm1d : public BatchNormBase {
- public:
-  explicit BatchNorm1d(int64_t num_features, BatchNormOptions o = {}) : BatchNormBase("BatchNorm1d", num_features, o) {}
-  std::string type_name() const override { return "BatchNorm1d"; }
+  // the input ranks taken are min_rank..max_rank; `layout` names them in the error, e.g. "(N, C) or (N, C, L)"
+  BatchNormBase(const char* name, int64_t num_features, BatchNormOptions o, int64_t min_rank, int64_t max_rank,
+                const char* layout);
 
  private:
-  void check_input(const Tensor& x) const override;
+  const char* name_;
+  int64_t min_rank_, max_rank_;
+  const char* layout_;
 };
-// x (N, C, H, W)
-class BatchNorm2d : public BatchNormBase {
+class BatchNorm1d : public BatchNormBase {  // x (N, C) or (N, C, L)
  public:
-  explicit BatchNorm2d(int64_t num_features, BatchNormOptions o = {}) : BatchNormBase("BatchNorm2d", num_features, o) {}
-  std::string type_name() const override { return "BatchNorm2d"; }
-
- private:
-  void check_input(const Tensor& x) const override;
+  explicit BatchNorm1d(int64_t c, BatchNormOptions o = {}) : BatchNormBase("BatchNorm1d", c, o, 2, 3, "(N, C) or (N, C, L)") {}
+};
+class BatchNorm2d : public BatchNormBase {  // x (N, C, H, W)
+ public:
+  explicit BatchNorm2d(int64_t c, BatchNormOptions o = {}) : BatchNormBase("BatchNorm2d", c, o, 4, 4, "(N, C, H, W)") {}
 };
 
 struct LayerNormOptions {

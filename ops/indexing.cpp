@@ -161,13 +161,9 @@ const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indice
   const int64_t d = ix.dim;
   const Picks p = picks("index_put_", r, d, ix.tensor);
   const Shape merged_shape = replace_dims(r.shape(), d, p.k, {p.n});
-  Tensor merged;
-  try {
-    merged = view(r, merged_shape);  // must be a view: the write goes through it into x
-  } catch (const Error&) {
-    HG_FAIL("index_put_: the dims the mask covers cannot be merged without a copy in this tensor (shape ", r.shape(),
-            ", strides ", Shape(r.strides()), "); call .contiguous() on it first and index that");
-  }
+  HG_CHECK(can_view(r, merged_shape), "index_put_: the dims the mask covers cannot be merged without a copy in this "
+           "tensor (shape ", r.shape(), ", strides ", Shape(r.strides()), "); call .contiguous() on it first and index that");
+  const Tensor merged = view(r, merged_shape);  // a view: the write goes through it into x
   // the values in the picked shape, then spread to every position of the merged dim: position q takes the value
   // of the (last) pick of q, or a filler row where nothing picks q; where() keeps r's own value there
   const int64_t count = static_cast<int64_t>(p.pos.size());

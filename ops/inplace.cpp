@@ -49,11 +49,10 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
 // both are read from copies: o too when it shares self's storage (x.mul_(x), a view of x), which the write changes.
 template <class F>
 const Tensor& apply_binary(const char* op, const Tensor& self, const Tensor& o, bool reads_operands, F&& f) {
-  const bool recording = records(self, {&o});
-  check_target(op, self, recording);
-  if (!(recording && reads_operands)) return assign_inplace(op, self, f(self, o));
-  const Tensor s = self.clone();
-  return assign_inplace(op, self, f(s, o.same(self) ? s : shares_storage(o, self) ? o.clone() : o));
+  return apply(op, self, {&o}, reads_operands, [&](const Tensor& s) {
+    if (s.same(self)) return f(s, o);  // self is read as it is (not recorded, or the backward does not read it)
+    return f(s, o.same(self) ? s : shares_storage(o, self) ? o.clone() : o);
+  });
 }
 
 }  // namespace

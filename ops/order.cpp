@@ -24,10 +24,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   if (x.numel() == 0) return clone(x);
   amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // in x's dtype (accumulating in F32)
   // ones where row i <= column j: (..., n) @ U sums the first j + 1 entries into column j
-  std::vector<double> u(static_cast<size_t>(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = i; j < n; ++j) u[static_cast<size_t>(i * n + j)] = 1.0;
-  const Tensor upper = from_vector(u, {n, n}, {.dtype = x.dtype()}).to(x.device());
+  const Tensor upper = triangle_mask(n, n, 0, false, {.dtype = x.dtype(), .device = x.device()});
   const Tensor last = transpose(x, dim, -1);  // a view
   const Tensor y = matmul(reshape(last, {-1, n}), upper);
   return transpose(reshape(y, last.shape()), dim, -1).contiguous();

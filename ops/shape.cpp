@@ -163,6 +163,8 @@ Tensor reshape(const Tensor& x, Shape s) {
   return reshaping_view(contiguous(x), std::move(s), {});
 }
 
+bool can_view(const Tensor& x, const Shape& s) { return s.numel() == x.numel() && view_strides(x, s).has_value(); }
+
 Tensor view(const Tensor& x, Shape s) {
   s = infer_shape("view", x, std::move(s));
   const auto st = view_strides(x, s);
@@ -530,15 +532,19 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& reps) {
   return reshape(expand(reshape(x, Shape(pairs)), Shape(wide)), Shape(out));
 }
 
+Tensor triangle_mask(int64_t rows, int64_t cols, int64_t k, bool lower, TensorOptions o) {
+  // column minus row, made on the device from two aranges (no rows x cols upload), compared with k
+  const TensorOptions f64{.dtype = DType::F64, .device = o.device};
+  const Tensor diff = sub(reshape(arange(cols, f64), {1, cols}), reshape(arange(rows, f64), {rows, 1}));
+  return (lower ? le(diff, static_cast<double>(k)) : ge(diff, static_cast<double>(k))).to(o.dtype);
+}
+
 namespace {
 Tensor triangle(const char* name, const Tensor& x, int64_t k, bool lower) {
   HG_CHECK(x.ndim() >= 2, name, ": needs at least 2 dims, got shape ", x.shape());
   if (x.dtype() == DType::I64) return triangle(name, x.to(DType::F64), k, lower).to(DType::I64);  // exact to 2^53
   const int64_t rows = x.shape()[x.ndim() - 2], cols = x.shape()[x.ndim() - 1];
-  std::vector<double> keep(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) keep[static_cast<size_t>(i * cols + j)] = (lower ? j - i <= k : j - i >= k) ? 1 : 0;
-  const Tensor mask = from_vector(keep, {rows, cols}, {.dtype = DType::F64}).to(x.device());
+  const Tensor mask = triangle_mask(rows, cols, k, lower, {.dtype = DType::F64, .device = x.device()});
   return where(mask, x, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
 }
 }  // namespace
@@ -612,6 +618,24 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return move_back(reshape(embedding(reshape(index, {k}), rows), Shape(picked)), back);
 }
 
+namespace {
+// The flat row-major position in a tensor of shape xs of each element of index, whose values pick along dim while
+// its other coordinates are its own (gather's and scatter's addressing): 1-d I64, exact through F64 (to 2^53).
+Tensor addressed_positions(const Shape& xs, int64_t dim, const Tensor& index) {
+  const TensorOptions f64{.dtype = DType::F64, .device = index.device()};
+  const std::vector<int64_t> st = contiguous_strides(xs);
+  Tensor pos = mul(index.to(DType::F64), static_cast<double>(st[static_cast<size_t>(dim)]));
+  for (int64_t d = 0; d < index.ndim(); ++d) {
+    if (d == dim) continue;
+    std::vector<int64_t> along(static_cast<size_t>(index.ndim()), 1);
+    along[static_cast<size_t>(d)] = index.shape()[d];
+    const Tensor coord = mul(arange(0.0, static_cast<double>(index.shape()[d]), 1.0, f64), static_cast<double>(st[static_cast<size_t>(d)]));
+    pos = add(pos, reshape(coord, Shape(along)));
+  }
+  return reshape(pos.to(DType::I64), {-1});
+}
+}  // namespace
+
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_floating("gather", x);
   check_same_device("gather", x, index);
@@ -624,17 +648,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n = x.shape()[dim];
   check_index_range("gather", index, n, dim);
   amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
-  auto [xl, back] = move_dim(x, dim, false);
-  const Tensor il = move_dim(index, dim, false).first;
-  for (int64_t d = 0; d + 1 < il.ndim(); ++d)  // the rows the index reaches
-    if (il.shape()[d] < xl.shape()[d]) xl = slice(xl, d, 0, il.shape()[d]);
-  const int64_t k = il.shape()[il.ndim() - 1], rows = k == 0 ? 0 : il.numel() / k;
-  // flat index row * n + index, computed exactly in F64, then one embedding lookup into x's values
-  const TensorOptions f64{.dtype = DType::F64, .device = x.device()};
-  const Tensor offsets = reshape(mul(arange(0.0, static_cast<double>(rows), 1.0, f64), static_cast<double>(n)), {rows, 1});
-  const Tensor flat = add(reshape(il.to(DType::F64), {rows, k}), offsets).to(DType::I64);
-  const Tensor values = embedding(reshape(flat, {rows * k}), reshape(xl, {xl.numel(), 1}));
-  return move_back(reshape(values, il.shape()), back);
+  // one embedding lookup of each addressed position into x's values, seen as an (numel, 1) table
+  const Tensor values = embedding(addressed_positions(x.shape(), dim, index), reshape(x, {x.numel(), 1}));
+  return reshape(values, index.shape());
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
@@ -662,9 +678,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 }
 
 namespace {
-// The flat position in x (row-major) of each element of index, when index's values pick along dim and its other
-// coordinates are its own (scatter's addressing), as I64, exact through F64 (to 2^53 elements); and src cut to
-// index's shape. Checks torch's shape rules and the index range.
+// scatter's addressed positions in x and src cut to index's shape, after torch's shape rules and the index range
 std::pair<Tensor, Tensor> scatter_positions(const char* op, const Tensor& x, int64_t& dim, const Tensor& index,
                                             const Tensor& src) {
   check_floating(op, x);
@@ -680,20 +694,10 @@ std::pair<Tensor, Tensor> scatter_positions(const char* op, const Tensor& x, int
              " exceeds x.shape[", d, "]=", x.shape()[d], "; off the scattered dim the index may not be larger");
   }
   check_index_range(op, index, x.shape()[dim], dim);
-  const TensorOptions f64{.dtype = DType::F64, .device = x.device()};
-  const std::vector<int64_t> st = contiguous_strides(x.shape());
-  Tensor pos = mul(index.to(DType::F64), static_cast<double>(st[static_cast<size_t>(dim)]));
-  for (int64_t d = 0; d < x.ndim(); ++d) {
-    if (d == dim) continue;
-    std::vector<int64_t> along(static_cast<size_t>(x.ndim()), 1);
-    along[static_cast<size_t>(d)] = index.shape()[d];
-    const Tensor coord = mul(arange(0.0, static_cast<double>(index.shape()[d]), 1.0, f64), static_cast<double>(st[static_cast<size_t>(d)]));
-    pos = add(pos, reshape(coord, Shape(along)));
-  }
   Tensor cut = src;
   for (int64_t d = 0; d < x.ndim(); ++d)
     if (cut.shape()[d] > index.shape()[d]) cut = slice(cut, d, 0, index.shape()[d]);
-  return {reshape(pos.to(DType::I64), {-1}), reshape(cut.to(x.dtype()), {-1, 1})};
+  return {addressed_positions(x.shape(), dim, index), reshape(cut.to(x.dtype()), {-1, 1})};
 }
 }  // namespace
 

@@ -11,6 +11,7 @@ namespace hg {
 
 Tensor reshape(const Tensor& x, Shape s);  // a view when view() can make one, else a contiguous copy
 Tensor view(const Tensor& x, Shape s);     // a view, or an hg::Error naming reshape as the fix
+bool can_view(const Tensor& x, const Shape& s);  // whether view(x, s) makes a view (s has no -1)
 Tensor contiguous(const Tensor& x);        // x itself when contiguous, else a dense copy (identity gradient)
 // A view with these sizes, strides and storage offset (elements) over x's storage, bounds-checked; not
 // differentiable (an hg::Error when it would be recorded). For internal use, as torch's as_strided.
@@ -44,6 +45,8 @@ Tensor roll(const Tensor& x, int64_t shifts, int64_t dim);       // x[(i - shift
 // x tiled reps[d] times along each dim (torch's repeat: reps may be longer than x's dims, which then lead)
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& reps);
 // The lower (tril) or upper (triu) triangle of the last two dims, from the diagonal + k; the rest exact zeros
+// ones where column - row <= k (lower) or >= k (upper) in a rows x cols matrix, zeros elsewhere, made on o.device
+Tensor triangle_mask(int64_t rows, int64_t cols, int64_t k, bool lower, TensorOptions o);
 Tensor tril(const Tensor& x, int64_t k = 0);
 Tensor triu(const Tensor& x, int64_t k = 0);
 // I64 (..., num_classes) with a 1 at each index (torch.nn.functional.one_hot); num_classes -1: the largest
