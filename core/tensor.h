@@ -221,6 +221,7 @@ class Tensor {
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
   Tensor cumsum(int64_t dim) const;  // ops/order.h
+  Tensor cumprod(int64_t dim) const;  // ops/order.h
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;

@@ -1,4 +1,4 @@
-// cumsum, sort, argsort and topk as compositions (ops/order.h).
+// cumsum, cumprod, sort, argsort and topk as compositions (ops/order.h).
 #include "ops/order.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/autocast/autocast.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/shape.h"
 
@@ -28,6 +29,27 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   const Tensor last = transpose(x, dim, -1);  // a view
   const Tensor y = matmul(reshape(last, {-1, n}), upper);
   return transpose(reshape(y, last.shape()), dim, -1).contiguous();
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  HG_CHECK(x.defined(), "cumprod: the tensor is undefined");
+  if (x.dtype() == DType::I64) return cumprod(x.to(DType::F64), dim).to(DType::I64);  // exact to 2^53
+  check_floating("cumprod", x);
+  if (x.ndim() == 0) return clone(x);
+  dim = wrap_dim("cumprod", dim, x.ndim());
+  const int64_t n = x.shape()[dim];
+  if (x.numel() == 0) return clone(x);
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // in x's dtype, as torch's cumprod
+  // a scan by doubling: after the step with shift s, y[j] is the product of x[j - 2s + 1 .. j]; ceil(log2 n)
+  // products of elementwise muls with shifted copies (ones shifted in), so zeros and the gradient need no care
+  Tensor y = x;
+  for (int64_t s = 1; s < n; s *= 2) {
+    Shape pad = x.shape();
+    pad[dim] = s;
+    const Tensor shifted = cat({ones(pad, {.dtype = x.dtype(), .device = x.device()}), slice(y, dim, 0, n - s)}, dim);
+    y = mul(y, shifted);
+  }
+  return y.same(x) ? clone(x) : y;
 }
 
 namespace {
@@ -82,6 +104,7 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
 
 // ---- the members (core/tensor.h) ----
 Tensor Tensor::cumsum(int64_t dim) const { return hg::cumsum(*this, dim); }
+Tensor Tensor::cumprod(int64_t dim) const { return hg::cumprod(*this, dim); }
 std::tuple<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const { return hg::sort(*this, dim, descending); }
 Tensor Tensor::argsort(int64_t dim, bool descending) const { return hg::argsort(*this, dim, descending); }
 std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {

@@ -67,6 +67,9 @@ UpdateArgs Optimizer::prepare_update(const char* opt, size_t i, size_t g, const 
   const DeviceStep dev = mirror_.device_step(i, g, p, amp.found_inf, unscale, counts_steps ? s.step : (first ? 0 : 1),
                                              counts_steps || num_buffers != 0, hyper);
   if (counts_steps && dev.steps == nullptr) s.step += 1;  // else the kernel counts the steps taken on the device
+  // the update writes p in place, as torch's in-place update under no_grad: a graph that saved p and runs its
+  // backward after the step raises the "modified by an inplace operation" error instead of using the new values
+  ++p.unsafe_impl()->storage->version;
   UpdateArgs a{.n = p.numel(),
                .param = p.data_ptr(),
                .grad = grad.data_ptr(),

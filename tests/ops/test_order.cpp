@@ -1,4 +1,4 @@
-// cumsum, sort, argsort, topk (ops/order.h): torch's values, orders, NaN placement and gradients.
+// cumsum, cumprod, sort, argsort, topk (ops/order.h): torch's values, orders, NaN placement and gradients.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -26,6 +26,34 @@ TEST_CASE("cumsum along any dim, in x's dtype, differentiable", "[ops][order]") 
   Generator g(2);
   const auto f = [](const std::vector<Tensor>& v) { return v[0].cumsum(1) * v[0]; };
   CHECK(gradcheck(f, {randn({3, 4}, {.dtype = DType::F64}, &g).requires_grad_()}).ok);
+}
+
+TEST_CASE("cumprod along any dim equals a sequential product, zeros and negatives included, differentiable",
+          "[ops][order]") {
+  Generator g(5);
+  // lengths around the doubling's powers of two, along the first and the last dim
+  for (const int64_t n : {1, 2, 3, 7, 8, 9}) {
+    const Tensor x = rand({3, n}, {.dtype = DType::F64}, &g) * 2.0 - 0.5;
+    std::vector<double> want = vals(x);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t j = 1; j < n; ++j) want[r * n + j] *= want[r * n + j - 1];
+    const std::vector<double> got = vals(x.cumprod(1)), got_t = vals(x.t().cumprod(0).t().contiguous());
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      CHECK(got[i] == Approx(want[i]).epsilon(1e-14));
+      CHECK(got_t[i] == Approx(want[i]).epsilon(1e-14));
+    }
+  }
+  const Tensor z = from_vector(std::vector<double>{2, -1, 0, 3, 0.5}, {5}, {.dtype = DType::F64});
+  CHECK(vals(z.cumprod(0)) == std::vector<double>{2, -2, 0, 0, 0});
+  CHECK(from_vector(std::vector<int64_t>{1, 2, 3, -4}, {4}).cumprod(0).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 6, -24});
+  CHECK(z.to(DType::F16).cumprod(0).dtype() == DType::F16);
+  CHECK_THROWS_WITH(z.cumprod(1), Contains("cumprod"));
+  // the gradient where an entry is 0 is the product of the others, as torch's
+  const auto f = [](const std::vector<Tensor>& v) { return v[0].cumprod(-1); };
+  Tensor w = randn({2, 5}, {.dtype = DType::F64}, &g);
+  w = w.index_put_({0, 2}, 0.0);
+  CHECK(gradcheck(f, {w.requires_grad_()}).ok);
 }
 
 TEST_CASE("sort, argsort and topk: torch's order, stable, NaN as the largest", "[ops][order]") {

@@ -613,3 +613,18 @@ TEST_CASE("Every optimizer steps an empty parameter next to a full one (amsgrad 
     }
   }
 }
+
+TEST_CASE("a step writes each updated parameter in place: its version rises and a graph that saved it refuses "
+          "its backward, as torch's", "[optim]") {
+  Tensor p = from_vector(Vec{1, 2, 3}, {3}).requires_grad_();
+  Tensor q = from_vector(Vec{4, 5}, {2}).requires_grad_();  // no gradient: not updated, version kept
+  SGD opt({p, q}, 0.1);
+  const Tensor x = from_vector(Vec{1, 1, 1}, {3});
+  sum(mul(p, x)).backward();
+  const uint64_t vp = p.version(), vq = q.version();
+  const Tensor y = sum(mul(p, p));  // saves p
+  opt.step();
+  CHECK(p.version() == vp + 1);
+  CHECK(q.version() == vq);
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("modified by an inplace operation"));
+}
