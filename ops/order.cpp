@@ -13,43 +13,47 @@
 
 namespace hg {
 
-Tensor cumsum(const Tensor& x, int64_t dim) {
-  HG_CHECK(x.defined(), "cumsum: the tensor is undefined");
-  if (x.dtype() == DType::I64) return cumsum(x.to(DType::F64), dim).to(DType::I64);  // exact to 2^53
-  check_floating("cumsum", x);
+namespace {
+// A scan along dim (cumsum, cumprod): I64 runs in F64 (exact to 2^53), a 0-d or empty x is copied, and the
+// floating body(x, dim, n) runs with autocast off (in x's dtype, as torch's).
+template <class Body>
+Tensor scan(const char* op, const Tensor& x, int64_t dim, Body body) {
+  HG_CHECK(x.defined(), op, ": the tensor is undefined");
+  if (x.dtype() == DType::I64) return scan(op, x.to(DType::F64), dim, body).to(DType::I64);
+  check_floating(op, x);
   if (x.ndim() == 0) return clone(x);
-  dim = wrap_dim("cumsum", dim, x.ndim());
-  const int64_t n = x.shape()[dim];
-  HG_CHECK(n <= 8192, "cumsum: dim ", dim, " has size ", n, "; this cumsum is a GEMM with an (n, n) triangle of ones "
-           "and stops at n = 8192 (reshape the dim into blocks and add their cumsums' last values)");
+  dim = wrap_dim(op, dim, x.ndim());
   if (x.numel() == 0) return clone(x);
-  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // in x's dtype (accumulating in F32)
-  // ones where row i <= column j: (..., n) @ U sums the first j + 1 entries into column j
-  const Tensor upper = triangle_mask(n, n, 0, false, {.dtype = x.dtype(), .device = x.device()});
-  const Tensor last = transpose(x, dim, -1);  // a view
-  const Tensor y = matmul(reshape(last, {-1, n}), upper);
-  return transpose(reshape(y, last.shape()), dim, -1).contiguous();
+  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});
+  return body(x, dim, x.shape()[dim]);
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  return scan("cumsum", x, dim, [](const Tensor& x, int64_t dim, int64_t n) {
+    HG_CHECK(n <= 8192, "cumsum: dim ", dim, " has size ", n, "; this cumsum is a GEMM with an (n, n) triangle of "
+             "ones and stops at n = 8192 (reshape the dim into blocks and add their cumsums' last values)");
+    // ones where row i <= column j: (..., n) @ U sums the first j + 1 entries into column j (accumulating in F32)
+    const Tensor upper = triangle_mask(n, n, 0, false, {.dtype = x.dtype(), .device = x.device()});
+    const Tensor last = transpose(x, dim, -1);  // a view
+    const Tensor y = matmul(reshape(last, {-1, n}), upper);
+    return transpose(reshape(y, last.shape()), dim, -1).contiguous();
+  });
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim) {
-  HG_CHECK(x.defined(), "cumprod: the tensor is undefined");
-  if (x.dtype() == DType::I64) return cumprod(x.to(DType::F64), dim).to(DType::I64);  // exact to 2^53
-  check_floating("cumprod", x);
-  if (x.ndim() == 0) return clone(x);
-  dim = wrap_dim("cumprod", dim, x.ndim());
-  const int64_t n = x.shape()[dim];
-  if (x.numel() == 0) return clone(x);
-  amp::Autocast off(x.device(), std::nullopt, {.enabled = false});  // in x's dtype, as torch's cumprod
-  // a scan by doubling: after the step with shift s, y[j] is the product of x[j - 2s + 1 .. j]; ceil(log2 n)
-  // products of elementwise muls with shifted copies (ones shifted in), so zeros and the gradient need no care
-  Tensor y = x;
-  for (int64_t s = 1; s < n; s *= 2) {
-    Shape pad = x.shape();
-    pad[dim] = s;
-    const Tensor shifted = cat({ones(pad, {.dtype = x.dtype(), .device = x.device()}), slice(y, dim, 0, n - s)}, dim);
-    y = mul(y, shifted);
-  }
-  return y.same(x) ? clone(x) : y;
+  return scan("cumprod", x, dim, [](const Tensor& x, int64_t dim, int64_t n) {
+    // a scan by doubling: after the step with shift s, y[j] is the product of x[j - 2s + 1 .. j]; ceil(log2 n)
+    // products of elementwise muls with shifted copies (ones shifted in), so zeros and the gradient need no care
+    Tensor y = x;
+    for (int64_t s = 1; s < n; s *= 2) {
+      Shape pad = x.shape();
+      pad[dim] = s;
+      const Tensor shifted = cat({ones(pad, {.dtype = x.dtype(), .device = x.device()}), slice(y, dim, 0, n - s)}, dim);
+      y = mul(y, shifted);
+    }
+    return y.same(x) ? clone(x) : y;
+  });
 }
 
 namespace {
