@@ -1,8 +1,10 @@
-// torch::indexing's Tensor::index and index_put_ (ops/indexing.h): the basic indices are view ops; one tensor
-// index is an index_select over the indexed dims merged into one, its positions found on the host.
+// torch::indexing's Tensor::index and index_put_ (ops/indexing.h): the basic indices are view ops; the tensor
+// indices, broadcast together on the host, are one index_select over the indexed dims merged into one.
 #include "ops/indexing.h"
 
+#include <algorithm>
 #include <limits>
+#include <string>
 #include <string_view>
 
 #include "ops/broadcast.h"
@@ -39,11 +41,10 @@ int64_t dims_used(const TensorIndex& i) {
   }
 }
 
-// The basic indices applied as views, and the tensor index (if any) with the dim of the view it starts at.
+// The basic indices applied as views, and the tensor indices with the dim of the view each starts at.
 struct Indexed {
   Tensor view;
-  Tensor tensor;
-  int64_t dim = 0;
+  std::vector<std::pair<int64_t, Tensor>> tensors;
 };
 
 Indexed apply_basic(const char* op, const Tensor& x, const std::vector<TensorIndex>& indices) {
@@ -60,7 +61,7 @@ Indexed apply_basic(const char* op, const Tensor& x, const std::vector<TensorInd
   int64_t dim = 0;
   for (const TensorIndex& i : indices) {
     switch (i.kind()) {
-      case Kind::Integer: r = select(r, dim, i.integer()); break;
+      case Kind::Integer: r = select(r, dim, i.integer()); break;  // a view, as torch's (not a tensor index)
       case Kind::Slice: {
         const indexing::Slice& s = i.slice();
         HG_CHECK(s.step > 0, op, ": slice step ", s.step, " must be positive (torch's rule; use flip for a reversal)");
@@ -76,11 +77,8 @@ Indexed apply_basic(const char* op, const Tensor& x, const std::vector<TensorInd
         break;
       case Kind::Ellipsis: dim += x.ndim() - used; break;
       case Kind::Tensor:
-        HG_CHECK(!out.tensor.defined(), op, ": more than one tensor index; torch broadcasts them together, halfgrad "
-                 "takes one per call: index with the first, then index the result");
         check_same_device(op, x, i.tensor());
-        out.tensor = i.tensor();
-        out.dim = dim;
+        out.tensors.emplace_back(dim, i.tensor());
         dim += dims_used(i);
         break;
     }
@@ -89,37 +87,82 @@ Indexed apply_basic(const char* op, const Tensor& x, const std::vector<TensorInd
   return out;
 }
 
-// What a tensor index picks along dims [d, d + k) of r, merged into one dim of n positions: the positions, and
-// the shape they take in the result.
+// What the tensor indices pick in r, read on the host: the dims they cover (ascending), the shape they broadcast
+// to, and for each element of that shape the row-major position within the covered dims (of n in all).
 struct Picks {
-  std::vector<int64_t> pos;
+  std::vector<int64_t> dims;
   Shape shape;
-  int64_t k = 1, n = 0;
+  std::vector<int64_t> pos;
+  int64_t n = 1;
+  bool adjacent() const { return dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size()); }
 };
 
-Picks picks(const char* op, const Tensor& r, int64_t d, const Tensor& t) {
+// One index tensor along one dim of r, on the host: its values (wrapped, checked) and shape.
+struct Component {
+  std::vector<int64_t> values;
+  Shape shape;
+};
+
+Picks picks(const char* op, const Tensor& r, const std::vector<std::pair<int64_t, Tensor>>& tensors) {
   Picks p;
-  if (!is_mask(t)) {
-    p.n = r.shape()[d];
-    for (int64_t v : t.to_vector<int64_t>()) {
-      HG_CHECK(v >= -p.n && v < p.n, op, ": index ", v, " is out of range for dim ", d, " of size ", p.n,
-               "; indices must be in [", -p.n, ", ", p.n, ")");
-      p.pos.push_back(v < 0 ? v + p.n : v);
+  std::vector<Component> comps;
+  for (const auto& [d, t] : tensors) {
+    if (!is_mask(t)) {
+      const int64_t size = r.shape()[d];
+      Component c{{}, t.shape()};
+      for (int64_t v : t.to_vector<int64_t>()) {
+        HG_CHECK(v >= -size && v < size, op, ": index ", v, " is out of range for dim ", d, " of size ", size,
+                 "; indices must be in [", -size, ", ", size, ")");
+        c.values.push_back(v < 0 ? v + size : v);
+      }
+      p.dims.push_back(d);
+      comps.push_back(std::move(c));
+      continue;
     }
-    p.shape = t.shape();
-    return p;
+    // a mask covering k dims is k index tensors: the coordinates of its nonzero elements (torch's nonzero)
+    check_floating(op, t);
+    HG_CHECK(t.ndim() >= 1, op, ": a 0-d mask is not supported; give the mask the shape of the dims it selects");
+    const int64_t k = t.ndim();
+    for (int64_t j = 0; j < k; ++j)
+      HG_CHECK(t.shape()[j] == r.shape()[d + j], op, ": the mask of shape ", t.shape(), " does not match the indexed "
+               "dims of the tensor of shape ", r.shape(), " (dim ", d + j, " has size ", r.shape()[d + j], ")");
+    const std::vector<double> m = t.to_vector<double>();
+    const std::vector<int64_t> st = contiguous_strides(t.shape());
+    std::vector<Component> cs(static_cast<size_t>(k));
+    for (size_t q = 0; q < m.size(); ++q) {
+      if (m[q] == 0) continue;
+      for (int64_t j = 0; j < k; ++j)
+        cs[static_cast<size_t>(j)].values.push_back(static_cast<int64_t>(q) / st[static_cast<size_t>(j)] % t.shape()[j]);
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      cs[static_cast<size_t>(j)].shape = Shape{static_cast<int64_t>(cs[static_cast<size_t>(j)].values.size())};
+      p.dims.push_back(d + j);
+      comps.push_back(std::move(cs[static_cast<size_t>(j)]));
+    }
   }
-  check_floating(op, t);
-  HG_CHECK(t.ndim() >= 1, op, ": a 0-d mask is not supported; give the mask the shape of the dims it selects");
-  p.k = t.ndim();
-  for (int64_t j = 0; j < p.k; ++j)
-    HG_CHECK(t.shape()[j] == r.shape()[d + j], op, ": the mask of shape ", t.shape(), " does not match the indexed dims ",
-             "of the tensor of shape ", r.shape(), " (dim ", d + j, " has size ", r.shape()[d + j], ")");
-  const std::vector<double> m = t.to_vector<double>();
-  p.n = static_cast<int64_t>(m.size());
-  for (int64_t q = 0; q < p.n; ++q)
-    if (m[static_cast<size_t>(q)] != 0) p.pos.push_back(q);
-  p.shape = Shape{static_cast<int64_t>(p.pos.size())};
+  // torch broadcasts the index tensors together; each element's position adds up the covered dims' strides
+  const std::string what = std::string(op) + " (the index tensors broadcast together; a mask is one 1-d index per dim)";
+  p.shape = comps[0].shape;
+  for (const Component& c : comps) p.shape = broadcast_shapes(what.c_str(), p.shape, c.shape);
+  for (int64_t d : p.dims) p.n *= r.shape()[d];
+  p.pos.assign(static_cast<size_t>(p.shape.numel()), 0);
+  const std::vector<int64_t> out_st = contiguous_strides(p.shape);
+  int64_t dim_stride = p.n;
+  for (size_t j = 0; j < comps.size(); ++j) {
+    dim_stride /= r.shape()[p.dims[j]];
+    // comps[j]'s stride along each dim of the broadcast shape (0 where it has size 1 or lacks the dim)
+    const Shape& cs = comps[j].shape;
+    const std::vector<int64_t> cst = contiguous_strides(cs);
+    const int64_t lead = p.shape.ndim() - cs.ndim();
+    for (size_t b = 0; b < p.pos.size(); ++b) {
+      int64_t src = 0;
+      for (int64_t e = lead; e < p.shape.ndim(); ++e) {
+        const int64_t coord = static_cast<int64_t>(b) / out_st[static_cast<size_t>(e)] % p.shape[e];
+        if (cs[e - lead] != 1) src += coord * cst[static_cast<size_t>(e - lead)];
+      }
+      p.pos[b] += comps[j].values[static_cast<size_t>(src)] * dim_stride;
+    }
+  }
   return p;
 }
 
@@ -131,6 +174,16 @@ Shape replace_dims(const Shape& s, int64_t d, int64_t k, const std::vector<int64
   return Shape(std::move(out));
 }
 
+// r with the indexed dims together (torch: where they are when adjacent, else moved to the front, which is where
+// the result's index dims then go), and the dim they start at.
+std::pair<Tensor, int64_t> arrange(const Tensor& r, const Picks& p) {
+  if (p.adjacent()) return {r, p.dims.front()};
+  std::vector<int64_t> perm = p.dims;
+  for (int64_t d = 0; d < r.ndim(); ++d)
+    if (std::find(p.dims.begin(), p.dims.end(), d) == p.dims.end()) perm.push_back(d);
+  return {permute(r, perm), 0};
+}
+
 Tensor positions_tensor(const std::vector<int64_t>& pos, Device dev) {
   return from_vector(pos, Shape{static_cast<int64_t>(pos.size())}).to(dev);
 }
@@ -140,47 +193,43 @@ Tensor positions_tensor(const std::vector<int64_t>& pos, Device dev) {
 Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
   HG_CHECK(x.defined(), "index: the tensor is undefined");
   const Indexed ix = apply_basic("index", x, indices);
-  if (!ix.tensor.defined()) return ix.view;
+  if (ix.tensors.empty()) return ix.view;
   if (x.dtype() == DType::I64) return index(x.to(DType::F64), indices).to(DType::I64);  // exact to 2^53
-  const Tensor& r = ix.view;
-  const int64_t d = ix.dim;
-  const Picks p = picks("index", r, d, ix.tensor);
-  const Tensor merged = reshape(r, replace_dims(r.shape(), d, p.k, {p.n}));
+  const Picks p = picks("index", ix.view, ix.tensors);
+  const auto [r, d] = arrange(ix.view, p);
+  const int64_t k = static_cast<int64_t>(p.dims.size());
+  const Tensor merged = reshape(r, replace_dims(r.shape(), d, k, {p.n}));
   const Tensor picked = index_select(merged, d, positions_tensor(p.pos, x.device()));
-  return reshape(picked, replace_dims(r.shape(), d, p.k, p.shape.dims()));
+  return reshape(picked, replace_dims(r.shape(), d, k, p.shape.dims()));
 }
 
 const Tensor& index_put_(const Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& v) {
   HG_CHECK(x.defined() && v.defined(), "index_put_: the tensor or the value is undefined");
   const Indexed ix = apply_basic("index_put_", x, indices);
-  if (!ix.tensor.defined()) {
+  if (ix.tensors.empty()) {
     ix.view.copy_(v);  // a view of x: writes into x
     return x;
   }
-  const Tensor& r = ix.view;
-  const int64_t d = ix.dim;
-  const Picks p = picks("index_put_", r, d, ix.tensor);
-  const Shape merged_shape = replace_dims(r.shape(), d, p.k, {p.n});
-  HG_CHECK(can_view(r, merged_shape), "index_put_: the dims the mask covers cannot be merged without a copy in this "
-           "tensor (shape ", r.shape(), ", strides ", Shape(r.strides()), "); call .contiguous() on it first and index that");
-  const Tensor merged = view(r, merged_shape);  // a view: the write goes through it into x
+  const Picks p = picks("index_put_", ix.view, ix.tensors);
+  const auto [r, d] = arrange(ix.view, p);  // a view of x
+  const int64_t k = static_cast<int64_t>(p.dims.size());
+  const DType cdt = x.dtype() == DType::I64 ? DType::F64 : x.dtype();
+  const Tensor merged = reshape(r, replace_dims(r.shape(), d, k, {p.n})).to(cdt);
   // the values in the picked shape, then spread to every position of the merged dim: position q takes the value
   // of the (last) pick of q, or a filler row where nothing picks q; where() keeps r's own value there
   const int64_t count = static_cast<int64_t>(p.pos.size());
-  const Shape picked_shape = replace_dims(r.shape(), d, p.k, p.shape.dims());
   Tensor vals = v.device() == x.device() ? v : v.to(x.device());
-  const DType cdt = x.dtype() == DType::I64 ? DType::F64 : x.dtype();
-  vals = expand(vals.to(cdt), picked_shape).reshape(replace_dims(r.shape(), d, p.k, {count}));
+  vals = expand(vals.to(cdt), replace_dims(r.shape(), d, k, p.shape.dims())).reshape(replace_dims(r.shape(), d, k, {count}));
   std::vector<int64_t> inv(static_cast<size_t>(p.n), count);
   for (int64_t j = 0; j < count; ++j) inv[static_cast<size_t>(p.pos[static_cast<size_t>(j)])] = j;
-  const Tensor filler = zeros(replace_dims(r.shape(), d, p.k, {1}), {.dtype = cdt, .device = x.device()});
+  const Tensor filler = zeros(replace_dims(r.shape(), d, k, {1}), {.dtype = cdt, .device = x.device()});
   const Tensor spread = index_select(cat({vals, filler}, d), d, positions_tensor(inv, x.device()));
   std::vector<double> hit(static_cast<size_t>(p.n));
   for (size_t q = 0; q < hit.size(); ++q) hit[q] = inv[q] != count ? 1.0 : 0.0;
   std::vector<int64_t> hit_shape(static_cast<size_t>(merged.ndim()), 1);
   hit_shape[static_cast<size_t>(d)] = p.n;
   const Tensor hit_t = from_vector(hit, Shape(hit_shape), {.dtype = cdt}).to(x.device());
-  merged.copy_(where(hit_t, spread, merged.to(cdt)));
+  r.copy_(reshape(where(hit_t, spread, merged), r.shape()));  // r is a view of x: the write lands in x
   return x;
 }
 

@@ -5,9 +5,11 @@
 //
 // Integers, slices, None, true/false and "..." (Ellipsis) make a view (select, slice, unsqueeze); a tensor index
 // then picks along its dim: an I64 tensor of indices (negative ones count from the end), or a mask: a floating 0/1
-// tensor, what comparisons return (halfgrad has no Bool dtype yet), covering as many dims as it has. One tensor
-// index per call (torch broadcasts several together; halfgrad refuses, naming the fix). Reading by a tensor index
-// is differentiable (an index_select); its positions are read on the host (on a GPU: a wait).
+// tensor, what comparisons return (halfgrad has no Bool dtype yet), covering as many dims as it has. Several tensor
+// indices broadcast together (a mask counts as one 1-d index per dim it covers); the result's index dims stand
+// where the indexed dims were when those are adjacent, else in front (torch's rule; an integer is a select, not a
+// tensor index, as in torch). Reading by tensor indices is differentiable (an index_select); their positions are
+// read on the host (on a GPU: a wait).
 #include <concepts>
 #include <cstdint>
 #include <optional>

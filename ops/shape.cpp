@@ -163,8 +163,6 @@ Tensor reshape(const Tensor& x, Shape s) {
   return reshaping_view(contiguous(x), std::move(s), {});
 }
 
-bool can_view(const Tensor& x, const Shape& s) { return s.numel() == x.numel() && view_strides(x, s).has_value(); }
-
 Tensor view(const Tensor& x, Shape s) {
   s = infer_shape("view", x, std::move(s));
   const auto st = view_strides(x, s);

@@ -11,7 +11,6 @@ namespace hg {
 
 Tensor reshape(const Tensor& x, Shape s);  // a view when view() can make one, else a contiguous copy
 Tensor view(const Tensor& x, Shape s);     // a view, or an hg::Error naming reshape as the fix
-bool can_view(const Tensor& x, const Shape& s);  // whether view(x, s) makes a view (s has no -1)
 Tensor contiguous(const Tensor& x);        // x itself when contiguous, else a dense copy (identity gradient)
 // A view with these sizes, strides and storage offset (elements) over x's storage, bounds-checked; not
 // differentiable (an hg::Error when it would be recorded). For internal use, as torch's as_strided.

@@ -99,9 +99,11 @@ int main() {
   show("topk_values", tv);
   show("topk_indices", ti);
   show("cumsum", x.cumsum(1));
+  show("cumprod", x.add(1).div(4).cumprod(1));
   show("one_hot", one_hot(from_vector(std::vector<int64_t>{0, 2, 1}, {3}), 3));
   show("expand", y.expand({3, 4}));
   show("index_slice", x.index({Slice(), Slice(2, 5)}));
+  show("index_two_tensors", x.index({from_vector(std::vector<int64_t>{2, 0}, {2}), from_vector(std::vector<int64_t>{1, 3}, {2})}));
   show("std", x.std());
   show("norm", x.norm());
   show("clamp", x.clamp(2, 7));

@@ -303,7 +303,8 @@ TEST_CASE("index: a tensor of indices or a mask picks along its dims", "[ops][in
   const Tensor labels = from_vector(std::vector<int64_t>{5, 6, 7}, {3});
   CHECK(labels.index({from_vector(std::vector<int64_t>{2, 2, 0}, {3})}).to_vector<int64_t>() ==
         std::vector<int64_t>{7, 7, 5});
-  CHECK_THROWS_WITH(x.index({idx, idx}), Contains("more than one tensor index"));
+  CHECK_THROWS_WITH(x.index({from_vector(std::vector<int64_t>{0, 1}, {2}), from_vector(std::vector<int64_t>{0, 1, 2}, {3})}),
+                    Contains("cannot be broadcast"));
   CHECK_THROWS_WITH(x.index({Slice(), from_vector(std::vector<int64_t>{3}, {1})}), Contains("out of range"));
   CHECK_THROWS_WITH(x.index({iota({2, 4}) > 1.0}), Contains("does not match"));
   // differentiable: repeated picks add up
@@ -313,6 +314,42 @@ TEST_CASE("index: a tensor of indices or a mask picks along its dims", "[ops][in
   Generator g(4);
   const GradcheckResult gr = gradcheck(pick, {randn({2, 3}, {.dtype = DType::F64}, &g).requires_grad_()});
   CHECK(gr.ok);
+}
+
+TEST_CASE("several tensor indices broadcast together, in place when adjacent and in front when not, as torch's",
+          "[ops][indexing]") {
+  using namespace hg::indexing;
+  const Tensor x = iota({2, 3, 4});
+  const auto I = [](std::vector<int64_t> v, Shape s) { return from_vector(v, s); };
+  // the expected values are torch 1.13's for the same expressions on torch.arange(24.).reshape(2, 3, 4)
+  CHECK(vals(x.index({I({0, 1}, {2}), I({1, 2}, {2})})) == std::vector<double>{4, 5, 6, 7, 20, 21, 22, 23});
+  const Tensor adj = x.index({Slice(), I({0, 2}, {2}), I({1, 3}, {2})});
+  CHECK(adj.shape() == Shape{2, 2});
+  CHECK(vals(adj) == std::vector<double>{1, 11, 13, 23});
+  const Tensor apart = x.index({I({0, 1}, {2}), Slice(), I({1, 3}, {2})});  // a slice between: index dims first
+  CHECK(apart.shape() == Shape{2, 3});
+  CHECK(vals(apart) == std::vector<double>{1, 5, 9, 15, 19, 23});
+  const Tensor bc = x.index({I({0, 1}, {2, 1}), Slice(), I({1, 3}, {2})});  // (2, 1) and (2,) broadcast to (2, 2)
+  CHECK(bc.shape() == Shape{2, 2, 3});
+  CHECK(vals(bc) == std::vector<double>{1, 5, 9, 3, 7, 11, 13, 17, 21, 15, 19, 23});
+  // a mask over two dims is two indices of its count (4 here), broadcast with the third
+  CHECK(vals(x.index({x.select(2, 0) > 5.0, I({0, 1, 3, 2}, {4})})) == std::vector<double>{8, 13, 19, 22});
+  CHECK(x.index({None, I({0, 1}, {2}), I({1, 2}, {2})}).shape() == Shape{1, 2, 4});
+  const Tensor none_between = x.index({I({0, 1}, {2}), None, I({1, 2}, {2})});
+  CHECK(none_between.shape() == Shape{2, 1, 4});
+  CHECK(vals(none_between) == std::vector<double>{4, 5, 6, 7, 20, 21, 22, 23});
+  CHECK(x.index({0, Slice(), I({1, 2}, {2})}).shape() == Shape{3, 2});  // an integer is a select, as torch's
+  // writes through the same positions
+  Tensor y = zeros({2, 3, 4});
+  y.index_put_({I({0, 1}, {2}), Slice(), I({1, 3}, {2})}, iota({2, 3}));
+  CHECK(vals(y) == std::vector<double>{0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5});
+  Tensor w = zeros({2, 3, 4});
+  w.index_put_({Slice(), I({0, 2}, {2}), I({1, 3}, {2})}, from_vector(std::vector<float>{7, 8}, {2}));
+  CHECK(vals(w) == std::vector<double>{0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8});
+  // differentiable through both indices
+  Generator g(6);
+  const auto f = [&](const std::vector<Tensor>& v) { return v[0].index({I({0, 1, 1}, {3}), Slice(), I({2, 0, 2}, {3})}); };
+  CHECK(gradcheck(f, {randn({2, 3, 4}, {.dtype = DType::F64}, &g).requires_grad_()}).ok);
 }
 
 TEST_CASE("index_put_, masked_select and nonzero", "[ops][indexing]") {
