@@ -8,7 +8,7 @@
 
 namespace hg::nn {
 
-Fp8Linear::Fp8Linear(int64_t in, int64_t out, LinearOptions o, const Fp8Recipe& recipe)
+Fp8Linear::Fp8Linear(int64_t in, int64_t out, LinearArgs o, const Fp8Recipe& recipe)
     : Fp8Linear(Linear(in, out, o), recipe) {}
 
 Fp8Linear::Fp8Linear(const Linear& l, const Fp8Recipe& recipe) : in_features(l.in_features), out_features(l.out_features) {

@@ -34,7 +34,7 @@ namespace hg::nn {
 
 class Fp8Linear : public Module {
  public:
-  Fp8Linear(int64_t in_features, int64_t out_features, LinearOptions o = {}, const Fp8Recipe& recipe = {});
+  Fp8Linear(int64_t in_features, int64_t out_features, LinearArgs o = {}, const Fp8Recipe& recipe = {});
   // The FP8 layer of `linear`: the same weight and bias tensors (an optimizer built on them stays valid) and
   // its train/eval mode.
   explicit Fp8Linear(const Linear& linear, const Fp8Recipe& recipe = {});

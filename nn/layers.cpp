@@ -38,7 +38,7 @@ void check_positive(const char* layer, const char* what, int64_t v) {
 }  // namespace
 
 // ---- Linear ---------------------------------------------------------------------------------
-Linear::Linear(int64_t in, int64_t out, LinearOptions o) : in_features(in), out_features(out) {
+Linear::Linear(int64_t in, int64_t out, LinearArgs o) : in_features(in), out_features(out) {
   HG_CHECK(in >= 0 && out >= 0, "Linear: in_features=", in, " and out_features=", out, " must be >= 0");
   weight = register_parameter("weight", empty({out, in}));
   if (o.bias) bias = register_parameter("bias", empty({out}));
@@ -81,7 +81,7 @@ Tensor Conv2d::forward(const Tensor& x) {
 }
 
 // ---- Conv1d ---------------------------------------------------------------------------------
-Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o)
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dArgs o)
     : in_channels(in), out_channels(out), kernel_size(k), options(o) {
   check_positive("Conv1d", "in_channels", in);
   check_positive("Conv1d", "out_channels", out);
@@ -113,7 +113,7 @@ Tensor Conv1d::forward(const Tensor& x) {
 }
 
 // ---- BatchNorm1d, BatchNorm2d ----------------------------------------------------------------
-BatchNormBase::BatchNormBase(const char* name, int64_t c, BatchNormOptions o, int64_t min_rank, int64_t max_rank,
+BatchNormBase::BatchNormBase(const char* name, int64_t c, BatchNormArgs o, int64_t min_rank, int64_t max_rank,
                              const char* layout)
     : num_features(c), options(o), name_(name), min_rank_(min_rank), max_rank_(max_rank), layout_(layout) {
   check_positive(name, "num_features", c);
@@ -149,7 +149,7 @@ Tensor BatchNormBase::forward(const Tensor& x) {
 }
 
 // ---- LayerNorm ------------------------------------------------------------------------------
-LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormOptions o)
+LayerNorm::LayerNorm(std::vector<int64_t> shape, LayerNormArgs o)
     : normalized_shape(std::move(shape)), options(o) {
   HG_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
   if (o.elementwise_affine) {
@@ -170,28 +170,33 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 // ---- Embedding ------------------------------------------------------------------------------
-Embedding::Embedding(int64_t num, int64_t dim, EmbeddingOptions o)
+Embedding::Embedding(int64_t num, int64_t dim, EmbeddingArgs o)
     : num_embeddings(num), embedding_dim(dim), options(o) {
   check_positive("Embedding", "num_embeddings", num);
   check_positive("Embedding", "embedding_dim", dim);
-  HG_CHECK(o.padding_idx < num, "Embedding: padding_idx=", o.padding_idx, " must be < num_embeddings=", num);
+  if (options.padding_idx) {
+    int64_t& pad = *options.padding_idx;
+    HG_CHECK(pad >= -num && pad < num, "Embedding: padding_idx=", pad, " must be within num_embeddings=", num,
+             " (in [", -num, ", ", num, "); a negative one counts from the end)");
+    if (pad < 0) pad += num;  // torch stores it counted from the start
+  }
   weight = register_parameter("weight", empty({num, dim}));
   init::normal_(weight, 0.0, 1.0);
-  if (o.padding_idx >= 0) {
+  if (options.padding_idx) {
     NoGradGuard ng;
     std::vector<float> v = weight.to_vector<float>();
-    std::fill_n(v.begin() + o.padding_idx * dim, dim, 0.f);
+    std::fill_n(v.begin() + *options.padding_idx * dim, dim, 0.f);
     set_data(weight, from_vector(v, {num, dim}));
   }
 }
 std::string Embedding::extra_repr() const {
   std::ostringstream os;
   os << num_embeddings << ", " << embedding_dim;
-  if (options.padding_idx >= 0) os << ", padding_idx=" << options.padding_idx;
+  if (options.padding_idx) os << ", padding_idx=" << *options.padding_idx;
   return os.str();
 }
 Tensor Embedding::forward(const Tensor& indices) {
-  return embedding(indices, weight, {.padding_idx = options.padding_idx});
+  return embedding(indices, weight, {.padding_idx = options.padding_idx.value_or(-1)});
 }
 
 // ---- Dropout --------------------------------------------------------------------------------

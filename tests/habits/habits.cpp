@@ -148,5 +148,10 @@ int main() {
     }
     show("Conv2dOptions", conv(arange_f(16, {1, 1, 4, 4})));
   }
+  show("MaxPool2dOptions", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1))(arange_f(16, {1, 1, 4, 4})));
+  {
+    nn::BatchNorm2d bn(nn::BatchNorm2dOptions(1).eps(0.5).affine(false));
+    show("BatchNorm2dOptions", bn(arange_f(16, {1, 1, 4, 4})));
+  }
   return 0;
 }

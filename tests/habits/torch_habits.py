@@ -123,3 +123,6 @@ with torch.no_grad():
     conv.weight.fill_(1)
     conv.bias.zero_()
 show("Conv2dOptions", conv(arange_f(16, (1, 1, 4, 4))))
+show("MaxPool2dOptions", torch.nn.MaxPool2d(3, stride=2, padding=1)(arange_f(16, (1, 1, 4, 4))))
+bn = torch.nn.BatchNorm2d(1, eps=0.5, affine=False)
+show("BatchNorm2dOptions", bn(arange_f(16, (1, 1, 4, 4))))

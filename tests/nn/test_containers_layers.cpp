@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,4 +141,49 @@ TEST_CASE("a user's own module: residual blocks in a ModuleList train and round-
   net.eval();
   copy.eval();
   CHECK(vals(copy(x)) == vals(net(x)));
+}
+
+TEST_CASE("libtorch's chained options build the modules torch prints, next to the designated initializers",
+          "[nn][options]") {
+  nn::Sequential s(nn::Linear(nn::LinearOptions(4, 5).bias(false)),
+                   nn::Conv1d(nn::Conv1dOptions(2, 4, 3).stride(2).padding(1).bias(false)),
+                   nn::BatchNorm2d(nn::BatchNorm2dOptions(8).eps(1e-3).momentum(0.01).affine(false)),
+                   nn::BatchNorm1d(nn::BatchNorm1dOptions(8).track_running_stats(false)),
+                   nn::LayerNorm(nn::LayerNormOptions({6}).eps(1e-6).elementwise_affine(false)),
+                   nn::Embedding(nn::EmbeddingOptions(10, 3).padding_idx(-1)),
+                   nn::Dropout(nn::DropoutOptions().p(0.2)),
+                   nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)),
+                   nn::AvgPool2d(nn::AvgPool2dOptions(2).count_include_pad(false)),
+                   nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)));
+  std::ostringstream os;
+  os << s;
+  // torch 1.13's repr of the same modules built with keyword arguments
+  CHECK(os.str() ==
+        "Sequential(\n"
+        "  (0): Linear(in_features=4, out_features=5, bias=False)\n"
+        "  (1): Conv1d(2, 4, kernel_size=(3,), stride=(2,), padding=(1,), bias=False)\n"
+        "  (2): BatchNorm2d(8, eps=0.001, momentum=0.01, affine=False, track_running_stats=True)\n"
+        "  (3): BatchNorm1d(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=False)\n"
+        "  (4): LayerNorm((6,), eps=1e-06, elementwise_affine=False)\n"
+        "  (5): Embedding(10, 3, padding_idx=9)\n"
+        "  (6): Dropout(p=0.2, inplace=False)\n"
+        "  (7): MaxPool2d(kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False)\n"
+        "  (8): AvgPool2d(kernel_size=2, stride=2, padding=0)\n"
+        "  (9): Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
+        ")");
+  // the getters read what was set; a setter returns the options, so they chain
+  const auto c = nn::Conv1dOptions(2, 4, 3).dilation(2).groups(2);
+  CHECK(c.dilation() == 2);
+  CHECK(c.groups() == 2);
+  CHECK(c.stride() == 1);
+  CHECK(nn::MaxPool2dOptions(3).stride() == Size2(3));
+  // the same module either way: the designated initializers and the chained options give equal state
+  nn::Embedding a(10, 3, {.padding_idx = -1});
+  CHECK(a.options.padding_idx == 9);
+  CHECK(vals(a.weight.select(0, 9)) == std::vector<double>{0, 0, 0});
+  CHECK_THROWS_WITH(nn::Embedding(10, 3, {.padding_idx = 10}), Contains("padding_idx=10"));
+  CHECK_THROWS_WITH(nn::Embedding(nn::EmbeddingOptions(10, 3).padding_idx(-11)), Contains("padding_idx=-11"));
+  nn::LayerNorm ln(nn::LayerNormOptions({6}).eps(1e-6));
+  CHECK(ln.options.eps == 1e-6);
+  CHECK(ln.weight.defined());
 }
