@@ -55,6 +55,9 @@ struct TensorImpl {
   // every contiguous layout empty, so is_contiguous() is strides.empty()).
   std::vector<int64_t> strides;
   bool is_view = false;  // made by a view op from another tensor (shares its storage)
+  // A view's base: the tensor the first view op was applied to (a view of a view has the same base), whose
+  // history an in-place op on the view rewrites (torch's CopySlices). Null for a non-view and for detach()'s alias.
+  std::shared_ptr<TensorImpl> view_base;
   DType dtype = DType::F32;
   std::shared_ptr<AutogradMeta> autograd;  // null until the tensor takes part in autograd
 };

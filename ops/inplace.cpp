@@ -23,9 +23,6 @@ void check_target(const char* op, const Tensor& self, bool recording) {
   HG_CHECK(!(recording && self.is_leaf() && self.requires_grad()), op, ": a leaf Variable that requires grad is being "
            "used in an in-place operation (shape ", self.shape(), "); run it under NoGradGuard (as an optimizer "
            "does), or on a clone()");
-  HG_CHECK(!(recording && self.is_view()), op, ": in-place on a view (shape ", self.shape(), ") while autograd "
-           "records is not supported: its gradient would have to be rewritten into the base's history. Modify the "
-           "base tensor, use the out-of-place op (e.g. where), or clone() the view first");
 }
 
 // self's values for an op whose backward reads them: a recorded copy when the op is recorded, since the write
@@ -63,15 +60,26 @@ const Tensor& assign_inplace(const char* op, const Tensor& self, const Tensor& r
            "the tensor, not the other way)");
   HG_CHECK(!(self.dtype() == DType::I64 && is_floating(result_in.dtype())), op, ": result type ", result_in.dtype(),
            " can't be cast to the desired output type I64 (torch's rule); use the out-of-place op");
-  const bool recording = autograd::grad_enabled() && result_in.requires_grad();
+  const bool recording = autograd::grad_enabled() && (result_in.requires_grad() || self.requires_grad());
   check_target(op, self, recording);
-  const Tensor result = result_in.dtype() == self.dtype() ? result_in : result_in.to(self.dtype());
+  Tensor result = result_in.dtype() == self.dtype() ? result_in : result_in.to(self.dtype());
+  if (recording && !result.requires_grad()) {
+    // values that do not depend on self's old ones (fill_, copy_ of a constant): self still requires grad, and
+    // its old history gets a zero gradient, as torch's FillBackward
+    result = result.detach();
+    autograd::record(result, op, {self}, [](const Tensor& dy, const GradMask&) {
+      return std::vector<Tensor>{zeros(dy.shape(), {.dtype = dy.dtype(), .device = dy.device()})};
+    }, autograd::Saves::none());
+  }
+  // a view's base takes the write into its history (checked, so a refused write changes nothing); the rewritten
+  // history reads no values, so it may come before the write
+  if (recording && self.unsafe_impl()->view_base) copy_slices(op, self, result);
+  else if (recording) self.unsafe_impl()->autograd = result.unsafe_impl()->autograd;  // the op is self's history now
   {
     NoGradGuard no_grad;
     if (!result.same(self)) copy_into(result.detach(), self);
   }
   ++self.unsafe_impl()->storage->version;
-  if (recording) self.unsafe_impl()->autograd = result.unsafe_impl()->autograd;  // the op is self's history now
   return self;
 }
 

@@ -57,10 +57,16 @@ struct Geometry {
 Geometry geometry_of(const Tensor& x) { return {x.shape().dims(), x.strides(), x.storage_offset()}; }
 Geometry dense_geometry(const Shape& s) { return {s.dims(), contiguous_strides(s), 0}; }
 
+// Marks y as a view of x: its base is x's base, or x.
+void mark_view(const Tensor& y, const Tensor& x) {
+  y.unsafe_impl()->is_view = true;
+  y.unsafe_impl()->view_base = x.unsafe_impl()->view_base ? x.unsafe_impl()->view_base : x.impl_ptr();
+}
+
 // x's storage seen through g (no autograd): a view.
 Tensor view_of(const Tensor& x, Geometry g) {
   Tensor y = alias_strided(x, Shape(std::move(g.sizes)), std::move(g.strides), g.offset);
-  y.unsafe_impl()->is_view = true;
+  mark_view(y, x);
   return y;
 }
 
@@ -81,7 +87,7 @@ Tensor subset_view(const char* name, const Tensor& x, Pick pick) {
 // gradient is dy reshaped back.
 Tensor reshaping_view(const Tensor& x, Shape shape, std::vector<int64_t> strides) {
   Tensor y = alias_strided(x, std::move(shape), std::move(strides), x.storage_offset());
-  y.unsafe_impl()->is_view = true;
+  mark_view(y, x);
   autograd::record(y, "view", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{reshape(dy, xs)};
   }, autograd::Saves::none());
@@ -145,6 +151,36 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   HG_CHECK(src.shape() == dst.shape(), "copy: source shape ", src.shape(), " differs from destination ", dst.shape());
   if (src.numel() == 0) return;
   copy_strided(src, 0, src.shape().dims(), src.strides(), dst, 0, dst.strides());
+}
+
+void copy_slices(const char* op, const Tensor& view, const Tensor& value) {
+  const Tensor base(view.unsafe_impl()->view_base);
+  HG_CHECK(!(base.is_leaf() && base.requires_grad()), op, ": a view of a leaf Variable that requires grad is being "
+           "used in an in-place operation (the view has shape ", view.shape(), ", its base ", base.shape(), "); run "
+           "it under NoGradGuard, or on a clone()");
+  HG_CHECK(base.is_contiguous(), op, ": the base of this view (shape ", base.shape(), ") is not contiguous; clone() "
+           "the view, or make the base contiguous before viewing it");
+  for (int64_t d = 0; d < view.ndim(); ++d)
+    HG_CHECK(view.stride(d) != 0 || view.shape()[d] <= 1, op, ": unsupported operation: more than one element of "
+             "the written-to tensor refers to a single memory location (an expanded view, shape ", view.shape(),
+             "); clone() it first");
+  // the view's place in its base, counted from the base's first element
+  const Geometry at{view.shape().dims(), view.strides(), view.storage_offset() - base.storage_offset()};
+  const auto place = [at](const Geometry& g) { return Geometry{at.sizes, at.strides, g.offset + at.offset}; };
+  // the base's new history: its old values outside the view, `value` inside
+  Tensor before = alias_strided(base, base.shape(), {}, base.storage_offset());
+  before.unsafe_impl()->autograd = base.unsafe_impl()->autograd;
+  Tensor after = alias_strided(base, base.shape(), {}, base.storage_offset());
+  autograd::record(after, "CopySlices", {before, value}, [xs = base.shape(), place](const Tensor& dy, const GradMask&) {
+    const Tensor d_before = dy.clone();
+    const Tensor inside = view_of(d_before, place(dense_geometry(xs)));
+    const Tensor d_value = inside.clone();  // a copy even when the view is contiguous: the region is zeroed next
+    copy_into(zeros(inside.shape(), {.dtype = dy.dtype(), .device = dy.device()}), inside);
+    return std::vector<Tensor>{d_before, d_value};
+  }, autograd::Saves::none());
+  base.unsafe_impl()->autograd = after.unsafe_impl()->autograd;
+  // the view's history: a view of the base's new history
+  view.unsafe_impl()->autograd = subset_view("view", base, place).unsafe_impl()->autograd;
 }
 
 Tensor contiguous(const Tensor& x) {

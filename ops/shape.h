@@ -17,6 +17,10 @@ Tensor contiguous(const Tensor& x);        // x itself when contiguous, else a d
 Tensor as_strided(const Tensor& x, const Shape& sizes, std::vector<int64_t> strides, int64_t storage_offset);
 // dst's elements (any layout, e.g. a view) = src's (same shape, dtype and device; any layout). Not recorded.
 void copy_into(const Tensor& src, const Tensor& dst);
+// After an in-place op wrote `value` (recorded, the view's shape) into `view` (a view): the base's history becomes
+// its old values with value inside the view, and the view's history a view of that (torch's CopySlices). An
+// hg::Error, naming op, for a view of a leaf that requires grad, of a non-contiguous base, or an expanded view.
+void copy_slices(const char* op, const Tensor& view, const Tensor& value);
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 Tensor permute(const Tensor& x, std::vector<int64_t> dims);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);

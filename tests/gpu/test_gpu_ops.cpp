@@ -606,6 +606,20 @@ TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read cont
     Tensor gh = zeros({3, 4}, {.dtype = dt, .device = kGpu});
     gh.t().copy_(rnd({4, 3}, DType::F64));  // across devices and dtypes into a transposed view
     CHECK(gh.version() == 1);
+    // a recorded write into a view rewrites its base's history (CopySlices): the same gradients on both devices
+    const auto grads = [](const Tensor& x0, const Tensor& w0) {
+      const Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_();
+      Tensor b = x * 1.0;
+      b.t().narrow(0, 1, 3).mul_(w);
+      b.select(1, 0).zero_();
+      sum(b * b).backward();
+      return std::pair{x.grad(), w.grad()};
+    };
+    const Tensor xs = rnd({4, 5}, dt), ws = rnd({3, 1}, dt);
+    const auto [cx, cw] = grads(xs, ws);
+    const auto [gx, gw] = grads(gpu(xs), gpu(ws));
+    check_close(cx, gx, reduce_tol(dt), "CopySlices: the base's gradient");
+    check_close(cw, gw, reduce_tol(dt), "CopySlices: the written value's gradient");
   }
 }
 
