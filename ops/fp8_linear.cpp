@@ -227,7 +227,9 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const
                        g[2] = db.dtype() == bdt ? db : db.to(bdt);
                      }
                      return g;
-                   });
+                   },
+                   // per-tensor scales read the FP8 copies, which nothing else writes; block scales read x and w
+                   reuse ? autograd::Saves::none() : autograd::Saves::only({0, 1}));
   return y;
 }
 

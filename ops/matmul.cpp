@@ -228,6 +228,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   // gradient reads y (a detached alias: y itself would make a reference cycle).
   const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x2 : Tensor();
   const Tensor y_kept = act == Activation::Relu ? y.detach() : Tensor();
+  autograd::Saves saves{0, y_kept.defined()};  // what the backward reads: the bias never
+  if (x_kept.defined()) saves.inputs |= 1;
+  if (w_kept.defined()) saves.inputs |= 2;
   autograd::record(y, act == Activation::Relu ? "linear_relu" : "linear", ins,
                    [x_kept, w_kept, y_kept, m, o = w.size(0), i, xs = x.shape()](const Tensor& dy_in,
                                                                                   const GradMask& needs) {
@@ -244,7 +247,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
     g[1] = dw;
     if (needs.size() > 2) g[2] = db;
     return g;
-  });
+  }, saves);
   return y;
 }
 

@@ -73,7 +73,7 @@ void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weigh
     g.dy = dy.data_ptr(), g.dx = ptr(dx), g.dweight = ptr(dw), g.dbias = ptr(db);
     table.get(dev, sv.x.dtype())(g);
     return std::vector<Tensor>{dx, grad_as(dw, sv.wdt), grad_as(db, sv.bdt)};
-  });
+  }, autograd::Saves::only({0, 1}));  // x and weight; never the bias (nor the running statistics: not inputs)
 }
 
 // torch's argument rules for batch_norm; returns S, the size of x's trailing dims (N,C,S).

@@ -423,3 +423,30 @@ TEST_CASE("index_put_, masked_select and nonzero", "[ops][indexing]") {
         std::vector<int64_t>{0, 1, 1, 1});
   CHECK(zeros({3}).nonzero().shape() == Shape{0, 1});
 }
+
+TEST_CASE("linear and the norms save their input and weight, never the bias: changing a bias before backward "
+          "is allowed, changing a weight refused, as torch's", "[ops][inplace]") {
+  Generator g(9);
+  const auto run = [&](bool touch_weight, const auto& op) {
+    const Tensor x = randn({4, 6}, {}, &g).requires_grad_();
+    const Tensor w = randn({6}, {}, &g).requires_grad_(), b = randn({6}, {}, &g).requires_grad_();
+    const Tensor y = op(x, w, b);
+    {
+      NoGradGuard ng;
+      (touch_weight ? w : b).add_(1.0);  // as an optimizer's step between forward and backward would
+    }
+    y.sum().backward();
+    return x.grad().defined();
+  };
+  const auto lin = [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w.unsqueeze(0), b.narrow(0, 0, 1)); };
+  const auto ln = [](const Tensor& x, const Tensor& w, const Tensor& b) { return layer_norm(x, {6}, w, b) * x; };
+  const auto bn = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return batch_norm(x, Tensor(), Tensor(), w, b, {.training = true}) * x;
+  };
+  CHECK(run(false, lin));
+  CHECK(run(false, ln));
+  CHECK(run(false, bn));
+  CHECK_THROWS_WITH(run(true, lin), Contains("modified by an inplace operation"));
+  CHECK_THROWS_WITH(run(true, ln), Contains("modified by an inplace operation"));
+  CHECK_THROWS_WITH(run(true, bn), Contains("modified by an inplace operation"));
+}
