@@ -243,7 +243,7 @@ namespace {
 template <class F> void visit_fp8(DType dt, const char* what, F&& f) {
   HG_CHECK(is_fp8(dt), what, ": dtype ", dt, " is not an FP8 dtype");
   visit_storage_dtype(dt, [&](auto t) {
-    if constexpr (sizeof(t) == 1) f(t);
+    if constexpr (sizeof(t) == 1 && !std::is_same_v<decltype(t), bool>) f(t);
   });
 }
 }  // namespace
@@ -297,6 +297,19 @@ void convert_f32_to_f8(const float* src, uint8_t* dst, DType dt, int64_t n, bool
   });
 }
 
+namespace {
+// Converts n elements block by block through a buffer of kBlock B's: step(src_block, dst_block, len, buf).
+template <class B, int64_t kBlock, class Step>
+void through_buffer(const void* src, DType st, void* dst, DType dt, int64_t n, Step step) {
+  B buf[kBlock];
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  for (int64_t off = 0; off < n; off += kBlock)
+    step(s + off * static_cast<int64_t>(dtype_size(st)), d + off * static_cast<int64_t>(dtype_size(dt)),
+         std::min(kBlock, n - off), buf);
+}
+}  // namespace
+
 void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
   if (n <= 0) return;
   const DType st = src_dtype, dt = dst_dtype;
@@ -312,20 +325,27 @@ void convert_any(const void* src, DType src_dtype, void* dst, DType dst_dtype, i
   if (st == DType::F32 && is_fp8(dt)) return convert_f32_to_f8(static_cast<const float*>(src), static_cast<uint8_t*>(dst), dt, n);
   if (is_fp8(st) && is_low_precision(dt))
     return convert_f8_to_16(static_cast<const uint8_t*>(src), st, static_cast<uint16_t*>(dst), dt, n);
+  if (st == DType::Bool || dt == DType::Bool) {
+    // through F64: true/false to 1/0 (exact in every dtype), a value to value != 0 (NaN is true, as C and torch);
+    // F64 keeps every other dtype's zeros zero and its other values nonzero
+    return through_buffer<double, 512>(src, st, dst, dt, n, [&](const char* s, char* d, int64_t len, double* buf) {
+      if (st == DType::Bool) {
+        for (int64_t i = 0; i < len; ++i) buf[i] = s[i] != 0 ? 1.0 : 0.0;
+        convert_any(buf, DType::F64, d, dt, len);
+      } else {
+        convert_any(s, st, buf, DType::F64, len);
+        for (int64_t i = 0; i < len; ++i) d[i] = buf[i] != 0 ? 1 : 0;
+      }
+    });
+  }
   if (is_low_precision(st) || is_low_precision(dt) || is_fp8(st) || is_fp8(dt)) {
     // The other side is F16/BF16/FP8, F64 or I64: go through f32 in cache-sized blocks. Widening to f32
     // is exact; narrowing F64/I64 to a 1- or 2-byte type rounds twice (to float, then to 16 or 8 bits), as
     // PyTorch's CPU cast does (c10::Half/BFloat16/Float8_* are constructed from float).
-    constexpr int64_t kBlock = 1024;
-    float buf[kBlock];
-    const auto* s = static_cast<const char*>(src);
-    auto* d = static_cast<char*>(dst);
-    for (int64_t off = 0; off < n; off += kBlock) {
-      const int64_t len = std::min(kBlock, n - off);
-      convert_any(s + off * static_cast<int64_t>(dtype_size(st)), st, buf, DType::F32, len);
-      convert_any(buf, DType::F32, d + off * static_cast<int64_t>(dtype_size(dt)), dt, len);
-    }
-    return;
+    return through_buffer<float, 1024>(src, st, dst, dt, n, [&](const char* s, char* d, int64_t len, float* buf) {
+      convert_any(s, st, buf, DType::F32, len);
+      convert_any(buf, DType::F32, d, dt, len);
+    });
   }
   switch (st) {  // F32, F64, I64 among themselves: C casts (float -> I64 truncates toward zero)
     case DType::F32: return cast_from<float>(src, dst, dt, n);

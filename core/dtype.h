@@ -16,14 +16,16 @@
 
 namespace hg {
 
-enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I64 = 4, F8E4M3 = 5, F8E5M2 = 6 };
-inline constexpr int kNumDTypes = 7;
+enum class DType : uint8_t { F32 = 0, F16 = 1, BF16 = 2, F64 = 3, I64 = 4, F8E4M3 = 5, F8E5M2 = 6, Bool = 7 };
+inline constexpr int kNumDTypes = 8;
 
 // How kernels treat a dtype's values.
 enum class Arithmetic : uint8_t {
   Native,       // computed in the type itself (F32, F64, I64)
   Widened,      // widened to F32 on load, rounded to nearest even on store (F16, BF16)
   StorageOnly,  // casts, copies, printing and checkpoints only; ops refuse it and name the cast (FP8)
+  Logical,      // true/false in one byte (Bool): what comparisons return and masks take; arithmetic with another
+                // dtype promotes it to that dtype (true = 1), other ops refuse it and name the cast
 };
 
 // One row per dtype: everything halfgrad knows about it, read by the codecs, casts, checkpoints, the
@@ -50,6 +52,7 @@ inline constexpr DTypeInfo kDTypeInfo[kNumDTypes] = {
     {DType::I64,    "I64",    "I64",     8, Arithmetic::Native,      false, {},          -1, -1},
     {DType::F8E4M3, "F8E4M3", "F8_E4M3", 1, Arithmetic::StorageOnly, true,  kFormatE4M3, 28, 12},
     {DType::F8E5M2, "F8E5M2", "F8_E5M2", 1, Arithmetic::StorageOnly, true,  kFormatE5M2, 29, 13},
+    {DType::Bool,   "Bool",   "BOOL",    1, Arithmetic::Logical,     false, {},          -1, -1},
 };
 
 // What a value outside the enum (a corrupt byte cast to DType) reads as: size 0, name "?", as before.
@@ -84,11 +87,14 @@ constexpr bool is_low_precision(DType t) { return dtype_info(t).arithmetic == Ar
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
-// PyTorch's promotion for the dtypes halfgrad has: F16 with BF16 gives F32, anything with F64 gives
-// F64, a float with I64 gives the float, otherwise the wider of the two. FP8 promotes like the other
-// floats (an FP8 tensor with anything else gives F32, or F64), though no op computes in FP8.
+// PyTorch's promotion for the dtypes halfgrad has: Bool with anything gives the other, F16 with BF16 gives
+// F32, anything with F64 gives F64, a float with I64 gives the float, otherwise the wider of the two. FP8
+// promotes like the other floats (an FP8 tensor with anything else gives F32, or F64), though no op computes
+// in FP8.
 constexpr DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  if (a == DType::Bool) return b;
+  if (b == DType::Bool) return a;
   if (a == DType::I64) return b;
   if (b == DType::I64) return a;
   if (a == DType::F64 || b == DType::F64) return DType::F64;
@@ -103,12 +109,13 @@ template <> struct dtype_of<bf16> { static constexpr DType value = DType::BF16; 
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
 template <> struct dtype_of<f8e4m3> { static constexpr DType value = DType::F8E4M3; };
 template <> struct dtype_of<f8e5m2> { static constexpr DType value = DType::F8E5M2; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
 template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
 
 [[noreturn]] void fail_storage_only(DType dt, const char* what);  // core/tensor.cpp
 
 // Calls f(T{}) with the C++ type of dt (f16/bf16 for the 2-byte formats), for the dtypes that kernels
-// compute on; a storage-only dtype (FP8) is refused with an hg::Error that names the cast to make.
+// compute on; a storage-only dtype (FP8) or Bool is refused with an hg::Error that names the cast to make.
 template <class F>
 decltype(auto) visit_dtype(DType dt, F&& f) {
   switch (dt) {
@@ -121,10 +128,11 @@ decltype(auto) visit_dtype(DType dt, F&& f) {
   }
 }
 
-// visit_dtype over every dtype, FP8 included (f8e4m3/f8e5m2): for casts and copies.
+// visit_dtype over every dtype, FP8 (f8e4m3/f8e5m2) and Bool (bool) included: for casts and copies.
 template <class F>
 decltype(auto) visit_storage_dtype(DType dt, F&& f) {
   switch (dt) {
+    case DType::Bool: return f(bool{});
     case DType::F8E4M3: return f(f8e4m3{});
     case DType::F8E5M2: return f(f8e5m2{});
     default: return visit_dtype(dt, std::forward<F>(f));

@@ -31,7 +31,8 @@ Tensor make_filled(const char* op, Shape s, TensorOptions o, Gen gen) {
     T* p = static_cast<T*>(t.data_ptr());
     auto fill = [&](int64_t i) {
       const double v = gen(i);
-      if constexpr (sizeof(T) <= 2) p[i] = from_float<T>(static_cast<float>(v));
+      if constexpr (std::is_same_v<T, bool>) p[i] = v != 0;
+      else if constexpr (sizeof(T) <= 2) p[i] = from_float<T>(static_cast<float>(v));
       else p[i] = static_cast<T>(v);
     };
     parallel_for(n, n > 65536, fill);  // small fills stay off the OpenMP team
@@ -50,7 +51,8 @@ Tensor device_constant(const char* op, Shape s, double value, TensorOptions o) {
   visit_storage_dtype(o.dtype, [&](auto tag) {
     using T = decltype(tag);
     T v;
-    if constexpr (sizeof(T) <= 2) v = from_float<T>(static_cast<float>(value));
+    if constexpr (std::is_same_v<T, bool>) v = value != 0;
+    else if constexpr (sizeof(T) <= 2) v = from_float<T>(static_cast<float>(value));
     else v = static_cast<T>(value);
     std::memcpy(&bits, &v, sizeof(T));  // little-endian: the low bytes
   });
@@ -233,6 +235,16 @@ Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o) { ret
 Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o) { return from_vector_impl(v, std::move(s), o); }
 Tensor from_vector(const std::vector<int64_t>& v, Shape s) {
   return from_vector_impl(v, std::move(s), {.dtype = DType::I64});
+}
+
+Tensor from_vector(const std::vector<bool>& v, Shape s) {  // std::vector<bool> packs bits: through bytes
+  const std::vector<uint8_t> bytes(v.begin(), v.end());
+  check_shape("from_vector", s);
+  HG_CHECK(static_cast<int64_t>(v.size()) == s.numel(), "from_vector: ", v.size(), " values do not fill shape ", s,
+           " (", s.numel(), " elements); pass a shape whose product is ", v.size());
+  Tensor t = empty(std::move(s), {.dtype = DType::Bool});
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }

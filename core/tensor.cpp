@@ -77,6 +77,12 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<f16> Tensor::to_vector<f16>() const;
 template std::vector<bf16> Tensor::to_vector<bf16>() const;
+template <>
+std::vector<bool> Tensor::to_vector<bool>() const {  // std::vector<bool> packs bits: through bytes
+  const Tensor h = host_view(*this).to(DType::Bool);
+  const auto* p = static_cast<const uint8_t*>(h.data_ptr());
+  return std::vector<bool>(p, p + numel());
+}
 
 template <class T>
 T Tensor::item() const {
@@ -87,6 +93,7 @@ T Tensor::item() const {
 template double Tensor::item<double>() const;
 template float Tensor::item<float>() const;
 template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
 
 Tensor alias_with_shape(const Tensor& t, Shape s) {
   HG_CHECK(s.numel() == t.numel(), "view: cannot view ", t.numel(), " elements of shape ", t.shape(),
@@ -120,6 +127,8 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void fail_storage_only(DType dt, const char* what) {
+  HG_CHECK(dt != DType::Bool, what, ": dtype Bool holds true/false (comparisons' results, masks), which this op does "
+           "not compute on; convert with .to(DType::F32) (true = 1), or use where(mask, a, b)");
   HG_FAIL(what, ": dtype ", dt, " is a storage format (", dtype_info(dt).format.total_bits(), " bits), which no op computes "
           "in; convert with .to(DType::BF16) or .to(DType::F32) first (exact: every FP8 value is a BF16 value)");
 }
@@ -133,9 +142,11 @@ void check_floating(const char* op, const Tensor& a) {
 // --- printing, in PyTorch's style -----------------------------------------------------------
 namespace {
 
-void print_value(std::ostream& os, double v, bool integer, bool sci) {
+enum class Kind { Floating, Integer, Logical };
+void print_value(std::ostream& os, double v, Kind kind, bool sci) {
   char buf[64];
-  if (integer) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  if (kind == Kind::Logical) std::snprintf(buf, sizeof buf, "%s", v != 0 ? "true" : "false");
+  else if (kind == Kind::Integer) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
   else if (std::isnan(v)) std::snprintf(buf, sizeof buf, "nan");
   else if (std::isinf(v)) std::snprintf(buf, sizeof buf, v > 0 ? "inf" : "-inf");
   else std::snprintf(buf, sizeof buf, sci ? "%.4e" : "%.4f", v);
@@ -145,9 +156,10 @@ void print_value(std::ostream& os, double v, bool integer, bool sci) {
 struct Printer {
   const std::vector<double>& v;
   const Shape& s;
-  bool integer, sci, summarize;
+  Kind kind;
+  bool sci, summarize;
   void rec(std::ostream& os, int64_t dim, int64_t base, int indent) const {
-    if (s.ndim() == 0) return print_value(os, v[0], integer, sci);
+    if (s.ndim() == 0) return print_value(os, v[0], kind, sci);
     const int64_t n = s[dim];
     int64_t inner = 1;
     for (int64_t d = dim + 1; d < s.ndim(); ++d) inner *= s[d];
@@ -159,7 +171,7 @@ struct Printer {
         os << (dim + 1 == s.ndim() ? ", " : ",\n" + std::string(static_cast<size_t>(indent + 1), ' '));
         continue;
       }
-      if (dim + 1 == s.ndim()) print_value(os, v[static_cast<size_t>(base + i)], integer, sci);
+      if (dim + 1 == s.ndim()) print_value(os, v[static_cast<size_t>(base + i)], kind, sci);
       else rec(os, dim + 1, base + i * inner, indent + 1);
       if (i + 1 < n) os << (dim + 1 == s.ndim() ? ", " : ",\n" + std::string(static_cast<size_t>(indent + 1), ' '));
     }
@@ -179,7 +191,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       if (x != 0) amin_nz = std::min(amin_nz, std::fabs(x));
     }
   const bool sci = amax >= 1e8 || (amin_nz < 1e-4 && amin_nz != INFINITY);
-  Printer p{v, t.shape(), t.dtype() == DType::I64, sci, t.numel() > 1000};
+  const Kind kind = t.dtype() == DType::I64 ? Kind::Integer : t.dtype() == DType::Bool ? Kind::Logical : Kind::Floating;
+  Printer p{v, t.shape(), kind, sci, t.numel() > 1000};
   os << "tensor(";
   p.rec(os, 0, 0, 7);
   os << ", shape=" << t.shape() << ", dtype=" << t.dtype();

@@ -159,6 +159,12 @@ class Tensor {
   Tensor tanh() const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  // torch's logical members (ops/elementwise.h): a Bool result; any()/all() over every element (0-d Bool)
+  Tensor any() const;
+  Tensor all() const;
+  Tensor logical_not() const;
+  Tensor logical_and(const Tensor& o) const;
+  Tensor logical_or(const Tensor& o) const;
 
   // --- libtorch's spellings of what exists (ops/methods.cpp): x.dim(), x.sizes(), x.mul(y), x.sum(1, true),
   // auto [v, i] = x.max(1), ... unsqueeze/squeeze/select/narrow/chunk/split/expand are views. ---
@@ -307,6 +313,7 @@ Tensor randn(Shape s, TensorOptions o = {}, Generator* gen = nullptr);  // N(0,1
 Tensor from_vector(const std::vector<float>& v, Shape s, TensorOptions o = {});
 Tensor from_vector(const std::vector<double>& v, Shape s, TensorOptions o = {});
 Tensor from_vector(const std::vector<int64_t>& v, Shape s);
+Tensor from_vector(const std::vector<bool>& v, Shape s);  // a Bool tensor
 Tensor from_vector(const std::vector<int64_t>& v, Shape s, TensorOptions o);
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);

@@ -544,7 +544,8 @@ void run(const ConvArgs& a, Pass pass) {
     case DType::F16: return run_widened(a, pass, &f32_run);
     case DType::I64:
     case DType::F8E4M3:
-    case DType::F8E5M2: break;
+    case DType::F8E5M2:
+    case DType::Bool: break;
   }
   HG_FAIL("conv2d: dtype ", a.dtype, " is not supported; use F32, F16, BF16 or F64");
 }

@@ -123,20 +123,28 @@ Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, cons
 }
 
 // 0/1 in the inputs' promoted dtype. Integer tensors (labels, argmax's indices) compare as F64, exact for
-// every |value| <= 2^53, and give F32 0/1, so (argmax(logits, 1) == y).mean() is the accuracy.
-Tensor compare(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
+// every |value| <= 2^53, and give F32 0/1; Bool tensors compare as F32.
+Tensor compare_values(const char* name, EwOp op, const Tensor& a_in, const Tensor& b_in) {
   const bool integer = a_in.dtype() == DType::I64 || b_in.dtype() == DType::I64;
-  const auto widen = [&](const Tensor& t) { return integer && t.dtype() != DType::F64 ? t.to(DType::F64) : t; };
+  const auto widen = [&](const Tensor& t) {
+    if (integer && t.dtype() != DType::F64) return t.to(DType::F64);
+    return t.dtype() == DType::Bool ? t.to(DType::F32) : t;
+  };
   auto [a, b] = promote(name, widen(a_in.detach()), widen(b_in.detach()));
   check_floating(name, a);
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
   run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
   return integer ? y.to(DType::F32) : y;
 }
+Tensor compare(const char* name, EwOp op, const Tensor& a, const Tensor& b) {
+  return compare_values(name, op, a, b).to(DType::Bool);
+}
 
-// s as a 0-d tensor to compare a with: a's dtype (torch's wrapped-number promotion), F64 for an I64 a.
+// s as a 0-d tensor to compare a with: a's dtype (torch's wrapped-number promotion), F64 for an I64 a, F32 for
+// a Bool a (mask == 0.5 compares with 0.5, not with true).
 Tensor scalar_like(const Tensor& a, double s) {
-  return full({}, s, {.dtype = a.dtype() == DType::I64 ? DType::F64 : a.dtype(), .device = a.device()});
+  const DType dt = a.dtype() == DType::I64 ? DType::F64 : a.dtype() == DType::Bool ? DType::F32 : a.dtype();
+  return full({}, s, {.dtype = dt, .device = a.device()});
 }
 
 }  // namespace
@@ -268,6 +276,25 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", EwOp::Eq, a, b); }
+namespace detail {
+Tensor eq_values(const Tensor& a, const Tensor& b) { return compare_values("eq", EwOp::Eq, a, b); }
+Tensor ne_values(const Tensor& a, const Tensor& b) { return compare_values("ne", EwOp::Ne, a, b); }
+}  // namespace detail
+
+namespace {
+// a Bool tensor's values as F32 0/1; another dtype's as value != 0
+Tensor truth(const char* op, const Tensor& x) {
+  HG_CHECK(x.defined(), op, ": the tensor is undefined");
+  return (x.dtype() == DType::Bool ? x : ne(x, 0.0)).to(DType::F32);
+}
+}  // namespace
+Tensor logical_not(const Tensor& x) { return eq(truth("logical_not", x), 0.0); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return ne(mul(truth("logical_and", a), truth("logical_and", b)), 0.0); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return ne(add(truth("logical_or", a), truth("logical_or", b)), 0.0); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(truth("logical_xor", a), truth("logical_xor", b)); }
+
+Tensor any(const Tensor& x) { return gt(sum(truth("any", x).to(DType::F64)), 0.0); }
+Tensor all(const Tensor& x) { return eq(sum(truth("all", x).to(DType::F64)), static_cast<double>(x.numel())); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", EwOp::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", EwOp::Lt, a, b); }
 Tensor le(const Tensor& a, const Tensor& b) { return compare("le", EwOp::Le, a, b); }

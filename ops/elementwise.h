@@ -48,9 +48,9 @@ Tensor trunc(const Tensor& x);
 // cond != 0 selects a, else b; cond, a and b broadcast together. Differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
-// Comparisons: 0/1 in the inputs' promoted floating dtype (halfgrad has no bool dtype), never
-// differentiable. I64 tensors compare exactly (as F64, every |value| <= 2^53) and give F32 0/1, so
-// (argmax(logits, 1) == y).mean() is the accuracy. A scalar compares in a's dtype (F64 for I64 a).
+// Comparisons: Bool tensors (torch's), never differentiable. The values compare in the inputs' promoted dtype:
+// I64 exactly (as F64, every |value| <= 2^53), Bool as 0/1; a scalar in a's dtype (F64 for I64 a, F32 for Bool
+// a). (argmax(logits, 1) == y).mean() is the accuracy (a Bool tensor's mean is F32).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -63,6 +63,29 @@ Tensor lt(const Tensor& a, double s);
 Tensor le(const Tensor& a, double s);
 Tensor gt(const Tensor& a, double s);
 Tensor ge(const Tensor& a, double s);
+
+namespace detail {
+// eq and ne as 0/1 in the inputs' promoted floating dtype (F32 for integer operands), not Bool: for the masks
+// inside ops and backward formulas, which multiply them without a cast.
+Tensor eq_values(const Tensor& a, const Tensor& b);
+Tensor ne_values(const Tensor& a, const Tensor& b);
+}  // namespace detail
+
+// torch's logical ops: any dtype read as value != 0 (Bool as itself), a Bool result; and any()/all() of every
+// element as a 0-d Bool (any of none is false, all of none true).
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor any(const Tensor& x);
+Tensor all(const Tensor& x);
+inline Tensor operator!(const Tensor& x) { return logical_not(x); }
+inline Tensor operator~(const Tensor& x) { return logical_not(x); }  // torch's ~ on a Bool tensor
+inline Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+inline Tensor operator&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+inline Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+inline Tensor operator|(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+inline Tensor operator^(const Tensor& a, const Tensor& b) { return logical_xor(a, b); }
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

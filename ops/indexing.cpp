@@ -30,7 +30,7 @@ namespace {
 using indexing::TensorIndex;
 using Kind = TensorIndex::Kind;
 
-bool is_mask(const Tensor& t) { return t.dtype() != DType::I64; }
+bool is_mask(const Tensor& t) { return t.dtype() != DType::I64; }  // Bool, or a floating 0/1 tensor
 
 // How many of the tensor's dims an index uses up.
 int64_t dims_used(const TensorIndex& i) {
@@ -120,7 +120,7 @@ Picks picks(const char* op, const Tensor& r, const std::vector<std::pair<int64_t
       continue;
     }
     // a mask covering k dims is k index tensors: the coordinates of its nonzero elements (torch's nonzero)
-    check_floating(op, t);
+    if (t.dtype() != DType::Bool) check_floating(op, t);
     HG_CHECK(t.ndim() >= 1, op, ": a 0-d mask is not supported; give the mask the shape of the dims it selects");
     const int64_t k = t.ndim();
     for (int64_t j = 0; j < k; ++j)

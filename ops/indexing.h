@@ -4,8 +4,8 @@
 // x[None], x[mask], x[idx] and x[...] = v.
 //
 // Integers, slices, None, true/false and "..." (Ellipsis) make a view (select, slice, unsqueeze); a tensor index
-// then picks along its dim: an I64 tensor of indices (negative ones count from the end), or a mask: a floating 0/1
-// tensor, what comparisons return (halfgrad has no Bool dtype yet), covering as many dims as it has. Several tensor
+// then picks along its dim: an I64 tensor of indices (negative ones count from the end), or a mask: a Bool tensor
+// (what comparisons return) or a floating 0/1 tensor, covering as many dims as it has. Several tensor
 // indices broadcast together (a mask counts as one 1-d index per dim it covers); the result's index dims stand
 // where the indexed dims were when those are adjacent, else in front (torch's rule; an integer is a select, not a
 // tensor index, as in torch). Reading by tensor indices is differentiable (an index_select); their positions are

@@ -26,6 +26,11 @@ Tensor Tensor::sqrt() const { return hg::sqrt(*this); }
 Tensor Tensor::abs() const { return hg::abs(*this); }
 Tensor Tensor::pow(double exponent) const { return hg::pow(*this, exponent); }
 Tensor Tensor::relu() const { return hg::relu(*this); }
+Tensor Tensor::any() const { return hg::any(*this); }
+Tensor Tensor::all() const { return hg::all(*this); }
+Tensor Tensor::logical_not() const { return hg::logical_not(*this); }
+Tensor Tensor::logical_and(const Tensor& o) const { return hg::logical_and(*this, o); }
+Tensor Tensor::logical_or(const Tensor& o) const { return hg::logical_or(*this, o); }
 Tensor Tensor::sigmoid() const { return hg::sigmoid(*this); }
 Tensor Tensor::tanh() const { return hg::tanh(*this); }
 Tensor Tensor::softmax(int64_t dim) const { return hg::softmax(*this, dim); }

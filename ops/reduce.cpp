@@ -106,6 +106,10 @@ Tensor expand_scaled(const Tensor& dy, const Shape& keep_shape, const Shape& x_s
 }
 
 Tensor sum_mean(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
+  // Bool and I64: through F64 (exact to 2^53); a sum is I64 as torch's, a mean F32 (torch refuses these means;
+  // halfgrad gives (pred == y).mean(), the accuracy)
+  if (x.defined() && (x.dtype() == DType::Bool || x.dtype() == DType::I64))
+    return sum_mean(op, x.to(DType::F64), dims, keepdim, is_mean).to(is_mean ? DType::F32 : DType::I64);
   check_floating(op, x);
   const std::vector<char> mask = reduce_mask(op, x.ndim(), dims);
   const Tensor yk = reduce_raw(x, ReduceOp::Sum, mask, is_mean);
@@ -167,7 +171,7 @@ Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
   Tensor y = alias_with_shape(reduce_raw(x, rop, all, false), Shape{});
   autograd::record(y, op, {x}, [xd = x.detach(), yd = y.detach()](const Tensor& dy, const GradMask&) {
     const DType ct = xd.dtype() == DType::F64 ? DType::F64 : DType::F32;  // an exact tie count
-    const Tensor hit = add(eq(xd, yd), mul(ne(xd, xd), ne(yd, yd)));  // the two terms never overlap
+    const Tensor hit = add(detail::eq_values(xd, yd), mul(detail::ne_values(xd, xd), detail::ne_values(yd, yd)));  // never both
     const Tensor share = div(dy.to(ct), sum(hit.to(ct))).to(xd.dtype());
     return std::vector<Tensor>{mul(hit, share)};
   }, autograd::Saves::only({0}, true));

@@ -41,7 +41,8 @@ MathKind storage_kind(DType dt) {
     case DType::BF16: return MathKind::F32OnBF16Storage;
     case DType::I64: return MathKind::Integer;
     case DType::F8E4M3:
-    case DType::F8E5M2: break;  // no kernel computes on FP8 storage (its GEMM decodes it first)
+    case DType::F8E5M2:  // no kernel computes on FP8 storage (its GEMM decodes it first)
+    case DType::Bool: break;  // nor on Bool (comparisons compute in their operands' dtype)
   }
   return MathKind::F32;
 }

@@ -35,7 +35,13 @@ template <class T> __device__ __forceinline__ T narrow(float f) {
 // I64 round twice, as PyTorch's CPU cast); F32/F64/I64 among themselves are C casts, except that a float
 // to I64 saturates (NaN -> 0, out of range -> the limits), as on the CPU.
 template <class S, class D> __device__ __forceinline__ D convert_one(S v) {
-  if constexpr (is_half_v<S> || is_half_v<D>) return narrow<D>(widen(v));
+  // Bool: true/false to 1/0, a value to value != 0 (NaN is true), as the CPU's
+  if constexpr (std::is_same_v<D, bool>) {
+    if constexpr (is_half_v<S>) return widen(v) != 0.0f;
+    else return v != S(0);
+  } else if constexpr (std::is_same_v<S, bool>) {
+    return convert_one<float, D>(v ? 1.0f : 0.0f);
+  } else if constexpr (is_half_v<S> || is_half_v<D>) return narrow<D>(widen(v));
   else if constexpr (std::is_same_v<D, int64_t> && !std::is_same_v<S, int64_t>) return to_i64_saturating(v);
   else return static_cast<D>(v);
 }

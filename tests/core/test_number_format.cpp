@@ -127,12 +127,15 @@ TEST_CASE("dtype table: one row per dtype, consistent with itself") {
     CHECK(is_storage_only(dt) == (d.arithmetic == Arithmetic::StorageOnly));
     CHECK(is_low_precision(dt) == (d.arithmetic == Arithmetic::Widened));
   }
-  // visit_dtype refuses exactly the storage-only rows, naming the cast to make
+  // visit_dtype refuses exactly the storage-only rows and Bool, naming the cast to make
   for (DType dt : kAllDTypes) {
     INFO(dtype_name(dt));
     if (is_storage_only(dt))
       CHECK_THROWS_WITH(visit_dtype(dt, [](auto) { return 0; }), Catch::Contains("storage format") &&
                                                                     Catch::Contains(".to(DType::BF16)"));
+    else if (dt == DType::Bool)
+      CHECK_THROWS_WITH(visit_dtype(dt, [](auto) { return 0; }), Catch::Contains("Bool holds true/false") &&
+                                                                    Catch::Contains(".to(DType::F32)"));
     else CHECK(visit_dtype(dt, [](auto t) { return sizeof(t); }) == dtype_size(dt));
     CHECK(visit_storage_dtype(dt, [](auto t) { return sizeof(t); }) == dtype_size(dt));
   }

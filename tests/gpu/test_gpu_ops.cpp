@@ -111,7 +111,7 @@ TEST_CASE("gpu: to(cuda) and back is exact for every dtype", "[gpu]") {
 }
 
 TEST_CASE("gpu: zeros, ones and full are filled on the device with the CPU's values", "[gpu]") {
-  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64}) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::Bool}) {
     INFO(dtype_name(dt));
     CHECK(zeros({1000}, {.dtype = dt, .device = kGpu}).to(Device::cpu()).to_vector<double>() ==
           zeros({1000}, {.dtype = dt}).to_vector<double>());
@@ -172,6 +172,12 @@ TEST_CASE("gpu: comparisons and where", "[gpu]") {
       for (const BinaryCase& op : comparison_cases())
         check_close(op.f(a, b), op.f(gpu(a), gpu(b)), exact(), describe(op.name, dt, sa) + " with " + sb.str());
       const Tensor cond = gt(a, zeros({}, {.dtype = dt}));
+      REQUIRE(cond.dtype() == DType::Bool);
+      CHECK(gt(gpu(a), 0.0).dtype() == DType::Bool);
+      check_close(cond.sum(), gpu(cond).sum(), exact(), describe("sum of a Bool mask", dt, sa));
+      check_close(cond & (a < 3.0), gpu(cond) & (gpu(a) < 3.0), exact(), describe("logical_and", dt, sa));
+      if (a.ndim() > 0)
+        check_close(a.index({cond}), gpu(a).index({gpu(cond)}), exact(), describe("index by a Bool mask", dt, sa));
       const Tensor x = rnd(sb, dt), y = rnd(sa, dt);
       check_close(where(cond, x, y), where(gpu(cond), gpu(x), gpu(y)), exact(), describe("where", dt, sa));
 
@@ -192,7 +198,7 @@ TEST_CASE("gpu: mixed-dtype binary ops promote like on the CPU", "[gpu]") {
 }
 
 TEST_CASE("gpu: casts among every dtype pair are bit-exact", "[gpu]") {
-  const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2};
+  const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::F8E4M3, DType::F8E5M2, DType::Bool};
   for (DType from : all)
     for (DType to : all) {
       // values inside every type's range; I64 sources hold integers, float -> I64 truncates

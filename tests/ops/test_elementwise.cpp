@@ -199,7 +199,8 @@ TEST_CASE("binary ops and comparisons match the F64 reference, with broadcasting
         const Tensor y = c.op(a, b);
         const Shape out = broadcast_shapes("test", sa, sb);
         REQUIRE(y.shape() == out);
-        REQUIRE(y.dtype() == dt);
+        const bool comparison = std::string(c.name).size() == 2;  // eq ne lt le gt ge: Bool, as torch's
+        REQUIRE(y.dtype() == (comparison ? DType::Bool : dt));
         const auto av = expand(a.to_vector<double>(), sa, out), bv = expand(b.to_vector<double>(), sb, out);
         std::vector<double> loop(av.size());
         for (size_t i = 0; i < av.size(); ++i) loop[i] = c.ref(av[i], bv[i]);
@@ -251,7 +252,7 @@ TEST_CASE("mixed dtypes promote like PyTorch", "[elementwise]") {
   CHECK((h / h).dtype() == DType::F16);
   CHECK((i * f).dtype() == DType::F32);
   CHECK((i * f).to_vector<double>() == std::vector<double>{double(2.0f / 3), -2});
-  CHECK(lt(h, bf).dtype() == DType::F32);
+  CHECK(lt(h, bf).dtype() == DType::Bool);
   CHECK(lt(h, bf).to_vector<double>() == std::vector<double>{0, 1});
   CHECK(maximum(f, d).dtype() == DType::F64);
   CHECK(maximum(f, d).to_vector<double>() == std::vector<double>{double(1.0f / 3), 2});  // 1/3 rounds up in F32
@@ -260,7 +261,7 @@ TEST_CASE("mixed dtypes promote like PyTorch", "[elementwise]") {
   CHECK((i / i).dtype() == DType::F32);  // true division
   REQUIRE_THROWS_WITH(exp(i), Contains("exp"));
   REQUIRE_THROWS_WITH(relu(i), Contains("relu"));
-  CHECK(lt(i, i).dtype() == DType::F32);  // integer comparisons: F32 0/1 (test_pytorch_spellings.cpp)
+  CHECK(lt(i, i).dtype() == DType::Bool);  // comparisons give Bool, as torch's (test_pytorch_spellings.cpp)
 }
 
 TEST_CASE("where, comparisons and clamp", "[elementwise]") {
@@ -282,7 +283,7 @@ TEST_CASE("where, comparisons and clamp", "[elementwise]") {
     CHECK(eq(x, half).to_vector<double>() == std::vector<double>{0, 0, 1, 0, 0});
     CHECK(ne(x, half).to_vector<double>() == std::vector<double>{1, 1, 0, 1, 1});
     CHECK(eq(x, x).to_vector<double>() == std::vector<double>{1, 1, 1, 1, 0});
-    CHECK(lt(x, half).dtype() == dt);
+    CHECK(lt(x, half).dtype() == DType::Bool);
     const auto c = clamp(x, -0.5, 1).to_vector<double>();
     CHECK(c[0] == -0.5);
     CHECK(c[2] == 0.5);

@@ -17,15 +17,17 @@ namespace {
 Vec values(const Tensor& t) { return t.to_vector<double>(); }
 }  // namespace
 
-TEST_CASE("Comparisons take I64 tensors and give F32 0/1: torch's accuracy line works", "[ops][cpu]") {
+TEST_CASE("Comparisons take I64 tensors and give Bool: torch's accuracy line works", "[ops][cpu]") {
   const Tensor logits = from_vector(std::vector<float>{0.1f, 2.0f, -1.0f, 3.0f, 0.5f, 0.2f, 0.0f, 0.0f, 9.0f}, {3, 3});
   const Tensor y = from_vector(std::vector<int64_t>{1, 2, 2}, {3});
   REQUIRE(y.dtype() == DType::I64);
   const Tensor hit = logits.argmax(1) == y;
-  CHECK(hit.dtype() == DType::F32);
+  CHECK(hit.dtype() == DType::Bool);
   CHECK(values(hit) == Vec{1, 0, 1});
   CHECK(hit.mean().item() == Approx(2.0 / 3.0));
   CHECK((argmax(logits, 1) == y).sum().item() == 2.0);
+  CHECK((argmax(logits, 1) == y).sum().dtype() == DType::I64);  // torch's sum of a Bool tensor
+  CHECK(hit.mean().dtype() == DType::F32);  // torch refuses a Bool mean; halfgrad gives the share of true
   // every operator, I64 against I64, against a float tensor, and against scalars on either side
   const Tensor a = from_vector(std::vector<int64_t>{-3, 0, 5, 1LL << 40}, {4});
   const Tensor b = from_vector(std::vector<int64_t>{-3, 1, 4, (1LL << 40) + 1}, {4});
@@ -40,9 +42,9 @@ TEST_CASE("Comparisons take I64 tensors and give F32 0/1: torch's accuracy line 
   CHECK(values(0.5 < a) == Vec{0, 0, 1, 1});
   CHECK(values(0.0 >= a) == Vec{1, 1, 0, 0});
   CHECK(values(a < from_vector(std::vector<double>{-2.5, -0.5, 5.5, 0.0}, {4})) == Vec{1, 0, 1, 0});
-  // float comparisons keep their dtype; a scalar compares in the tensor's dtype
+  // a scalar compares in the tensor's dtype
   const Tensor h = from_vector(std::vector<double>{0.1, 0.5}, {2}, {.dtype = DType::F16});
-  CHECK((h == 0.1).dtype() == DType::F16);
+  CHECK((h == 0.1).dtype() == DType::Bool);
   CHECK(values(h == 0.1) == Vec{1, 0});  // 0.1 rounded to F16 on both sides
   CHECK(values(h != h) == Vec{0, 0});
 }
