@@ -165,6 +165,9 @@ class Tensor {
   Tensor logical_not() const;
   Tensor logical_and(const Tensor& o) const;
   Tensor logical_or(const Tensor& o) const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
 
   // --- libtorch's spellings of what exists (ops/methods.cpp): x.dim(), x.sizes(), x.mul(y), x.sum(1, true),
   // auto [v, i] = x.max(1), ... unsqueeze/squeeze/select/narrow/chunk/split/expand are views. ---

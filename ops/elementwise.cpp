@@ -2,6 +2,7 @@
 #include "ops/elementwise.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
@@ -294,6 +295,15 @@ Tensor logical_or(const Tensor& a, const Tensor& b) { return ne(add(truth("logic
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(truth("logical_xor", a), truth("logical_xor", b)); }
 
 Tensor any(const Tensor& x) { return gt(sum(truth("any", x).to(DType::F64)), 0.0); }
+Tensor isnan(const Tensor& x) { return ne(x, x); }
+Tensor isinf(const Tensor& x) {
+  return x.dtype() == DType::I64 ? zeros(x.shape(), {.dtype = DType::Bool, .device = x.device()})
+                                 : eq(abs(x), std::numeric_limits<double>::infinity());
+}
+// x - x is 0 for a finite x and NaN for inf and NaN
+Tensor isfinite(const Tensor& x) {
+  return x.dtype() == DType::I64 ? ones(x.shape(), {.dtype = DType::Bool, .device = x.device()}) : eq(sub(x.detach(), x.detach()), 0.0);
+}
 Tensor all(const Tensor& x) { return eq(sum(truth("all", x).to(DType::F64)), static_cast<double>(x.numel())); }
 Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", EwOp::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", EwOp::Lt, a, b); }

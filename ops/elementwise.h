@@ -79,6 +79,10 @@ Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor any(const Tensor& x);
 Tensor all(const Tensor& x);
+// torch.isnan, isinf, isfinite: Bool, elementwise (an I64 tensor is finite everywhere)
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
 inline Tensor operator!(const Tensor& x) { return logical_not(x); }
 inline Tensor operator~(const Tensor& x) { return logical_not(x); }  // torch's ~ on a Bool tensor
 inline Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }

@@ -147,9 +147,10 @@ Picks picks(const char* op, const Tensor& r, const std::vector<std::pair<int64_t
   for (int64_t d : p.dims) p.n *= r.shape()[d];
   p.pos.assign(static_cast<size_t>(p.shape.numel()), 0);
   const std::vector<int64_t> out_st = contiguous_strides(p.shape);
-  int64_t dim_stride = p.n;
+  std::vector<int64_t> dim_strides(comps.size(), 1);  // row-major within the covered dims (no division: sizes may be 0)
+  for (size_t j = comps.size() - 1; j > 0; --j) dim_strides[j - 1] = dim_strides[j] * r.shape()[p.dims[j]];
   for (size_t j = 0; j < comps.size(); ++j) {
-    dim_stride /= r.shape()[p.dims[j]];
+    const int64_t dim_stride = dim_strides[j];
     // comps[j]'s stride along each dim of the broadcast shape (0 where it has size 1 or lacks the dim)
     const Shape& cs = comps[j].shape;
     const std::vector<int64_t> cst = contiguous_strides(cs);

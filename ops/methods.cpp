@@ -31,6 +31,9 @@ Tensor Tensor::all() const { return hg::all(*this); }
 Tensor Tensor::logical_not() const { return hg::logical_not(*this); }
 Tensor Tensor::logical_and(const Tensor& o) const { return hg::logical_and(*this, o); }
 Tensor Tensor::logical_or(const Tensor& o) const { return hg::logical_or(*this, o); }
+Tensor Tensor::isnan() const { return hg::isnan(*this); }
+Tensor Tensor::isinf() const { return hg::isinf(*this); }
+Tensor Tensor::isfinite() const { return hg::isfinite(*this); }
 Tensor Tensor::sigmoid() const { return hg::sigmoid(*this); }
 Tensor Tensor::tanh() const { return hg::tanh(*this); }
 Tensor Tensor::softmax(int64_t dim) const { return hg::softmax(*this, dim); }

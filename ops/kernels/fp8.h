@@ -23,9 +23,9 @@ namespace hg {
 // scale down to a power of two by keeping only its exponent bits (TE's force_pow_2_scales): a power-of-two
 // scale changes no mantissa, so x * scale and q / scale are exact (unless they leave the format's range).
 HG_HD float fp8_scale_from_amax(float amax, float scaled_max, float keep, bool pow2) {
-  if (!(amax > 0.0f) || isinf(amax)) return keep;
+  if (!(amax > 0.0f) || amax > FLT_MAX) return keep;  // 0, NaN or inf
   float s = scaled_max / amax;
-  if (isinf(s)) s = FLT_MAX;
+  if (s > FLT_MAX) s = FLT_MAX;  // inf
   if (pow2) s = detail::bits_float(detail::float_bits(s) & 0xff800000u);
   return s;
 }

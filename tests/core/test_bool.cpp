@@ -60,6 +60,10 @@ TEST_CASE("a Bool tensor promotes to the other operand's dtype, masks where, mas
   CHECK(vals(x.index({m})) == std::vector<double>{3, 4, 5});
   CHECK(vals(masked_select(x, m)) == std::vector<double>{3, 4, 5});
   CHECK(nonzero(m).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 1, 1, 2});
+  const Tensor empty = zeros({0, 3});  // a mask over no elements picks none
+  CHECK(empty.index({empty > 0.0}).numel() == 0);
+  CHECK(empty.index({Slice(), from_vector(std::vector<int64_t>{2, 0}, {2})}).shape() == Shape{0, 2});
+  CHECK(zeros({3, 0}).index({from_vector(std::vector<int64_t>{1}, {1}), Slice()}).shape() == Shape{1, 0});
   Tensor y = x.clone();
   y.index_put_({m}, 9.0);
   CHECK(vals(y) == std::vector<double>{0, 1, 2, 9, 9, 9});
@@ -96,6 +100,15 @@ TEST_CASE("logical ops, any and all, as torch's", "[core][bool]") {
   CHECK_FALSE(zeros({0}).any().item<bool>());  // any of nothing is false, all of nothing true
   CHECK(zeros({0}).all().item<bool>());
   CHECK(a.any().dtype() == DType::Bool);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    INFO(dt);
+    const Tensor v = from_vector(std::vector<double>{1, -inf, nan, 0, inf}, {5}, {.dtype = dt});
+    CHECK(v.isnan().to_vector<bool>() == std::vector<bool>{false, false, true, false, false});
+    CHECK(v.isinf().to_vector<bool>() == std::vector<bool>{false, true, false, false, true});
+    CHECK(v.isfinite().to_vector<bool>() == std::vector<bool>{true, false, false, true, false});
+  }
+  CHECK(from_vector(std::vector<int64_t>{1, 2}, {2}).isfinite().all().item<bool>());
   CHECK(a.any().ndim() == 0);
 }
 

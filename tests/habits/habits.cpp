@@ -100,6 +100,11 @@ int main() {
   show("topk_indices", ti);
   show("cumsum", x.cumsum(1));
   show("cumprod", x.add(1).div(4).cumprod(1));
+  show("gt_is_bool", (x > 5.0).dtype() == DType::Bool ? 1.0 : 0.0);
+  show("mask_sum", (x > 5.0).sum());
+  show("mask_and", (x > 2.0) & (x < 9.0));
+  show("mask_any", (x > 10.0).any());
+  show("mask_mul", (x > 5.0) * x);
   show("one_hot", one_hot(from_vector(std::vector<int64_t>{0, 2, 1}, {3}), 3));
   show("expand", y.expand({3, 4}));
   show("index_slice", x.index({Slice(), Slice(2, 5)}));
