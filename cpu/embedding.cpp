@@ -25,6 +25,7 @@ void embedding_forward(const EmbeddingArgs& a) {
   const T* w = static_cast<const T*>(a.weight);
   T* y = static_cast<T*>(a.y);
   const size_t row_bytes = static_cast<size_t>(a.dim) * sizeof(T);
+  if (row_bytes == 0) return;  // rows of no elements (an empty tensor's data pointer may be null)
   parallel_for(a.n, a.n * a.dim > kParallel,
                [&](int64_t i) { std::memcpy(y + i * a.dim, w + a.indices[i] * a.dim, row_bytes); });
 }
@@ -37,6 +38,7 @@ void embedding_backward(const EmbeddingArgs& a) {
   using C = compute_t<T>;
   C* g = static_cast<C*>(a.grad);
   const T* dy = static_cast<const T*>(a.dy);
+  if (a.num * a.dim == 0) return;  // nothing to write (the pointer may be null)
   std::memset(g, 0, static_cast<size_t>(a.num * a.dim) * sizeof(C));
   const bool parallel = a.n * a.dim > kParallel;
   const int64_t pieces = parallel ? runtime_threads() : 1;

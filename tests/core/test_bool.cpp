@@ -63,7 +63,11 @@ TEST_CASE("a Bool tensor promotes to the other operand's dtype, masks where, mas
   const Tensor empty = zeros({0, 3});  // a mask over no elements picks none
   CHECK(empty.index({empty > 0.0}).numel() == 0);
   CHECK(empty.index({Slice(), from_vector(std::vector<int64_t>{2, 0}, {2})}).shape() == Shape{0, 2});
-  CHECK(zeros({3, 0}).index({from_vector(std::vector<int64_t>{1}, {1}), Slice()}).shape() == Shape{1, 0});
+  Tensor no_cols = zeros({3, 0}).requires_grad_();
+  const Tensor picked = no_cols.index({from_vector(std::vector<int64_t>{1}, {1}), Slice()});
+  CHECK(picked.shape() == Shape{1, 0});
+  picked.sum().backward();
+  CHECK(no_cols.grad().shape() == Shape{3, 0});
   Tensor y = x.clone();
   y.index_put_({m}, 9.0);
   CHECK(vals(y) == std::vector<double>{0, 1, 2, 9, 9, 9});
