@@ -71,7 +71,7 @@ Tensor index(const Tensor& x, const std::vector<indexing::TensorIndex>& indices)
 const Tensor& index_put_(const Tensor& x, const std::vector<indexing::TensorIndex>& indices, const Tensor& v);
 const Tensor& index_put_(const Tensor& x, const std::vector<indexing::TensorIndex>& indices, double v);
 
-// The elements of x where mask (floating 0/1, broadcast to x) is nonzero, as a 1-D tensor in row-major order
+// The elements of x where mask (Bool or floating 0/1, broadcast to x) is nonzero, as a 1-D tensor in row-major order
 // (torch.masked_select); differentiable in x. The mask is read on the host (on a GPU: a wait).
 Tensor masked_select(const Tensor& x, const Tensor& mask);
 // The positions (I64, (count, ndim)) of x's nonzero elements in row-major order (torch.nonzero); read on the host.

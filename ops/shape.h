@@ -72,7 +72,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
 // x's slices along dim, each a view without that dim (torch.unbind)
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
-// x with value wherever mask (broadcast to x) is nonzero; differentiable in x (torch's masked_fill, mask 0/1)
+// x with value wherever mask (broadcast to x) is nonzero; differentiable in x (torch's masked_fill, mask Bool or 0/1)
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 
