@@ -97,6 +97,25 @@ struct Picks {
   bool adjacent() const { return dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size()); }
 };
 
+// The coordinates of x's nonzero elements in row-major order, read on the host: ndim values per element, and
+// how many elements (a 0-d x has no coordinates to count them by).
+std::pair<std::vector<int64_t>, int64_t> nonzero_coords(const Tensor& x) {
+  const std::vector<double> v = x.to_vector<double>();
+  const std::vector<int64_t> st = contiguous_strides(x.shape());
+  std::vector<int64_t> out;
+  int64_t count = 0;
+  for (size_t q = 0; q < v.size(); ++q) {
+    if (v[q] == 0) continue;
+    ++count;
+    int64_t rem = static_cast<int64_t>(q);
+    for (size_t j = 0; j < st.size(); ++j) {
+      out.push_back(rem / st[j]);
+      rem %= st[j];
+    }
+  }
+  return {out, count};
+}
+
 // One index tensor along one dim of r, on the host: its values (wrapped, checked) and shape.
 struct Component {
   std::vector<int64_t> values;
@@ -126,14 +145,9 @@ Picks picks(const char* op, const Tensor& r, const std::vector<std::pair<int64_t
     for (int64_t j = 0; j < k; ++j)
       HG_CHECK(t.shape()[j] == r.shape()[d + j], op, ": the mask of shape ", t.shape(), " does not match the indexed "
                "dims of the tensor of shape ", r.shape(), " (dim ", d + j, " has size ", r.shape()[d + j], ")");
-    const std::vector<double> m = t.to_vector<double>();
-    const std::vector<int64_t> st = contiguous_strides(t.shape());
+    const std::vector<int64_t> coords = nonzero_coords(t).first;  // row after row of k coordinates
     std::vector<Component> cs(static_cast<size_t>(k));
-    for (size_t q = 0; q < m.size(); ++q) {
-      if (m[q] == 0) continue;
-      for (int64_t j = 0; j < k; ++j)
-        cs[static_cast<size_t>(j)].values.push_back(static_cast<int64_t>(q) / st[static_cast<size_t>(j)] % t.shape()[j]);
-    }
+    for (size_t q = 0; q < coords.size(); ++q) cs[q % static_cast<size_t>(k)].values.push_back(coords[q]);
     for (int64_t j = 0; j < k; ++j) {
       cs[static_cast<size_t>(j)].shape = Shape{static_cast<int64_t>(cs[static_cast<size_t>(j)].values.size())};
       p.dims.push_back(d + j);
@@ -250,20 +264,8 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 
 Tensor nonzero(const Tensor& x) {
   HG_CHECK(x.defined(), "nonzero: the tensor is undefined");
-  const std::vector<double> v = x.to_vector<double>();
-  const std::vector<int64_t> st = contiguous_strides(x.shape());
-  std::vector<int64_t> out;
-  int64_t count = 0;
-  for (size_t q = 0; q < v.size(); ++q) {
-    if (v[q] == 0) continue;
-    ++count;
-    int64_t rem = static_cast<int64_t>(q);
-    for (size_t j = 0; j < st.size(); ++j) {
-      out.push_back(rem / st[j]);
-      rem %= st[j];
-    }
-  }
-  return from_vector(out, Shape{count, x.ndim()}).to(x.device());
+  const auto [coords, count] = nonzero_coords(x);
+  return from_vector(coords, Shape{count, x.ndim()}).to(x.device());
 }
 
 // ---- the members (core/tensor.h) ----
