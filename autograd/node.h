@@ -63,7 +63,7 @@ struct Node {
   // Set by Tensor::to(DType) when its backward is an exact widening cast of the gradient back to this dtype
   // (ops/kernels/elementwise.h's is_exact_widening: autocast's F32 weight cast to F16 has an F16 gradient made
   // F32). When such a node's input is a leaf, the engine runs all of them together at the end of the
-  // backward, one batched launch per source dtype (widen_kernels), instead of one cast each.
+  // backward, one batched launch per source dtype (cast_batch_kernels), instead of one cast each.
   std::optional<DType> widen_back_to;
   SavedVersion saved_output;  // when the backward reads the output; the inputs' are in their edges
   ~Node();

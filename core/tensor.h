@@ -298,6 +298,11 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// xs[k].to(dtype) for every k (ops/cast.cpp), recorded as to(dtype) is, with the casts of one device and source
+// dtype (F16, BF16, F32 to F16, BF16, F32, F64) in one batched call: one launch on a GPU instead of one each.
+// A tensor already of that dtype is returned as it is. autocast casts an op's inputs and weights with it.
+std::vector<Tensor> cast_each(const std::vector<Tensor>& xs, DType dtype);
+
 // --- factories (core/factory.cpp) ---
 Tensor empty(Shape s, TensorOptions o = {});
 Tensor zeros(Shape s, TensorOptions o = {});

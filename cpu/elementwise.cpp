@@ -165,16 +165,16 @@ void strided_copy(const StridedCopy& c) {
   });
 }
 
-// The batched widening casts: each tensor through the cast above (nothing to gain from batching on a CPU).
-void widen(std::span<const WidenArgs> batch) {
-  for (const WidenArgs& a : batch) cast(a.src, a.from, a.dst, a.to, a.n);
+// The batched casts: each tensor through the cast above (nothing to gain from batching on a CPU).
+void cast_batch(std::span<const CastBatchArgs> batch) {
+  for (const CastBatchArgs& a : batch) cast(a.src, a.from, a.dst, a.to, a.n);
 }
 
 // This family's CPU kernels into their tables (cpu/register.cpp's register_kernels calls it).
 void register_elementwise() {
   ew_kernels().set_floating(DeviceType::CPU, []<class T>(type_tag<T>) { return &elementwise_kernel<T>; });
   cast_kernels().set(DeviceType::CPU, DType::F32, &cast);
-  for (const DType t : {DType::F16, DType::BF16, DType::F32}) widen_kernels().set(DeviceType::CPU, t, &widen);
+  for (const DType t : {DType::F16, DType::BF16, DType::F32}) cast_batch_kernels().set(DeviceType::CPU, t, &cast_batch);
   copy_kernels().set(DeviceType::CPU, DType::F32, &strided_copy);
 }
 

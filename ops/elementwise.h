@@ -1,7 +1,6 @@
 #pragma once
 // Elementwise ops with broadcasting. Binary ops on different dtypes promote like PyTorch
-// (promote_types in core/dtype.h). Comparisons return 1/0 in the promoted dtype and are not
-// differentiable.
+// (promote_types in core/dtype.h). Comparisons return Bool and are not differentiable.
 #include "core/tensor.h"
 
 namespace hg {

@@ -86,32 +86,37 @@ void launch_cast(DeviceContext& ctx, const void* src, void* dst, int64_t n) {
                                                                              static_cast<D*>(dst), n);
 }
 
-// The batched exact widening casts (ops/kernels/elementwise.h's WidenArgs): tensor t of the launch owns its
-// range of blocks (cuda/kernels/multi_tensor.cuh); S is the source type, `to` F32 or F64 per tensor.
-constexpr int kMaxLaunchWidens = 64;
-template <class S>
-__global__ void __launch_bounds__(kThreads) widen_kernel(const ArgsLaunch<kMaxLaunchWidens, WidenArgs> L) {
-  const int t = L.part.tensor_of(blockIdx.x);
-  const WidenArgs& a = L.args[t];
+// The batched casts (ops/kernels/elementwise.h's CastBatchArgs): tensor t of the launch owns its range of
+// blocks (cuda/kernels/multi_tensor.cuh); S is the source type, `to` F16, BF16, F32 or F64 per tensor.
+constexpr int kMaxLaunchCasts = 64;
+template <class S, class D>
+__device__ void cast_range(const CastBatchArgs& a, int64_t first, int64_t step) {
   const S* __restrict__ src = static_cast<const S*>(a.src);
+  D* __restrict__ dst = static_cast<D*>(a.dst);
+  for (int64_t i = first; i < a.n; i += step) dst[i] = convert_one<S, D>(src[i]);
+}
+
+template <class S>
+__global__ void __launch_bounds__(kThreads) cast_batch_kernel(const ArgsLaunch<kMaxLaunchCasts, CastBatchArgs> L) {
+  const int t = L.part.tensor_of(blockIdx.x);
+  const CastBatchArgs& a = L.args[t];
   const int64_t first = L.part.block_in(t, blockIdx.x) * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t step = static_cast<int64_t>(L.part.blocks_of(t)) * blockDim.x;
-  if (a.to == DType::F32) {
-    float* __restrict__ dst = static_cast<float*>(a.dst);
-    for (int64_t i = first; i < a.n; i += step) dst[i] = convert_one<S, float>(src[i]);
-  } else {
-    double* __restrict__ dst = static_cast<double*>(a.dst);
-    for (int64_t i = first; i < a.n; i += step) dst[i] = convert_one<S, double>(src[i]);
+  switch (a.to) {
+    case DType::F16: cast_range<S, f16>(a, first, step); break;
+    case DType::BF16: cast_range<S, bf16>(a, first, step); break;
+    case DType::F32: cast_range<S, float>(a, first, step); break;
+    default: cast_range<S, double>(a, first, step); break;
   }
 }
 
 template <class S>
-void widen(std::span<const WidenArgs> batch) {
+void cast_batch(std::span<const CastBatchArgs> batch) {
   if (batch.empty()) return;
-  for (const WidenArgs& a : batch)
-    HG_CHECK(is_exact_widening(a.from, a.to) && dtype_of<S>::value == a.from, "to(dtype) widening: ", a.from, " -> ",
-             a.to, " is not an exact widening from this table's ", dtype_of<S>::value, "; use cast_kernels");
-  launch_batches<kMaxLaunchWidens>(context_for(batch[0].dst), batch, widen_kernel<S>, kThreads);
+  for (const CastBatchArgs& a : batch)
+    HG_CHECK(is_batched_cast(a.from, a.to) && dtype_of<S>::value == a.from, "to(dtype), batched: ", a.from, " -> ",
+             a.to, " is not a cast of this table's ", dtype_of<S>::value, "; use cast_kernels");
+  launch_batches<kMaxLaunchCasts>(context_for(batch[0].dst), batch, cast_batch_kernel<S>, kThreads);
 }
 
 }  // namespace
@@ -166,9 +171,9 @@ void strided_copy(const StridedCopy& c) {
 void register_elementwise() {
   ew_kernels().set_floating(DeviceType::CUDA, []<class T>(type_tag<T>) { return &elementwise<T>; });
   cast_kernels().set(DeviceType::CUDA, DType::F32, &cast);          // slot F32 = any dtype pair
-  widen_kernels().set(DeviceType::CUDA, DType::F16, &widen<f16>);
-  widen_kernels().set(DeviceType::CUDA, DType::BF16, &widen<bf16>);
-  widen_kernels().set(DeviceType::CUDA, DType::F32, &widen<float>);
+  cast_batch_kernels().set(DeviceType::CUDA, DType::F16, &cast_batch<f16>);
+  cast_batch_kernels().set(DeviceType::CUDA, DType::BF16, &cast_batch<bf16>);
+  cast_batch_kernels().set(DeviceType::CUDA, DType::F32, &cast_batch<float>);
   copy_kernels().set(DeviceType::CUDA, DType::F32, &strided_copy);  // slot F32 = any element size
 }
 

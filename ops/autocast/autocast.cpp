@@ -1,5 +1,6 @@
 #include "ops/autocast/autocast.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -34,13 +35,27 @@ thread_local ThreadState tls;
 DeviceState& dev_state(DeviceType d) { return tls.dev[static_cast<size_t>(d)]; }
 
 // --- the cast cache ---
+// An entry is `used` once an op of the region has taken it (a cache miss casts and uses at once). An unused
+// entry was cast ahead (prefetched, below) and is checked against its source's version at its first use,
+// so a weight changed after the prefetch is cast again, as if no prefetch had happened.
 struct CacheEntry {
   std::weak_ptr<TensorImpl> src;  // a dead source (reused address) never hits
   Tensor cast;
+  uint64_t version = 0;  // the source's at the cast
+  bool used = false;
+};
+using CacheKey = std::pair<const TensorImpl*, DType>;
+struct Learned {
+  std::weak_ptr<TensorImpl> src;
+  DType to;
 };
 struct CastCache {
   std::mutex mu;
-  std::map<std::pair<const TensorImpl*, DType>, CacheEntry> map;
+  std::map<CacheKey, CacheEntry> map;
+  // The sources the region used, in order of first use. When the outermost region ends they become
+  // `learned`, and the next region's first cache miss casts all of them that still qualify in the same
+  // batched call as the op's own inputs (cast_each): a model's weights in one launch on a GPU, not one each.
+  std::vector<Learned> used, learned;
   std::atomic<int64_t> hits{0}, misses{0};
 };
 CastCache& cache() {
@@ -54,23 +69,54 @@ bool cacheable(const Tensor& t, DType to, DType lower) {
          t.requires_grad() && t.is_leaf();
 }
 
-Tensor cached_cast(const Tensor& t, DType to, bool& hit) {
-  CastCache& c = cache();
-  const auto key = std::pair{static_cast<const TensorImpl*>(t.unsafe_impl()), to};
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.map.find(key);
-    if (it != c.map.end() && it->second.src.lock() == t.impl_ptr()) {
-      ++c.hits;
-      hit = true;
-      return it->second.cast;
-    }
-  }
-  Tensor y = t.to(to);  // outside the lock: a cast may be slow; a racing duplicate is harmless
-  ++c.misses;
+CacheKey key_of(const Tensor& t, DType to) { return {t.unsafe_impl(), to}; }
+
+// The cached cast of t, if one may be used now (marking a prefetched one used); else undefined. Stats:
+// the first use of an entry is the miss that cast it, the later ones hits.
+Tensor cache_lookup(CastCache& c, const Tensor& t, DType to, bool& hit) {
   std::lock_guard<std::mutex> lock(c.mu);
-  c.map[key] = CacheEntry{t.impl_ptr(), y};
-  return y;
+  auto it = c.map.find(key_of(t, to));
+  if (it == c.map.end() || it->second.src.lock() != t.impl_ptr()) return {};
+  CacheEntry& e = it->second;
+  if (!e.used) {
+    if (e.version != t.version()) return {};  // changed since the prefetch: cast again
+    e.used = true;
+    c.used.push_back({t.impl_ptr(), to});
+    ++c.misses;
+    return e.cast;
+  }
+  ++c.hits;
+  hit = true;
+  return e.cast;
+}
+
+// Last region's sources to cast now, with `to`, beside an op's cache misses: alive, on device type dev,
+// still cacheable, not in the cache, not among `taken`.
+std::vector<Tensor> prefetch_candidates(CastCache& c, DeviceType dev, DType to, DType lower,
+                                        const std::vector<Tensor>& taken) {
+  std::vector<Tensor> out;
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (const Learned& l : c.learned) {
+    if (l.to != to) continue;
+    std::shared_ptr<TensorImpl> impl = l.src.lock();
+    if (!impl) continue;
+    const Tensor t(std::move(impl));
+    if (t.device().type != dev || !cacheable(t, to, lower) || c.map.count(key_of(t, to))) continue;
+    bool dup = false;
+    for (const Tensor& u : taken) dup = dup || u.unsafe_impl() == t.unsafe_impl();
+    for (const Tensor& u : out) dup = dup || u.unsafe_impl() == t.unsafe_impl();
+    if (!dup) out.push_back(t);
+  }
+  return out;
+}
+
+void cache_store(CastCache& c, const Tensor& src, DType to, const Tensor& cast, bool used) {
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.map[key_of(src, to)] = CacheEntry{src.impl_ptr(), cast, src.version(), used};
+  if (used) {
+    c.used.push_back({src.impl_ptr(), to});
+    ++c.misses;
+  }
 }
 
 // torch's is_eligible: defined, on the autocast device type, floating and not F64.
@@ -101,6 +147,16 @@ DType target_dtype(OpId op, CastPolicy p, const std::vector<Tensor>& xs, DeviceT
   return DType::F32;
 }
 
+// Ops whose kernels read an F16/BF16 input and compute in F32 exactly as on the input cast to F32, then round
+// its gradient once to the input's dtype, as the cast's backward would: cross_entropy and nll_loss with
+// class indices (cpu/loss.cpp and cuda/kernels/loss.cu widen each element as they load it). autocast's
+// F32 policy leaves such an input as it is: the same bits, and two launches fewer on a GPU (the cast and its
+// gradient's cast back).
+bool widens_inside(OpId op, const std::vector<Tensor>& xs, DType from) {
+  return (op == OpId::CrossEntropy || op == OpId::NllLoss) && is_low_precision(from) && xs.size() >= 2 &&
+         xs[1].defined() && xs[1].dtype() == DType::I64;
+}
+
 // The inputs [begin, end) cast per policy, or nothing when autocast does not apply to this call (decided
 // before anything is copied: Keep ops under an enabled region stay cheap).
 std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tensor* end) {
@@ -115,15 +171,48 @@ std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tens
   if (p == CastPolicy::Keep) return std::nullopt;
   std::vector<Tensor> xs(begin, end);
   const DType to = target_dtype(op, p, xs, dev, s.dtype);
+  // The inputs that need a cast, all cast in one batched call (cast_each) with, when a cacheable one misses,
+  // the weights the last region used (prefetch_candidates), so that a model's first op casts them all.
+  CastCache& c = cache();
+  std::vector<size_t> todo;
+  std::vector<Tensor> batch;
+  std::vector<bool> cached(xs.size()), hit(xs.size());
+  bool any_miss = false;
   for (size_t i = 0; i < xs.size(); ++i) {
     Tensor& t = xs[i];
-    if (!eligible(t, dev) || t.dtype() == to) continue;
-    const DType from = t.dtype();
-    const bool cached = cacheable(t, to, s.dtype);
-    bool hit = false;
-    t = cached ? cached_cast(t, to, hit) : t.to(to);
+    if (!eligible(t, dev) || t.dtype() == to || (to == DType::F32 && widens_inside(op, xs, t.dtype()))) continue;
+    cached[i] = cacheable(t, to, s.dtype);
+    if (cached[i]) {
+      bool h = false;
+      Tensor y = cache_lookup(c, t, to, h);
+      if (y.defined()) {
+        if (tls.planning) tls.planning->casts.push_back({i, t.dtype(), to, y.numel() * int64_t(dtype_size(to)), true, h});
+        t = std::move(y);
+        continue;
+      }
+      any_miss = true;
+    }
+    todo.push_back(i);
+    batch.push_back(t);
+  }
+  if (todo.empty()) return xs;
+  const size_t own = batch.size();
+  if (any_miss) {
+    const std::vector<Tensor> ahead = prefetch_candidates(c, dev, to, s.dtype, batch);
+    batch.insert(batch.end(), ahead.begin(), ahead.end());
+  }
+  const std::vector<Tensor> out = cast_each(batch, to);
+  for (size_t j = 0; j < own; ++j) {
+    const size_t i = todo[j];
+    if (cached[i]) cache_store(c, xs[i], to, out[j], true);
     if (tls.planning)
-      tls.planning->casts.push_back({i, from, to, t.numel() * static_cast<int64_t>(dtype_size(to)), cached, hit});
+      tls.planning->casts.push_back({i, xs[i].dtype(), to, out[j].numel() * int64_t(dtype_size(to)), cached[i], false});
+    xs[i] = out[j];
+  }
+  for (size_t j = own; j < batch.size(); ++j) cache_store(c, batch[j], to, out[j], false);
+  if (tls.planning) {  // in input order
+    auto& casts = tls.planning->casts;
+    std::stable_sort(casts.begin(), casts.end(), [](const CastRecord& a, const CastRecord& b) { return a.input < b.input; });
   }
   return xs;
 }
@@ -186,9 +275,12 @@ int64_t cast_cache_bytes(DType dt) {
   return bytes;
 }
 void clear_cast_cache() {
-  decltype(cache().map) dead;  // destroy the cast tensors outside the lock
-  std::lock_guard<std::mutex> lock(cache().mu);
-  dead.swap(cache().map);
+  CastCache& c = cache();
+  decltype(c.map) dead;  // destroy the cast tensors outside the lock
+  std::lock_guard<std::mutex> lock(c.mu);
+  dead.swap(c.map);
+  c.learned = std::move(c.used);  // what the next region's first cache miss casts ahead
+  c.used.clear();
 }
 
 OpCast::OpCast(OpId op, std::initializer_list<Tensor> inputs) { start(op, inputs.begin(), inputs.end()); }

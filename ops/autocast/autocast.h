@@ -64,13 +64,18 @@ int nesting();            // number of live Autocast guards on this thread
 // cache is enabled (torch's cached_cast; under NoGradGuard the cast has no grad_fn, so caching it would
 // hand a gradient-less weight to later grad-mode uses in the same region). Keyed by TensorImpl* + dtype
 // with a weak_ptr to the source, so a freed tensor whose address is reused cannot hit a stale entry.
+// Cast ahead: the outermost region's exit remembers the sources it used; the next region's first cache miss
+// casts those (alive and still cacheable) in the same batched call as the op's own inputs (cast_each: one
+// launch on a GPU for a model's weights instead of one each). Such an entry counts as the miss of its first
+// use (stats as without casting ahead), and is cast again at that use if its source's version changed since.
+// The values and gradients are those of casting each weight where it is used.
 struct CastCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;  // cacheable casts that were computed (and stored)
 };
 CastCacheStats cast_cache_stats();
 void reset_cast_cache_stats();
-int64_t cast_cache_size();
+int64_t cast_cache_size();  // entries held, casts made ahead included
 int64_t cast_cache_bytes(DType dt);  // bytes held by cached casts to dt (the memory ledger's "cast cache")
 void clear_cast_cache();
 

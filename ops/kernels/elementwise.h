@@ -25,11 +25,12 @@ struct StridedCopy {
 };
 using CopyKernel = void (*)(const StridedCopy& c);
 
-// Exact widening casts of several tensors at once, dst = src element by element: the backward of autocast's
-// weight casts (an F16 or BF16 gradient to its F32 parameter) that autograd's engine gathers at the end of a
-// backward (autograd/engine.cpp); one launch on a GPU. Keyed by the source dtype, F16, BF16 or F32; `to` is
-// a dtype is_exact_widening takes it to.
-struct WidenArgs {
+// Casts of several tensors at once, dst = src element by element with to(dtype)'s rounding; one launch per
+// source dtype on a GPU. Used for autocast's casts of an op's inputs together with the cached weights the
+// region will use (cast_each, ops/autocast/autocast.cpp) and for the widening of those casts' gradients that
+// autograd's engine gathers at the end of a backward (grads_widened, autograd/engine.cpp). Keyed by the
+// source dtype, F16, BF16 or F32; `to` is F16, BF16, F32 or F64 (is_batched_cast).
+struct CastBatchArgs {
   const void* src = nullptr;
   DType from = DType::F16;
   void* dst = nullptr;
@@ -41,10 +42,14 @@ constexpr bool is_exact_widening(DType from, DType to) {
   return ((from == DType::F16 || from == DType::BF16) && (to == DType::F32 || to == DType::F64)) ||
          (from == DType::F32 && to == DType::F64);
 }
-using WidenKernel = void (*)(std::span<const WidenArgs> batch);
+constexpr bool is_batched_cast(DType from, DType to) {
+  return (from == DType::F16 || from == DType::BF16 || from == DType::F32) &&
+         (to == DType::F16 || to == DType::BF16 || to == DType::F32 || to == DType::F64);
+}
+using CastBatchKernel = void (*)(std::span<const CastBatchArgs> batch);
 
 HG_KERNEL_TABLE(EwKernel, ew_kernels, "elementwise");
-HG_KERNEL_TABLE(WidenKernel, widen_kernels, "to(dtype) widening, batched");
+HG_KERNEL_TABLE(CastBatchKernel, cast_batch_kernels, "to(dtype), batched");
 HG_KERNEL_TABLE(CastKernel, cast_kernels, "to(dtype)");  // indexed by the source dtype's slot F32 ("any")
 HG_KERNEL_TABLE(CopyKernel, copy_kernels, "copy");  // indexed by slot F32 ("any")
 

@@ -388,10 +388,14 @@ TEST_CASE("autocast never touches F64 or I64 tensors, nor tensors of another dev
   REQUIRE(cat({d, d}, 0).dtype() == DType::F64);
   REQUIRE(matmul(d, input({4, 2}, DType::F32, 3)).dtype() == DType::F64);  // F32 lowered, then F64 wins
   const Tensor idx = class_target(3, 5);
-  const auto cast = amp::autocast_inputs(OpId::CrossEntropy, {input({3, 5}, DType::BF16, 4), idx, Tensor()});
+  const auto cast = amp::autocast_inputs(OpId::MseLoss, {input({3, 5}, DType::BF16, 4), idx, Tensor()});
   REQUIRE(cast[0].dtype() == DType::F32);
   REQUIRE(cast[1].same(idx));
   REQUIRE_FALSE(cast[2].defined());
+  // cross_entropy with class indices reads BF16 logits in F32 itself: autocast leaves them (same bits, below)
+  const Tensor logits = input({3, 5}, DType::BF16, 4);
+  REQUIRE(amp::autocast_inputs(OpId::CrossEntropy, {logits, idx})[0].same(logits));
+  REQUIRE(amp::autocast_inputs(OpId::CrossEntropy, {logits, input({3, 5}, DType::F32, 7)})[0].dtype() == DType::F32);
   amp::Autocast cuda_only(DeviceType::CUDA);  // CPU stays on: the CPU state is per device type
   REQUIRE(linear(input({3, 4}, DType::F32, 5), input({5, 4}, DType::F32, 6)).dtype() == DType::BF16);
 }
@@ -504,6 +508,50 @@ TEST_CASE("backward after an autocast region gives F32 grads close to the F32 co
       REQUIRE(gv != rv);  // the low-precision run really ran in low precision
     }
   }
+}
+
+TEST_CASE("autocast cast cache: a region's first cast also casts the weights the last region used", "[amp][cpu]") {
+  const Tensor x = input({2, 4}, DType::F32, 1);
+  Tensor w1 = input({4, 4}, DType::F32, 2), w2 = input({3, 4}, DType::F32, 3), other = input({4, 4}, DType::F32, 4);
+  for (Tensor* w : {&w1, &w2, &other}) w->requires_grad_();
+  {
+    amp::Autocast ac(kCpu);
+    (void)linear(linear(x, w1), w2);
+    (void)linear(x, other);
+  }
+  amp::reset_cast_cache_stats();
+  Tensor h;
+  {
+    amp::Autocast ac(kCpu);
+    const Tensor h1 = linear(x, w1);
+    REQUIRE(amp::cast_cache_size() == 3);  // w2 and other cast ahead, with x and w1, in one batched call
+    REQUIRE(amp::cast_cache_stats().misses == 1);  // a cast made ahead counts at its first use
+    {
+      NoGradGuard no_grad;
+      w2.mul_(2.0);  // changed after the cast ahead, before its first use: cast again
+    }
+    h = linear(h1, w2);
+    REQUIRE(amp::cast_cache_stats().misses == 2);
+    REQUIRE(amp::cast_cache_stats().hits == 0);
+  }
+  {
+    amp::Autocast ac(kCpu);
+    (void)linear(x, w1);
+    REQUIRE(amp::cast_cache_size() == 2);  // other went unused in the last region: not cast ahead again
+  }
+  mean(h).backward();
+  const auto g1 = values(w1.grad()), g2 = values(w2.grad());
+  w1.grad().zero_();
+  w2.grad().zero_();
+  Tensor ref;
+  {
+    amp::Autocast ac(kCpu, std::nullopt, {.cache_enabled = false});  // each weight cast where it is used
+    ref = linear(linear(x, w1), w2);
+  }
+  mean(ref).backward();
+  REQUIRE(values(h) == values(ref));
+  REQUIRE(g1 == values(w1.grad()));
+  REQUIRE(g2 == values(w2.grad()));
 }
 
 TEST_CASE("autocast cast cache: a weight used three times is cast once per outermost region", "[amp][cpu]") {

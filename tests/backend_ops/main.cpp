@@ -238,8 +238,8 @@ std::vector<OpCase> op_cases() {
                  },
                  [](const std::vector<Tensor>& in, const Case&) { return one(where(in[0], in[1], in[2])); }});
 
-  // the backward of a leaf's narrowing cast: the gradient widened back (batched by the engine: widen_kernels)
-  ops.push_back({"to(dtype) backward (widening)", "to(dtype), to(dtype) widening, batched", Check::Exact,
+  // the backward of a leaf's narrowing cast: the gradient widened back (batched by the engine: cast_batch_kernels)
+  ops.push_back({"to(dtype) backward (widening)", "to(dtype), to(dtype), batched", Check::Exact,
                  [](DType dt) {
                    Maker m{Generator(seed_of("to(dtype) backward", dt)), dt};
                    if (dt == DType::F64)
@@ -282,6 +282,24 @@ std::vector<OpCase> op_cases() {
                    return out;
                  },
                  {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64}});
+  // several casts in one batched call (autocast casts an op's inputs and the region's weights with it), with
+  // the values where rounding and range matter, and their gradients (the engine's batched widening)
+  ops.push_back({"cast_each", "to(dtype), batched", Check::Exact,
+                 [](DType dt) {
+                   Maker m{Generator(seed_of("cast_each", dt)), dt};
+                   const std::vector<double> special = {0.0, -0.0, 65504, 65520, 1e6, 3.4e38, 1e-8, 2.98e-8, 1e-40,
+                                                        1 + 0x1p-11, 1 + 3 * 0x1p-11, 1 + 3 * 0x1p-8, -2.5, 4097};
+                   const Tensor sp = from_vector(special, {int64_t(special.size())}, {.dtype = DType::F64}).to(dt);
+                   return std::vector<Case>{
+                       {"to F16", {m.normal({7, 13}, 100.0), sp, m.normal({0, 3}), m.normal({kLarge})}, {true, true, true, true}},
+                       {"to BF16", {m.normal({7, 13}, 100.0), sp, m.normal({5}), m.normal({kLarge})}, {true, true, true, true}},
+                       {"to F64", {m.normal({7, 13}), sp, m.normal({5}), m.normal({kLarge})}, {true, true, true, true}}};
+                 },
+                 [](const std::vector<Tensor>& in, const Case& c) {
+                   const DType to = c.variant == "to F16" ? DType::F16 : c.variant == "to BF16" ? DType::BF16 : DType::F64;
+                   return cast_each(in, to);
+                 },
+                 {DType::F32, DType::F16, DType::BF16}});
   // strided copies: permute, slice with a step, cat, transpose; their backward copies back
   ops.push_back({"copy (permute, slice, cat)", "copy", Check::Exact,
                  [](DType dt) {

@@ -497,7 +497,7 @@ TEST_CASE("gpu: linear and linear + ReLU through the GEMM's epilogue match the C
 }
 
 // Autocast's weight casts narrow F32 leaves; their backward widens each gradient back, exactly. The engine runs
-// those widenings together at the end of the backward: one launch per source dtype (widen_kernels).
+// those widenings together at the end of the backward: one launch per source dtype (cast_batch_kernels).
 TEST_CASE("gpu: the widening backward of leaf casts runs in one launch per source dtype", "[gpu]") {
   const Tensor w1 = rnd({33, 17}, DType::F32), w2 = rnd({65}, DType::F32), w3 = rnd({9, 4}, DType::F32);
   const Tensor w4 = rnd({5, 7}, DType::F64);

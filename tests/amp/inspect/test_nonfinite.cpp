@@ -171,26 +171,49 @@ TEST_CASE("a backward-only overflow names the node, the input index and the modu
   CHECK(origin.nonfinite_nodes() >= 2);  // relu and layer 0 received it too
 }
 
-TEST_CASE("an overflow when the loss gradient is cast back to F16 names the autocast cast", "[inspect][nonfinite]") {
+namespace {
+
+// The first finding of a backward whose loss gradient is ~1e29 in F32: an F16 overflow where it reaches F16.
+NonFiniteFinding loss_gradient_overflow(bool class_indices) {
   manual_seed(1);
   auto model = std::make_shared<nn::Sequential>(nn::Linear(4, 3), nn::ReLU(), nn::Linear(3, 3));
   NonFiniteOrigin origin(model.get());
   Tensor loss;
   {
     amp::Autocast ac(DeviceType::CPU, DType::F16);
-    loss = cross_entropy((*model)(randn({2, 4})), labels({0, 2}));  // F16 logits cast to F32 for the loss
+    const Tensor out = (*model)(randn({2, 4}));
+    // mse_loss gets its F16 input cast to F32 by autocast; cross_entropy reads F16 logits in F32 itself
+    loss = class_indices ? cross_entropy(out, labels({0, 2})) : mse_loss(out, randn({2, 3}));
   }
-  (loss * 1e30).backward();  // the F32 logit gradient is ~1e29: finite until cast back to F16
+  (loss * 1e30).backward();
   REQUIRE(origin.found());
-  const NonFiniteFinding& f = *origin.first();
+  return *origin.first();
+}
+
+}  // namespace
+
+TEST_CASE("an overflow when the loss gradient is cast back to F16 names the autocast cast", "[inspect][nonfinite]") {
+  const NonFiniteFinding f = loss_gradient_overflow(false);
   CHECK(f.pass == Pass::Backward);
   CHECK(f.node_is_cast);
-  CHECK(f.forward_op == "cross_entropy");
+  CHECK(f.forward_op == "mse_loss");
   CHECK(f.cast_input == 0);
   CHECK(f.module_type.empty());  // the loss runs outside the model
   CHECK(f.dtype == DType::F16);
   CHECK(f.shape == Shape{2, 3});
-  CHECK(f.describe().find("(autocast cast of input 0 of 'cross_entropy')") != std::string::npos);
+  CHECK(f.describe().find("(autocast cast of input 0 of 'mse_loss')") != std::string::npos);
+}
+
+TEST_CASE("cross_entropy writes F16 logits' gradient itself: its overflow names cross_entropy", "[inspect][nonfinite]") {
+  const NonFiniteFinding f = loss_gradient_overflow(true);  // rounds to inf as the kernel writes it in F16
+  CHECK(f.pass == Pass::Backward);
+  CHECK_FALSE(f.node_is_cast);
+  CHECK(f.forward_op == "cross_entropy");
+  CHECK(f.input == 0);
+  CHECK(f.dtype == DType::F16);
+  CHECK(f.cause == Cause::Overflow);
+  CHECK(f.describe().find("first non-finite in backward of 'cross_entropy', outside any module, gradient of input 0 "
+                          "(F16 [2, 3]): F16 overflow") == 0);
 }
 
 TEST_CASE("propagation is not an origin", "[inspect][nonfinite]") {
