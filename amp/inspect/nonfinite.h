@@ -9,8 +9,9 @@
 //   { hg::amp::Autocast ac(dev.type, DType::F16); loss = cross_entropy(model(x), y); }
 //   (loss * scale).backward();
 //   if (origin.found()) std::puts(origin.first()->describe().c_str());
-//   // first non-finite in backward of 'to(dtype)' (autocast cast of input 0 of cross_entropy, outside any
-//   // module), gradient of input 0 (F16 [64, 10]): F16 overflow (|x| > 65504) ...
+//   // first non-finite in backward of 'cross_entropy', outside any module, gradient of input 0
+//   // (F16 [64, 10]): F16 overflow (|x| > 65504) ...
+//   // (an autocast cast's backward is named as "'to(dtype)' (autocast cast of input 0 of 'mse_loss')")
 //
 // While alive, on the constructing thread (destroy it there too), it observes:
 //  * every public op that passes through the autocast hook (amp::ObserveOps; ops/autocast/policy.h's amp::OpId list),
