@@ -158,36 +158,92 @@ int64_t column_splits(const DeviceContext& c, int64_t blocks, int64_t r) {
   return std::min({num_pieces(r, kColSplitMin), num_pieces(fill, blocks), kMaxSplits});
 }
 
-// out[o] (when non-null) = scale * extreme of row o; indices[o] (when non-null) = its first position.
-template <bool IsMax, class T>
+// The block's pick among its threads' candidates (v, at), valid in thread 0.
+template <bool IsMax, class C>
+__device__ __forceinline__ void block_pick(C& v, int64_t& at, C* sh_v, int64_t* sh_i) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  for (int s = kWarp / 2; s > 0; s /= 2) {
+    const C v2 = __shfl_xor_sync(0xffffffffu, v, s);
+    const int64_t i2 = __shfl_xor_sync(0xffffffffu, at, s);
+    pick<IsMax>(v, at, v2, i2);
+  }
+  __syncthreads();
+  if (lane == 0) sh_v[warp] = v, sh_i[warp] = at;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < warps; ++w) pick<IsMax>(v, at, sh_v[w], sh_i[w]);
+}
+
+// out[k] (when non-null) = scale * the extreme of row o's elements j in [blockIdx.y * chunk, + chunk), and
+// indices[k] (when non-null) its first position, k = o * gridDim.y + blockIdx.y: with one chunk (gridDim.y
+// == 1, chunk >= r) the row's. With several (a whole-tensor max of many elements), Out is the compute type
+// and extreme_merge_kernel picks among the chunks' results. torch's order (pick) does not depend on how the
+// candidates are grouped, so the split gives the bits and indices of one block.
+template <bool IsMax, class T, class Out>
 __global__ void __launch_bounds__(kMaxThreads)
-    extreme_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t* __restrict__ indices, int64_t rows,
-                   int64_t r, int64_t inner, compute_t<T> scale) {
+    extreme_kernel(const T* __restrict__ x, Out* __restrict__ out, int64_t* __restrict__ indices, int64_t rows,
+                   int64_t r, int64_t inner, int64_t chunk, compute_t<T> scale) {
   using C = compute_t<T>;
   __shared__ C sh_v[kMaxThreads / kWarp];
   __shared__ int64_t sh_i[kMaxThreads / kWarp];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  const int64_t begin = int64_t{blockIdx.y} * chunk, end = begin + chunk < r ? begin + chunk : r;
   for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
     const int64_t oo = o / inner, ii = o - oo * inner;
     const T* row = x + oo * r * inner + ii;
-    // Threads past the row's end hold row[0]: a real candidate, so no sentinel value is needed.
-    C v = load(row[0]);
-    int64_t at = 0;
-    for (int64_t j = threadIdx.x; j < r; j += blockDim.x) pick<IsMax>(v, at, load(row[j * inner]), j);
-    for (int s = kWarp / 2; s > 0; s /= 2) {
-      const C v2 = __shfl_xor_sync(0xffffffffu, v, s);
-      const int64_t i2 = __shfl_xor_sync(0xffffffffu, at, s);
-      pick<IsMax>(v, at, v2, i2);
-    }
-    __syncthreads();
-    if (lane == 0) sh_v[warp] = v, sh_i[warp] = at;
-    __syncthreads();
+    // Threads past the chunk's end hold its first element: a real candidate, so no sentinel value is needed.
+    C v = load(row[begin * inner]);
+    int64_t at = begin;
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) pick<IsMax>(v, at, load(row[j * inner]), j);
+    block_pick<IsMax>(v, at, sh_v, sh_i);
     if (threadIdx.x == 0) {
-      for (int w = 1; w < warps; ++w) pick<IsMax>(v, at, sh_v[w], sh_i[w]);
+      const int64_t k = o * gridDim.y + blockIdx.y;
+      if (out) out[k] = store<Out>(v * scale);
+      if (indices) indices[k] = at;
+    }
+  }
+}
+
+// Row o of the chunks' results: n candidates (pv, pi)[o * n + c]; out[o] = scale * the pick, indices[o] its position.
+template <bool IsMax, class C, class T>
+__global__ void __launch_bounds__(kMaxThreads)
+    extreme_merge_kernel(const C* __restrict__ pv, const int64_t* __restrict__ pi, T* __restrict__ out,
+                         int64_t* __restrict__ indices, int64_t rows, int64_t n, C scale) {
+  __shared__ C sh_v[kMaxThreads / kWarp];
+  __shared__ int64_t sh_i[kMaxThreads / kWarp];
+  for (int64_t o = blockIdx.x; o < rows; o += gridDim.x) {
+    C v = pv[o * n];
+    int64_t at = pi[o * n];
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) pick<IsMax>(v, at, pv[o * n + c], pi[o * n + c]);
+    block_pick<IsMax>(v, at, sh_v, sh_i);
+    if (threadIdx.x == 0) {
       if (out) out[o] = store<T>(v * scale);
       if (indices) indices[o] = at;
     }
   }
+}
+
+template <bool IsMax, class T>
+void launch_extreme(DeviceContext& ctx, const ReduceArgs& a, int64_t rows, unsigned blocks, int threads) {
+  using C = compute_t<T>;
+  const auto* x = static_cast<const T*>(a.x);
+  auto* out = static_cast<T*>(a.out);
+  const auto scale = static_cast<C>(a.scale);
+  const int64_t splits = row_splits(ctx, rows, a.r);
+  if (splits == 1) {
+    launch(extreme_kernel<IsMax, T, T>, blocks, threads, 0, ctx.stream, x, out, a.indices, rows, a.r, a.inner, a.r,
+           scale);
+    return;
+  }
+  // Few long rows: each row's chunks on their own blocks (values in the compute type, with positions), then
+  // one pick among them per row.
+  const int64_t chunk = num_pieces(a.r, splits), used = num_pieces(a.r, chunk);
+  Workspace partial(static_cast<size_t>(rows * used) * (sizeof(C) + sizeof(int64_t)), Device::cuda(ctx.device));
+  auto* at = static_cast<int64_t*>(partial.get());
+  auto* pv = reinterpret_cast<C*>(at + rows * used);
+  launch(extreme_kernel<IsMax, T, C>, dim3(blocks, static_cast<unsigned>(used)), threads, 0, ctx.stream, x, pv, at,
+         rows, a.r, a.inner, chunk, C{1});
+  launch(extreme_merge_kernel<IsMax, C, T>, blocks, threads_for(used), 0, ctx.stream, static_cast<const C*>(pv),
+         static_cast<const int64_t*>(at), out, a.indices, rows, used, scale);
 }
 
 // ---- softmax ----------------------------------------------------------------------------------
@@ -296,10 +352,10 @@ void reduce(const ReduceArgs& a) {
       launch(sum_kernel<T, T>, blocks, threads, 0, ctx.stream, x, out, rows, a.r, a.inner, a.r, scale);
       break;
     case ReduceOp::Max:
-      launch(extreme_kernel<true, T>, blocks, threads, 0, ctx.stream, x, out, a.indices, rows, a.r, a.inner, scale);
+      launch_extreme<true, T>(ctx, a, rows, blocks, threads);
       break;
     case ReduceOp::Min:
-      launch(extreme_kernel<false, T>, blocks, threads, 0, ctx.stream, x, out, a.indices, rows, a.r, a.inner, scale);
+      launch_extreme<false, T>(ctx, a, rows, blocks, threads);
       break;
   }
 }

@@ -317,7 +317,8 @@ TEST_CASE("gpu: sums of few long rows are split over blocks and added once", "[g
 }
 
 TEST_CASE("gpu: max, min, argmax with indices (first occurrence, NaN wins)", "[gpu]") {
-  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {5, 1}};
+  // {70000} and {3, 20000}: few long rows, split in chunks whose results a second launch picks among
+  const Shape shapes[] = {{1000}, {7, 300, 5}, {64, 33}, {5, 1}, {70000}, {3, 20000}};
   uint32_t seed = 100;
   for (DType dt : kTypes)
     for (const Shape& s : shapes)
@@ -342,6 +343,14 @@ TEST_CASE("gpu: max, min, argmax with indices (first occurrence, NaN wins)", "[g
     const Tensor x = from_vector(std::vector<double>{1, NAN, 5, NAN, 2}, {5}, {.dtype = dt});
     CHECK(std::isnan(max(gpu(x)).item<double>()));
     CHECK(argmax(gpu(x)).item<int64_t>() == 1);
+    std::vector<double> v(70000, 1.0);
+    v[45000] = v[60000] = NAN;  // in later chunks than the first maximum's ties
+    v[100] = v[50000] = 3.0;
+    const Tensor big = from_vector(v, {70000}, {.dtype = dt});
+    CHECK(argmax(gpu(big)).item<int64_t>() == 45000);
+    v[45000] = v[60000] = 1.0;
+    CHECK(argmax(gpu(from_vector(v, {70000}, {.dtype = dt}))).item<int64_t>() == 100);
+    CHECK(argmin(gpu(from_vector(v, {70000}, {.dtype = dt}))).item<int64_t>() == 0);
   }
   // max backward routes the gradient to the first maximum
   for (DType dt : kTypes) {
