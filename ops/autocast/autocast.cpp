@@ -174,15 +174,21 @@ std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tens
   // The inputs that need a cast, all cast in one batched call (cast_each) with, when a cacheable one misses,
   // the weights the last region used (prefetch_candidates), so that a model's first op casts them all.
   CastCache& c = cache();
-  std::vector<size_t> todo;
-  std::vector<Tensor> batch;
-  std::vector<bool> cached(xs.size()), hit(xs.size());
+  std::vector<size_t> todo;   // inputs to cast now, in batch order
+  std::vector<Tensor> batch;  // their tensors, then the casts made ahead
+  std::vector<bool> cached(xs.size());
+  std::vector<std::pair<size_t, size_t>> again;  // (input, earlier input): the same weight twice in one call
   bool any_miss = false;
   for (size_t i = 0; i < xs.size(); ++i) {
     Tensor& t = xs[i];
     if (!eligible(t, dev) || t.dtype() == to || (to == DType::F32 && widens_inside(op, xs, t.dtype()))) continue;
     cached[i] = cacheable(t, to, s.dtype);
     if (cached[i]) {
+      const auto same = std::find_if(todo.begin(), todo.end(), [&](size_t k) { return cached[k] && xs[k].same(t); });
+      if (same != todo.end()) {  // a hit on the cast this call makes, as if it had been stored already
+        again.push_back({i, *same});
+        continue;
+      }
       bool h = false;
       Tensor y = cache_lookup(c, t, to, h);
       if (y.defined()) {
@@ -195,7 +201,7 @@ std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tens
     todo.push_back(i);
     batch.push_back(t);
   }
-  if (todo.empty()) return xs;
+  if (todo.empty() && again.empty()) return xs;
   const size_t own = batch.size();
   if (any_miss) {
     const std::vector<Tensor> ahead = prefetch_candidates(c, dev, to, s.dtype, batch);
@@ -210,6 +216,11 @@ std::optional<std::vector<Tensor>> plan(OpId op, const Tensor* begin, const Tens
     xs[i] = out[j];
   }
   for (size_t j = own; j < batch.size(); ++j) cache_store(c, batch[j], to, out[j], false);
+  for (const auto& [i, k] : again) {
+    xs[i] = xs[k];
+    ++c.hits;
+    if (tls.planning) tls.planning->casts.push_back({i, DType::F32, to, xs[i].numel() * int64_t(dtype_size(to)), true, true});
+  }
   if (tls.planning) {  // in input order
     auto& casts = tls.planning->casts;
     std::stable_sort(casts.begin(), casts.end(), [](const CastRecord& a, const CastRecord& b) { return a.input < b.input; });

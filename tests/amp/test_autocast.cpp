@@ -554,6 +554,23 @@ TEST_CASE("autocast cast cache: a region's first cast also casts the weights the
   REQUIRE(g2 == values(w2.grad()));
 }
 
+TEST_CASE("autocast cast cache: one weight passed twice to one op is cast once", "[amp][cpu]") {
+  Tensor w = input({4, 4}, DType::F32, 2);
+  w.requires_grad_();
+  amp::reset_cast_cache_stats();
+  Tensor y;
+  {
+    amp::Autocast ac(kCpu);
+    y = matmul(w, w);
+  }
+  REQUIRE(amp::cast_cache_stats().misses == 1);
+  REQUIRE(amp::cast_cache_stats().hits == 1);
+  const Tensor w16 = w.detach().to(DType::BF16);
+  REQUIRE(values(y) == values(matmul(w16, w16)));
+  mean(y).backward();
+  REQUIRE(w.grad().dtype() == DType::F32);
+}
+
 TEST_CASE("autocast cast cache: a weight used three times is cast once per outermost region", "[amp][cpu]") {
   const Tensor x = input({2, 4}, DType::F32, 1);
   Tensor w = input({4, 4}, DType::F32, 2);
