@@ -51,6 +51,10 @@ int64_t Tensor::stride(int64_t dim) const {
   return strides()[static_cast<size_t>(dim < 0 ? dim + nd : dim)];
 }
 
+void Tensor::fail_undefined() {
+  HG_FAIL("Tensor: this tensor is undefined (default-constructed); create it with hg::empty/zeros/...");
+}
+
 void Tensor::fail_not_contiguous() const {
   HG_FAIL("data_ptr: the tensor of shape ", shape(), " is a non-contiguous view (strides ", Shape(strides()),
           "); its elements are not one dense block. Call .contiguous() first (ops do this at their entry), or use "

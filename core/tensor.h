@@ -288,11 +288,14 @@ class Tensor {
 
  private:
   [[noreturn]] void fail_not_contiguous() const;
+  [[noreturn]] static void fail_undefined();
   Tensor contiguous_copy() const;
   std::tuple<Tensor, Tensor> max_dim(int64_t dim, bool keepdim) const;
   std::tuple<Tensor, Tensor> min_dim(int64_t dim, bool keepdim) const;
+  // Every accessor goes through here: the check's message is built out of line (fail_undefined), so this
+  // stays small enough to inline (as an HG_CHECK it was a call per shape(), dtype(), numel() ...).
   TensorImpl& impl() const {
-    HG_CHECK(impl_ != nullptr, "Tensor: this tensor is undefined (default-constructed); create it with hg::empty/zeros/...");
+    if (impl_ == nullptr) [[unlikely]] fail_undefined();
     return *impl_;
   }
   std::shared_ptr<TensorImpl> impl_;
