@@ -52,10 +52,10 @@ struct Learned {
 struct CastCache {
   std::mutex mu;
   std::map<CacheKey, CacheEntry> map;
-  // The sources the region used, in order of first use. When the outermost region ends they become
-  // `learned`, and the next region's first cache miss casts all of them that still qualify in the same
-  // batched call as the op's own inputs (cast_each): a model's weights in one launch on a GPU, not one each.
-  std::vector<Learned> used, learned;
+  // The sources of the entries the last region used (taken from `map` when it is cleared): the next region's
+  // first cache miss casts all of them that still qualify in the same batched call as the op's own inputs
+  // (cast_each): a model's weights in one launch on a GPU, not one each.
+  std::vector<Learned> learned;
   std::atomic<int64_t> hits{0}, misses{0};
 };
 CastCache& cache() {
@@ -81,7 +81,6 @@ Tensor cache_lookup(CastCache& c, const Tensor& t, DType to, bool& hit) {
   if (!e.used) {
     if (e.version != t.version()) return {};  // changed since the prefetch: cast again
     e.used = true;
-    c.used.push_back({t.impl_ptr(), to});
     ++c.misses;
     return e.cast;
   }
@@ -113,10 +112,7 @@ std::vector<Tensor> prefetch_candidates(CastCache& c, DeviceType dev, DType to, 
 void cache_store(CastCache& c, const Tensor& src, DType to, const Tensor& cast, bool used) {
   std::lock_guard<std::mutex> lock(c.mu);
   c.map[key_of(src, to)] = CacheEntry{src.impl_ptr(), cast, src.version(), used};
-  if (used) {
-    c.used.push_back({src.impl_ptr(), to});
-    ++c.misses;
-  }
+  if (used) ++c.misses;
 }
 
 // torch's is_eligible: defined, on the autocast device type, floating and not F64.
@@ -289,9 +285,10 @@ void clear_cast_cache() {
   CastCache& c = cache();
   decltype(c.map) dead;  // destroy the cast tensors outside the lock
   std::lock_guard<std::mutex> lock(c.mu);
+  c.learned.clear();  // what the next region's first cache miss casts ahead
+  for (const auto& [key, e] : c.map)
+    if (e.used) c.learned.push_back({e.src, key.second});
   dead.swap(c.map);
-  c.learned = std::move(c.used);  // what the next region's first cache miss casts ahead
-  c.used.clear();
 }
 
 OpCast::OpCast(OpId op, std::initializer_list<Tensor> inputs) { start(op, inputs.begin(), inputs.end()); }
