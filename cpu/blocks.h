@@ -3,17 +3,48 @@
 // the CPU loops work on plain float (double) arrays of a few hundred elements.
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace hg::cpu {
 
 // n elements of any dtype to any other, in parallel pieces (cpu/elementwise.cpp): the to(dtype)
 // kernel, and how the convolution and GEMM widen and round whole buffers.
 void cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n);
+
+// dst (cols, rows), leading dim ld_dst, = the transpose of src (rows, cols), leading dim ld_src; elements of
+// elem_size bytes, copied in cache-sized tiles on the OpenMP team (cpu/elementwise.cpp, the tiled path of the
+// strided copy): how the AVX2 GEMM lays out a transposed B.
+void transpose_copy(const void* src, int64_t rows, int64_t cols, int64_t ld_src, void* dst, int64_t ld_dst,
+                    int64_t elem_size);
+
+// Grow-only scratch, 64-byte aligned like the framework's tensors (AVX-512 and AMX loads that straddle cache
+// lines run slower); kept thread_local by its users, so steady-state calls allocate nothing. Uninitialised.
+class Scratch {
+ public:
+  template <class T>
+  T* get(int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+    if (bytes > cap_) {
+      buf_.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      HG_CHECK(buf_, "cpu: could not allocate ", bytes, " bytes of scratch");
+      cap_ = bytes;
+    }
+    return reinterpret_cast<T*>(buf_.get());
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> buf_;
+  size_t cap_ = 0;
+};
 
 template <class T, class C = compute_t<T>>
 void widen(const T* src, C* dst, int64_t n) {

@@ -16,6 +16,9 @@
 #include "ops/kernels/elementwise.h"
 
 namespace hg::cpu {
+
+void strided_copy(const StridedCopy& c);  // below
+
 namespace {
 
 constexpr int64_t kBlock = 512;
@@ -63,9 +66,42 @@ void run_block(const A& f, const T* const* in, const int64_t* inner_stride, T* o
   if constexpr (!std::is_same_v<T, C>) narrow(res, out, n);
 }
 
+// True when input k of p is read across the dim it is dense along (x + x.t()): each row of the output would
+// gather one element per cache line of it. Broadcast inputs (a zero stride) and small ones are read as they are.
+bool read_across(const BroadcastPlan& p, int k) {
+  const int nd = p.ndim;
+  if (nd < 2 || p.numel < 16384 || p.strides[k][nd - 1] == 1 || p.strides[k][nd - 1] == 0) return false;
+  bool dense_dim = false;
+  for (int d = 0; d < nd; ++d) {
+    if (p.strides[k][d] == 0 && p.sizes[d] > 1) return false;
+    dense_dim = dense_dim || (p.strides[k][d] == 1 && p.sizes[d] >= 8);
+  }
+  return dense_dim;
+}
+
 template <class T, class A>
-void run(const A& f, const BroadcastPlan& p, const void* const* ins_v, void* out_v) {
+void run(const A& f, const BroadcastPlan& plan, const void* const* ins_given, void* out_v) {
   constexpr int N = A::arity;
+  // Inputs read across their dense dim are first copied dense, in tiles (strided_copy): a + b.t() of two
+  // 1024x1024 F32 matrices took 21x the time of a + c with c dense, element by element.
+  BroadcastPlan p = plan;
+  const void* ins_v[N > 0 ? N : 1] = {};
+  for (int k = 0; k < N; ++k) {
+    ins_v[k] = ins_given[k];
+    if (!read_across(plan, k)) continue;
+    thread_local Scratch dense[kMaxInputs];
+    StridedCopy c{.ndim = p.ndim, .src = ins_given[k], .dst = dense[k].get<T>(p.numel),
+                  .elem_size = static_cast<int>(sizeof(T))};
+    int64_t st = 1;
+    for (int d = p.ndim - 1; d >= 0; --d) {
+      c.sizes[d] = p.sizes[d];
+      c.src_strides[d] = p.strides[k][d];
+      c.dst_strides[d] = p.strides[k][d] = st;
+      st *= p.sizes[d];
+    }
+    strided_copy(c);
+    ins_v[k] = c.dst;
+  }
   const int nd = p.ndim;
   const int64_t row = p.sizes[nd - 1];
   if (p.numel == 0) return;
@@ -136,6 +172,91 @@ void strided_row(const char* src, int64_t ss, char* dst, int64_t ds, int64_t n, 
         std::memcpy(dst + i * ds * es, src + i * ss * es, static_cast<size_t>(es));
   }
 }
+
+// Tile edge of the transposing copy.
+constexpr int64_t kTile = 64;
+
+// Rows [i0, i1) (at most kTile) of a transposing copy, all of j in tiles: element (i, j) goes from
+// src[i*si + j*sj] to dst[i*di + j*dj] (strides in elements). A tile is read a source run at a time (along i)
+// into a buffer, transposing, and written a destination run at a time (along j) from it. Copying element by
+// element across a tile whose rows lie a power of two apart (a 2048-wide F32 matrix: 8 KiB) puts all its lines
+// in one L1 set and ran at 1.6 ns an element, 10x a plain copy; with the buffer, 0.2-0.3 ns up to 1024x1024
+// (AMD EPYC Zen 4, 2 threads). The buffer's rows are one element longer so that its columns spread over sets.
+template <class E>
+void tile_strip(const E* src, int64_t si, int64_t sj, E* dst, int64_t di, int64_t dj, int64_t i0, int64_t i1,
+                int64_t nj) {
+  E buf[kTile][kTile + 1];
+  const int64_t ni = i1 - i0;
+  for (int64_t j0 = 0; j0 < nj; j0 += kTile) {
+    const int64_t nb = std::min(kTile, nj - j0);
+    for (int64_t j = 0; j < nb; ++j) {
+      const E* s = src + (j0 + j) * sj + i0 * si;
+      for (int64_t i = 0; i < ni; ++i) buf[i][j] = s[i * si];
+    }
+    for (int64_t i = 0; i < ni; ++i) {
+      E* d = dst + (i0 + i) * di + j0 * dj;
+      if (dj == 1) std::memcpy(d, buf[i], static_cast<size_t>(nb) * sizeof(E));
+      else
+        for (int64_t j = 0; j < nb; ++j) d[j * dj] = buf[i][j];
+    }
+  }
+}
+
+void tile_strip_any(const char* src, int64_t si, int64_t sj, char* dst, int64_t di, int64_t dj, int64_t i0,
+                    int64_t i1, int64_t nj, int64_t es) {
+  auto as = [&]<class E>(E*) {
+    tile_strip(reinterpret_cast<const E*>(src), si, sj, reinterpret_cast<E*>(dst), di, dj, i0, i1, nj);
+  };
+  switch (es) {
+    case 1: return as(static_cast<uint8_t*>(nullptr));
+    case 2: return as(static_cast<uint16_t*>(nullptr));
+    case 4: return as(static_cast<uint32_t*>(nullptr));
+    case 8: return as(static_cast<uint64_t*>(nullptr));
+    default:
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j < nj; ++j)
+          std::memcpy(dst + (i * di + j * dj) * es, src + (i * si + j * sj) * es, static_cast<size_t>(es));
+  }
+}
+
+// A copy that reads across the source's dense dim, or writes across the destination's, touches one cache line
+// per element in a row-by-row loop: such a copy goes by tiles of two dims, i along which the source is dense
+// (its stride 1) and j along which the destination is, one of them innermost. False otherwise.
+bool transposing(const StridedCopy& c, int& i_dim, int& j_dim) {
+  const int nd = c.ndim, last = nd - 1;
+  if (nd < 2 || c.sizes[last] < 8 || (c.src_strides[last] == 1) == (c.dst_strides[last] == 1)) return false;
+  const int64_t* other = c.src_strides[last] == 1 ? c.dst_strides : c.src_strides;  // strides[last] != 1 there
+  for (int d = nd - 2; d >= 0; --d)
+    if (other[d] == 1 && c.sizes[d] >= 8) {
+      i_dim = c.src_strides[last] == 1 ? last : d;
+      j_dim = c.src_strides[last] == 1 ? d : last;
+      return true;
+    }
+  return false;
+}
+
+// strided_copy's tiled path: the dims other than i and j are walked as an outer index; each work item is one
+// strip of kTile indices along i.
+void transposed_copy(const StridedCopy& c, int i_dim, int j_dim, int64_t numel) {
+  const int nd = c.ndim;
+  const int64_t es = c.elem_size, ni = c.sizes[i_dim], strips = num_pieces(ni, kTile);
+  const int64_t outer = numel / (ni * c.sizes[j_dim]);
+  const auto* src = static_cast<const char*>(c.src);
+  auto* dst = static_cast<char*>(c.dst);
+  parallel_for(outer * strips, numel > 65536, [&](int64_t w) {
+    int64_t rem = w / strips, so = 0, dof = 0;
+    for (int d = nd - 1; d >= 0; --d) {
+      if (d == i_dim || d == j_dim) continue;
+      const int64_t i = rem % c.sizes[d];
+      rem /= c.sizes[d];
+      so += i * c.src_strides[d];
+      dof += i * c.dst_strides[d];
+    }
+    const int64_t i0 = (w % strips) * kTile, i1 = std::min(ni, i0 + kTile);
+    tile_strip_any(src + so * es, c.src_strides[i_dim], c.src_strides[j_dim], dst + dof * es, c.dst_strides[i_dim],
+                   c.dst_strides[j_dim], i0, i1, c.sizes[j_dim], es);
+  });
+}
 }  // namespace
 
 void strided_copy(const StridedCopy& c) {
@@ -149,6 +270,7 @@ void strided_copy(const StridedCopy& c) {
   const auto* src = static_cast<const char*>(c.src);
   auto* dst = static_cast<char*>(c.dst);
   const int64_t es = c.elem_size;
+  if (int i_dim = 0, j_dim = 0; transposing(c, i_dim, j_dim)) return transposed_copy(c, i_dim, j_dim, numel);
   parallel_for(rows, numel > 65536, [&](int64_t r) {
     int64_t rem = r, so = 0, dof = 0;
     for (int d = nd - 2; d >= 0; --d) {
@@ -163,6 +285,13 @@ void strided_copy(const StridedCopy& c) {
       strided_row(src + so * es, ss, dst + dof * es, ds, row, es);
     }
   });
+}
+
+void transpose_copy(const void* src, int64_t rows, int64_t cols, int64_t ld_src, void* dst, int64_t ld_dst,
+                    int64_t elem_size) {
+  StridedCopy c{.ndim = 2, .sizes = {cols, rows}, .src_strides = {1, ld_src}, .dst_strides = {ld_dst, 1},
+                .src = src, .dst = dst, .elem_size = static_cast<int>(elem_size)};
+  strided_copy(c);
 }
 
 // The batched casts: each tensor through the cast above (nothing to gain from batching on a CPU).

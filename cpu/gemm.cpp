@@ -334,27 +334,6 @@ void gemm_one_thread(const GemmArgs& g) {
   else eigen_gemm<float>(g);
 }
 
-// Grow-only F32 scratch, 64-byte aligned like the framework's tensors: AVX-512 and AMX loads that
-// straddle cache lines run slower.
-class Scratch {
- public:
-  float* get(int64_t n) {
-    if (n > cap_) {
-      buf_.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
-      HG_CHECK(buf_, "gemm: could not allocate ", n * sizeof(float), " bytes of F32 scratch");
-      cap_ = n;
-    }
-    return buf_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> buf_;
-  int64_t cap_ = 0;
-};
-
 void run_tiles(const GemmArgs& g) {
   const Tiles t = tiles_of(g);
   if (t.count() == 1) return gemm_one_thread(g);
@@ -377,16 +356,39 @@ bool pad_b(const GemmArgs& g) {
 #endif
 }
 
+// oneDNN's AVX2 GEMM packs a transposed B again in every tile, so a product cut into pm row pieces packs all of
+// B pm times, and once B is larger than the L2 cache that costs: with B transposed (y = x W^T) a 2048x2048x2048
+// product ran 1.18x and a 1024-cube 1.09x the time of the plain product. Such a B is transposed once into a
+// plain (K, N) scratch (transpose_copy, ~0.3 ms for 1024x1024) and the tiles read it in place as they read a
+// plain B: 1.02x and 1.04x. Not below 1024 rows, where the copy is not paid back: a 128x1024x1024 product ran
+// 1.28x slower with the copy and is faster with B transposed than plain (0.66x) without it. (bench_views and a
+// shape sweep, DNNL_MAX_CPU_ISA=avx2, AMD EPYC Zen 4, 2 threads.)
+bool transpose_b(const GemmArgs& g) {
+#if HG_HAS_ONEDNN
+  return !packs_transposed_b() && g.dtype == DType::F32 && g.trans_b == Trans::T &&
+         (g.batch == 1 || g.stride_b == 0) && g.m >= 1024 && g.n * g.k >= (int64_t(1) << 20);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
 void tiled(const GemmArgs& g) {
-  if (!pad_b(g)) return run_tiles(g);
-  thread_local Scratch padded;
-  const int64_t ld = g.n + 16;
-  float* const b = padded.get(g.k * ld);
-  parallel_for(g.k, g.k * g.n > (int64_t(1) << 16), [&](int64_t r) {
-    std::memcpy(b + r * ld, at<float>(g.b, r * g.ldb), static_cast<size_t>(g.n) * sizeof(float));
-  });
+  const bool transpose = transpose_b(g);
+  if (!transpose && !pad_b(g)) return run_tiles(g);
+  thread_local Scratch plain_b;
+  // rows 4 KiB apart share cache sets (pad_b): such rows get 64 bytes of padding
+  const int64_t ld = g.n % 1024 == 0 ? g.n + 16 : g.n;
+  float* const b = plain_b.get<float>(g.k * ld);
+  if (transpose) {
+    transpose_copy(g.b, g.n, g.k, g.ldb, b, ld, sizeof(float));
+  } else {
+    parallel_for(g.k, g.k * g.n > (int64_t(1) << 16), [&](int64_t r) {
+      std::memcpy(b + r * ld, at<float>(g.b, r * g.ldb), static_cast<size_t>(g.n) * sizeof(float));
+    });
+  }
   GemmArgs h = g;
-  h.b = b, h.ldb = ld, h.stride_b = 0;
+  h.b = b, h.ldb = ld, h.stride_b = 0, h.trans_b = Trans::N;
   run_tiles(h);
 }
 
@@ -394,8 +396,8 @@ void widened_gemm(const GemmArgs& g) {
   thread_local Scratch sa, sb, sc;  // reused: no allocation in steady state
   const Dims da = stored_a(g), db = stored_b(g), dc{g.m, g.n};
   const int64_t na = g.stride_a == 0 ? 1 : g.batch, nb = g.stride_b == 0 ? 1 : g.batch;
-  float* const a = sa.get(na * da.rows * da.cols);
-  float* const b = sb.get(nb * db.rows * db.cols);
+  float* const a = sa.get<float>(na * da.rows * da.cols);
+  float* const b = sb.get<float>(nb * db.rows * db.cols);
   GemmArgs f = g;
   f.dtype = DType::F32;
   f.c_f32 = false;
@@ -406,7 +408,7 @@ void widened_gemm(const GemmArgs& g) {
   widen(g.dtype, g.a, na, da, g.lda, g.stride_a, a);
   widen(g.dtype, g.b, nb, db, g.ldb, g.stride_b, b);
   if (g.c_f32) return tiled(f);  // C is F32 already: the F32 GEMM writes it in place
-  float* const c = sc.get(g.batch * g.m * g.n);
+  float* const c = sc.get<float>(g.batch * g.m * g.n);
   f.c = c, f.ldc = g.n, f.stride_c = g.m * g.n;
   if (g.beta != 0) widen(g.dtype, g.c, g.batch, dc, g.ldc, g.stride_c, c);
   tiled(f);

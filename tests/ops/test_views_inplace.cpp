@@ -147,6 +147,44 @@ TEST_CASE("matmul reads a transposed operand in place", "[ops][views]") {
   CHECK(vals(matmul(a, bb.transpose(1, 2))) == vals(matmul(a, bb.transpose(1, 2).contiguous())));
 }
 
+// Large transposed views take the CPU's tiled paths: contiguous() copies them in 64x64 tiles through a buffer, and
+// an elementwise op first copies such an input dense. Each element must land where the index arithmetic says,
+// for every element size, edges that are not multiples of the tile, and a transpose inside a 3-D permute.
+TEST_CASE("a large transposed view copies and computes as element-by-element indexing says", "[ops][views]") {
+  const int64_t r = 131, c = 197, d = 3;  // 77k elements: above the elementwise engine's threshold
+  const Tensor x = arange(r * c * d, {.dtype = DType::F64}).reshape({d, r, c});
+  const Tensor idx = (x - floor(x / 256.0) * 256.0);  // 0..255: exact in every dtype below
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::Bool}) {
+    INFO(dtype_name(dt));
+    const Tensor src = dt == DType::Bool ? gt(idx, full({}, 127.0, {.dtype = DType::F64})) : idx.to(dt);
+    const Tensor t = src.permute({2, 0, 1});  // (c, d, r): its innermost dim is src's rows, src's dense dim is first
+    REQUIRE_FALSE(t.is_contiguous());
+    const std::vector<double> got = vals(t.contiguous().to(DType::F64)), all = vals(src.to(DType::F64));
+    int64_t bad = 0;
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t b = 0; b < d; ++b)
+        for (int64_t i = 0; i < r; ++i)
+          bad += got[static_cast<size_t>((k * d + b) * r + i)] != all[static_cast<size_t>((b * r + i) * c + k)];
+    CHECK(bad == 0);
+    // and back: written through a transposed view of a dense tensor (the destination read across its dense dim)
+    Tensor back = zeros({d, r, c}, {.dtype = dt});
+    {
+      NoGradGuard no_grad;
+      back.permute({2, 0, 1}).copy_(t.contiguous());
+    }
+    CHECK(vals(back.to(DType::F64)) == all);
+  }
+  Generator g(5);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    INFO(dtype_name(dt));
+    const Tensor a = randn({c, r}, {}, &g).to(dt), b = randn({r, c}, {}, &g).to(dt);
+    const Tensor bt = b.t(), dense_bt = bt.contiguous();
+    CHECK(vals(a + bt) == vals(a + dense_bt));
+    CHECK(vals(bt * a) == vals(dense_bt * a));
+    CHECK(vals(exp(bt)) == vals(exp(dense_bt)));
+  }
+}
+
 TEST_CASE("as_strided: a bounds-checked view, not differentiable", "[ops][views]") {
   const Tensor x = iota({10});
   CHECK(vals(x.as_strided({3, 3}, {3, 1}, 1)) == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9});
