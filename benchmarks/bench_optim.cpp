@@ -93,15 +93,15 @@ int main(int argc, char** argv) {
       {"F64", DType::F64, optim::MasterWeights::Auto, ParamRounding::Nearest},
   };
   const OptimizerCase optimizers[] = {
-      {"SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.01}); }},
+      {"SGD", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{.lr = 0.01}); }},
       {"SGD nesterov wd",
        [](std::vector<Tensor> p) {
          return std::make_unique<optim::SGD>(
-             std::move(p), optim::SGDOptions{.lr = 0.01, .momentum = 0.9, .weight_decay = 1e-4, .nesterov = true});
+             std::move(p), optim::SGDArgs{.lr = 0.01, .momentum = 0.9, .weight_decay = 1e-4, .nesterov = true});
        }},
-      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{}); }},
+      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamArgs{}); }},
       {"AdamW amsgrad",
-       [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.amsgrad = true}); }},
+       [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWArgs{.amsgrad = true}); }},
   };
 
   std::printf("bench_optim on %s, %d OpenMP threads, parameters on %s\n", cpu_summary().c_str(), get_num_threads(),

@@ -49,7 +49,7 @@ std::vector<Workload> fp32_workloads() {
   using Seq = nn::Sequential;
   return {
       {"tiny", 2000, [] { return std::make_shared<Seq>(nn::Linear(64, 64), nn::ReLU(), nn::Linear(64, 10)); },
-       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 0.01}); },
+       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDArgs{.lr = 0.01}); },
        {32, 64}, 10},
       {"mlp", 300,
        [] {
@@ -57,7 +57,7 @@ std::vector<Workload> fp32_workloads() {
                                       nn::ReLU(), nn::Linear(128, 10));
        },
        [](nn::Module& m) {
-         return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+         return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDArgs{.lr = 0.01, .momentum = 0.9});
        },
        {64, 1, 28, 28}, 10},
       {"recipe", 40,
@@ -65,7 +65,7 @@ std::vector<Workload> fp32_workloads() {
          return std::make_shared<Seq>(nn::Linear(1024, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
                                       nn::Linear(1024, 1024));
        },
-       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDOptions{.lr = 1e-3}); },
+       [](nn::Module& m) { return std::make_unique<hg::optim::SGD>(m.parameters(), hg::optim::SGDArgs{.lr = 1e-3}); },
        {256, 1024}, 0},
       {"cnn", 30,
        [] {
@@ -74,7 +74,7 @@ std::vector<Workload> fp32_workloads() {
                                       nn::MaxPool2d({.kernel_size = 2}), nn::Flatten(), nn::Linear(3136, 128),
                                       nn::ReLU(), nn::Linear(128, 10));
        },
-       [](nn::Module& m) { return std::make_unique<hg::optim::Adam>(m.parameters(), hg::optim::AdamOptions{.lr = 1e-3}); },
+       [](nn::Module& m) { return std::make_unique<hg::optim::Adam>(m.parameters(), hg::optim::AdamArgs{.lr = 1e-3}); },
        {128, 1, 28, 28}, 10},
       // the CNN people write (Conv-BN-ReLU x2, pooling, dropout; AdamW, OneCycleLR, label smoothing)
       {"bn_cnn", 30,
@@ -86,7 +86,7 @@ std::vector<Workload> fp32_workloads() {
        },
        [](nn::Module& m) {
          return std::make_unique<hg::optim::AdamW>(m.parameters(),
-                                                   hg::optim::AdamWOptions{.lr = 1e-3, .weight_decay = 1e-2});
+                                                   hg::optim::AdamWArgs{.lr = 1e-3, .weight_decay = 1e-2});
        },
        {128, 1, 28, 28}, 10, 0.1, Workload::Schedule::OneCycle},
   };

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "nn/options.h"
+#include "core/chained_options.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
 

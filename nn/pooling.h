@@ -2,7 +2,7 @@
 #include <concepts>
 // Pooling layers (torch.nn.MaxPool2d, AvgPool2d, AdaptiveAvgPool2d): each forwards to the op of the same name.
 #include "nn/module.h"
-#include "nn/options.h"
+#include "core/chained_options.h"
 #include "ops/pool.h"
 
 namespace hg::nn {

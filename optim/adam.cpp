@@ -37,7 +37,7 @@ void AdamBase<Options>::step(const AmpStep& amp) {
   this->template run_updates<AdamRule>(amp);
 }
 
-template class AdamBase<AdamOptions>;
-template class AdamBase<AdamWOptions>;
+template class AdamBase<AdamArgs>;
+template class AdamBase<AdamWArgs>;
 
 }  // namespace hg::optim::detail

@@ -5,13 +5,15 @@
 // (decoupled decay). step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 - beta2^t) + eps.
 #include <array>
 #include <concepts>
+#include <tuple>
 #include <type_traits>
 
+#include "core/chained_options.h"
 #include "optim/optimizer.h"
 
 namespace hg::optim {
 
-struct AdamOptions {
+struct AdamArgs {
   double lr = 1e-3;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
@@ -19,7 +21,7 @@ struct AdamOptions {
   bool amsgrad = false;
 };
 
-struct AdamWOptions {
+struct AdamWArgs {
   double lr = 1e-3;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
@@ -27,11 +29,36 @@ struct AdamWOptions {
   bool amsgrad = false;
 };
 
-template <class O>
-concept AdamOptionsType = std::same_as<std::remove_const_t<O>, AdamOptions> ||
-                          std::same_as<std::remove_const_t<O>, AdamWOptions>;
+// libtorch's chained spellings: optim::Adam(params, optim::AdamOptions(1e-3).betas({0.9, 0.98}).weight_decay(1e-4)).
+template <class Self, class Args>
+class AdamOptionsOf : public ChainedOptions<Args> {
+ public:
+  explicit AdamOptionsOf(double lr = 1e-3) { this->args_.lr = lr; }
+  HG_OPTION(Self, double, lr)
+  HG_OPTION(Self, double, eps)
+  HG_OPTION(Self, double, weight_decay)
+  HG_OPTION(Self, bool, amsgrad)
+  // a tuple, as libtorch's: .betas({0.9, 0.98}) or .betas(std::make_tuple(0.9, 0.98))
+  Self& betas(std::tuple<double, double> b) {
+    this->args_.betas = {std::get<0>(b), std::get<1>(b)};
+    return static_cast<Self&>(*this);
+  }
+  std::tuple<double, double> betas() const { return {this->args_.betas[0], this->args_.betas[1]}; }
+};
+class AdamOptions : public AdamOptionsOf<AdamOptions, AdamArgs> {
+ public:
+  using AdamOptionsOf::AdamOptionsOf;
+};
+class AdamWOptions : public AdamOptionsOf<AdamWOptions, AdamWArgs> {
+ public:
+  using AdamOptionsOf::AdamOptionsOf;
+};
 
-template <AdamOptionsType O, class F>
+template <class O>
+concept AdamArgsType = std::same_as<std::remove_const_t<O>, AdamArgs> ||
+                          std::same_as<std::remove_const_t<O>, AdamWArgs>;
+
+template <AdamArgsType O, class F>
 void visit_options(O& o, F&& f) {
   f("lr", o.lr);
   f("beta1", o.betas[0]);
@@ -55,7 +82,7 @@ class AdamBase : public OptimizerOf<AdamBase<Options>, Options> {
 
  private:
   friend Base;
-  static constexpr bool kDecoupled = std::is_same_v<Options, AdamWOptions>;
+  static constexpr bool kDecoupled = std::is_same_v<Options, AdamWArgs>;
   static constexpr const char* kName = kDecoupled ? "AdamW" : "Adam";
   static constexpr bool kCountsSteps = true;
   static void check_options(const Options& o);
@@ -63,17 +90,17 @@ class AdamBase : public OptimizerOf<AdamBase<Options>, Options> {
   static std::array<double, 7> hyper(const Options& o);  // ops/kernels/optim_rules.h's AdamHyperIndex order
 };
 
-extern template class AdamBase<AdamOptions>;
-extern template class AdamBase<AdamWOptions>;
+extern template class AdamBase<AdamArgs>;
+extern template class AdamBase<AdamWArgs>;
 
 }  // namespace detail
 
-class Adam final : public detail::AdamBase<AdamOptions> {
+class Adam final : public detail::AdamBase<AdamArgs> {
  public:
   using AdamBase::AdamBase;
 };
 
-class AdamW final : public detail::AdamBase<AdamWOptions> {
+class AdamW final : public detail::AdamBase<AdamWArgs> {
  public:
   using AdamBase::AdamBase;
 };

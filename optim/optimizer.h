@@ -7,6 +7,7 @@
 // memory (step counters, hyper-parameters: optim/device_mirror.h). An optimizer's step runs its update
 // rule (ops/kernels/optim_rules.h) over every parameter with a gradient (optim/update.h). step() makes no
 // tensor and calls no op after a parameter's first step: one kernel call per parameter.
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -15,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/chained_options.h"
 #include "core/state_dict.h"
 #include "core/tensor.h"
 #include "optim/amp_step.h"
@@ -188,6 +190,10 @@ class OptimizerOf : public Optimizer {
     o.lr = lr;
     return o;
   }
+  // libtorch's chained options, e.g. Adam(params, AdamOptions(1e-3).weight_decay(1e-4)) (core/chained_options.h)
+  template <class O>
+    requires std::derived_from<O, ChainedOptions<Options>>
+  OptimizerOf(std::vector<Tensor> params, const O& options) : OptimizerOf(std::move(params), options.args()) {}
   explicit OptimizerOf(std::vector<Group> groups) {
     HG_CHECK(!groups.empty(), Derived::kName, ": got no parameter groups; pass at least one");
     for (Group& g : groups) add_param_group(std::move(g));

@@ -4,7 +4,7 @@
 
 namespace hg::optim {
 
-void RMSprop::check_options(const RMSpropOptions& o) {
+void RMSprop::check_options(const RMSpropArgs& o) {
   HG_CHECK(o.lr >= 0, "RMSprop: lr=", o.lr, "; a learning rate must be >= 0");
   HG_CHECK(o.eps >= 0, "RMSprop: eps=", o.eps, "; it must be >= 0");
   HG_CHECK(o.momentum >= 0, "RMSprop: momentum=", o.momentum, "; it must be >= 0");
@@ -12,7 +12,7 @@ void RMSprop::check_options(const RMSpropOptions& o) {
   HG_CHECK(o.alpha >= 0, "RMSprop: alpha=", o.alpha, "; it must be >= 0");
 }
 
-Optimizer::StateNames RMSprop::state_names(const RMSpropOptions& o) {
+Optimizer::StateNames RMSprop::state_names(const RMSpropArgs& o) {
   // torch's order: the momentum buffer before grad_avg (the rule reads them in this order)
   static constexpr const char* kPlain[] = {"square_avg"};
   static constexpr const char* kMomentum[] = {"square_avg", "momentum_buffer"};
@@ -22,7 +22,7 @@ Optimizer::StateNames RMSprop::state_names(const RMSpropOptions& o) {
   return o.centered ? StateNames(kCentered) : StateNames(kPlain);
 }
 
-std::array<double, kRmspropHyperCount> RMSprop::hyper(const RMSpropOptions& o) {
+std::array<double, kRmspropHyperCount> RMSprop::hyper(const RMSpropArgs& o) {
   std::array<double, kRmspropHyperCount> h{};
   h[kRmspropLr] = o.lr;
   h[kRmspropAlpha] = o.alpha;

@@ -8,11 +8,12 @@
 #include <concepts>
 #include <type_traits>
 
+#include "core/chained_options.h"
 #include "optim/optimizer.h"
 
 namespace hg::optim {
 
-struct RMSpropOptions {
+struct RMSpropArgs {
   double lr = 1e-2;
   double alpha = 0.99;      // smoothing of the squared gradients' average
   double eps = 1e-8;
@@ -21,8 +22,20 @@ struct RMSpropOptions {
   bool centered = false;    // divide by the estimated variance, not the raw second moment
 };
 
+// libtorch's chained spelling: optim::RMSprop(params, optim::RMSpropOptions(1e-3).alpha(0.9).centered(true)).
+class RMSpropOptions : public ChainedOptions<RMSpropArgs> {
+ public:
+  explicit RMSpropOptions(double lr = 1e-2) { args_.lr = lr; }
+  HG_OPTION(RMSpropOptions, double, lr)
+  HG_OPTION(RMSpropOptions, double, alpha)
+  HG_OPTION(RMSpropOptions, double, eps)
+  HG_OPTION(RMSpropOptions, double, weight_decay)
+  HG_OPTION(RMSpropOptions, double, momentum)
+  HG_OPTION(RMSpropOptions, bool, centered)
+};
+
 template <class O, class F>
-  requires std::same_as<std::remove_const_t<O>, RMSpropOptions>
+  requires std::same_as<std::remove_const_t<O>, RMSpropArgs>
 void visit_options(O& o, F&& f) {
   f("lr", o.lr);
   f("alpha", o.alpha);
@@ -33,19 +46,19 @@ void visit_options(O& o, F&& f) {
 }
 
 // State per parameter: step, square_avg, momentum_buffer (momentum > 0), grad_avg (centered).
-class RMSprop final : public OptimizerOf<RMSprop, RMSpropOptions> {
+class RMSprop final : public OptimizerOf<RMSprop, RMSpropArgs> {
  public:
   using OptimizerOf::OptimizerOf;
   using Optimizer::step;
   void step(const AmpStep& amp) override;
 
  private:
-  friend class OptimizerOf<RMSprop, RMSpropOptions>;
+  friend class OptimizerOf<RMSprop, RMSpropArgs>;
   static constexpr const char* kName = "RMSprop";
   static constexpr bool kCountsSteps = true;  // torch keeps state['step'], though the update does not use it
-  static void check_options(const RMSpropOptions& o);
-  static StateNames state_names(const RMSpropOptions& o);
-  static std::array<double, 6> hyper(const RMSpropOptions& o);  // ops/kernels/optim_rules.h's RmspropHyperIndex order
+  static void check_options(const RMSpropArgs& o);
+  static StateNames state_names(const RMSpropArgs& o);
+  static std::array<double, 6> hyper(const RMSpropArgs& o);  // ops/kernels/optim_rules.h's RmspropHyperIndex order
 };
 
 }  // namespace hg::optim

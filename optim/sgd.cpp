@@ -4,7 +4,7 @@
 
 namespace hg::optim {
 
-void SGD::check_options(const SGDOptions& o) {
+void SGD::check_options(const SGDArgs& o) {
   HG_CHECK(o.lr != kRequired, "SGD: lr is required; pass it, e.g. SGD(params, {.lr = 0.01})");
   HG_CHECK(o.lr >= 0, "SGD: lr=", o.lr, "; a learning rate must be >= 0");
   HG_CHECK(o.momentum >= 0, "SGD: momentum=", o.momentum, "; it must be >= 0");
@@ -13,12 +13,12 @@ void SGD::check_options(const SGDOptions& o) {
            o.momentum, ", dampening=", o.dampening, "); set them or drop nesterov");
 }
 
-Optimizer::StateNames SGD::state_names(const SGDOptions& o) {
+Optimizer::StateNames SGD::state_names(const SGDArgs& o) {
   static constexpr const char* kNames[] = {"momentum_buffer"};
   return StateNames(kNames).first(o.momentum != 0 ? 1 : 0);
 }
 
-std::array<double, kSgdHyperCount> SGD::hyper(const SGDOptions& o) {
+std::array<double, kSgdHyperCount> SGD::hyper(const SGDArgs& o) {
   std::array<double, kSgdHyperCount> h{};
   h[kSgdLr] = o.lr;
   h[kSgdMomentum] = o.momentum;

@@ -7,11 +7,12 @@
 #include <concepts>
 #include <type_traits>
 
+#include "core/chained_options.h"
 #include "optim/optimizer.h"
 
 namespace hg::optim {
 
-struct SGDOptions {
+struct SGDArgs {
   double lr = kRequired;  // no default: must be given (torch)
   double momentum = 0;
   double dampening = 0;
@@ -19,8 +20,19 @@ struct SGDOptions {
   bool nesterov = false;  // needs momentum > 0 and dampening == 0
 };
 
+// libtorch's chained spelling: optim::SGD(params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true)).
+class SGDOptions : public ChainedOptions<SGDArgs> {
+ public:
+  explicit SGDOptions(double lr) { args_.lr = lr; }
+  HG_OPTION(SGDOptions, double, lr)
+  HG_OPTION(SGDOptions, double, momentum)
+  HG_OPTION(SGDOptions, double, dampening)
+  HG_OPTION(SGDOptions, double, weight_decay)
+  HG_OPTION(SGDOptions, bool, nesterov)
+};
+
 template <class O, class F>
-  requires std::same_as<std::remove_const_t<O>, SGDOptions>
+  requires std::same_as<std::remove_const_t<O>, SGDArgs>
 void visit_options(O& o, F&& f) {
   f("lr", o.lr);
   f("momentum", o.momentum);
@@ -30,19 +42,19 @@ void visit_options(O& o, F&& f) {
 }
 
 // State per parameter (with momentum): momentum_buffer.
-class SGD final : public OptimizerOf<SGD, SGDOptions> {
+class SGD final : public OptimizerOf<SGD, SGDArgs> {
  public:
   using OptimizerOf::OptimizerOf;
   using Optimizer::step;
   void step(const AmpStep& amp) override;
 
  private:
-  friend class OptimizerOf<SGD, SGDOptions>;
+  friend class OptimizerOf<SGD, SGDArgs>;
   static constexpr const char* kName = "SGD";
   static constexpr bool kCountsSteps = false;
-  static void check_options(const SGDOptions& o);
-  static StateNames state_names(const SGDOptions& o);
-  static std::array<double, 5> hyper(const SGDOptions& o);  // ops/kernels/optim_rules.h's SgdHyperIndex order
+  static void check_options(const SGDArgs& o);
+  static StateNames state_names(const SGDArgs& o);
+  static std::array<double, 5> hyper(const SGDArgs& o);  // ops/kernels/optim_rules.h's SgdHyperIndex order
 };
 
 }  // namespace hg::optim

@@ -479,11 +479,11 @@ enum class OptKind { Sgd, Adam, AdamW };
 std::unique_ptr<optim::Optimizer> make_optimizer(OptKind k, std::vector<Tensor> ps) {
   switch (k) {
     case OptKind::Sgd:  // dampening: a skipped first step must leave the next one "first" (buf = g)
-      return std::make_unique<SGD>(std::move(ps), optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.25});
+      return std::make_unique<SGD>(std::move(ps), optim::SGDArgs{.lr = 0.1, .momentum = 0.9, .dampening = 0.25});
     case OptKind::Adam:
-      return std::make_unique<optim::Adam>(std::move(ps), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+      return std::make_unique<optim::Adam>(std::move(ps), optim::AdamArgs{.lr = 0.01, .weight_decay = 0.1});
     default:
-      return std::make_unique<optim::AdamW>(std::move(ps), optim::AdamWOptions{.lr = 0.01, .amsgrad = true});
+      return std::make_unique<optim::AdamW>(std::move(ps), optim::AdamWArgs{.lr = 0.01, .amsgrad = true});
   }
 }
 

@@ -50,24 +50,24 @@ OpCase optimizer(const std::string& name, const char* table,
 
 void add_training_cases(std::vector<OpCase>& ops) {
   ops.push_back(optimizer("SGD momentum nesterov weight_decay", "SGD.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{
+    return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{
         .lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 0.01, .nesterov = true});
   }));
   ops.push_back(optimizer("SGD dampening", "SGD.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
+    return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
   }));
   ops.push_back(optimizer("Adam amsgrad weight_decay", "Adam.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+    return std::make_unique<optim::Adam>(std::move(p), optim::AdamArgs{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
   }));
   ops.push_back(optimizer("AdamW", "Adam.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
+    return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWArgs{.lr = 0.01, .weight_decay = 0.05});
   }));
   ops.push_back(optimizer("RMSprop centered momentum weight_decay", "RMSprop.step", [](std::vector<Tensor> p) {
     return std::make_unique<optim::RMSprop>(
-        std::move(p), optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
+        std::move(p), optim::RMSpropArgs{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
   }));
   ops.push_back(optimizer("RMSprop", "RMSprop.step", [](std::vector<Tensor> p) {
-    return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions{.lr = 0.01});
+    return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropArgs{.lr = 0.01});
   }));
   // clipping: the returned norm and the clipped gradients
   const double inf = std::numeric_limits<double>::infinity();

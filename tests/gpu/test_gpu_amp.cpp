@@ -58,8 +58,8 @@ Run run_on(Device d, bool adam, DType dt) {
   Run r;
   r.a = param_on({0.5, -1.0, 2.0, 0.125}, dt, d);
   r.b = param_on({0.25, 4.0}, DType::F32, d);
-  if (adam) r.opt = std::make_unique<optim::Adam>(std::vector<Tensor>{r.a, r.b}, optim::AdamOptions{.lr = 0.01});
-  else r.opt = std::make_unique<optim::SGD>(std::vector<Tensor>{r.a, r.b}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  if (adam) r.opt = std::make_unique<optim::Adam>(std::vector<Tensor>{r.a, r.b}, optim::AdamArgs{.lr = 0.01});
+  else r.opt = std::make_unique<optim::SGD>(std::vector<Tensor>{r.a, r.b}, optim::SGDArgs{.lr = 0.1, .momentum = 0.9});
   for (int k = 0; k < 14; ++k) {
     r.opt->zero_grad();
     const double sc = s.get_scale(), f = 1.0 + 0.1 * k;
@@ -157,7 +157,7 @@ struct Loop {
     manual_seed(s);
     model = std::make_shared<nn::Sequential>(nn::Linear(16, 64), nn::ReLU(), nn::Linear(64, 8));
     model->to(kGpu);
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 1e-3});
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamArgs{.lr = 1e-3});
     Generator g(99);
     for (int k = 0; k < 8; ++k) {
       xs.push_back(randn({32, 16}, {}, &g).to(kGpu));
@@ -243,7 +243,7 @@ struct Trainer {
       model = std::make_shared<nn::Sequential>(nn::Linear(20, 48), nn::ReLU(), nn::Linear(48, 10));
     }
     model->to(dev);
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 2e-3});
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamArgs{.lr = 2e-3});
     const Properties props = initialize(*model, *opt, level);
     scaler = std::make_unique<GradScaler>(props.scaler_options());
     sched = std::make_unique<optim::StepLR>(*opt, optim::StepLROptions{.step_size = 2, .gamma = 0.5});
@@ -387,9 +387,9 @@ TEST_CASE("GPU: a captured optimizer step follows every hyper-parameter changed 
     pg.set_grad(g.to(kGpu));
     auto make = [&](Tensor p) -> std::unique_ptr<optim::Optimizer> {
       if (kind == 0)
-        return std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-      if (kind == 1) return std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01});
-      return std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWOptions{.lr = 0.01});
+        return std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDArgs{.lr = 0.1, .momentum = 0.9});
+      if (kind == 1) return std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamArgs{.lr = 0.01});
+      return std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamWArgs{.lr = 0.01});
     };
     auto eager = make(pe), graphed = make(pg);
     eager->step();  // the state (buffers, device step counter and hyper-parameters) exists before capture

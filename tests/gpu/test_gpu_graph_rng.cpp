@@ -62,7 +62,7 @@ TEST_CASE("GPU: a captured training step with dropout replays bit for bit like e
       manual_seed(11);
       model = std::make_shared<nn::Sequential>(nn::Linear(32, 64), nn::ReLU(), nn::Dropout(0.3), nn::Linear(64, 10));
       model->to(d);
-      opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDArgs{.lr = 0.1, .momentum = 0.9});
     }
     void step(const Tensor& x, const Tensor& y) {
       opt->zero_grad();

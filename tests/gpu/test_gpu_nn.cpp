@@ -205,37 +205,37 @@ TEST_CASE("gpu: SGD, Adam, AdamW and RMSprop steps match the CPU for every param
   for (DType dt : kTypes) {
     const std::string d = dtype_name(dt);
     check_optimizer(dt, "SGD momentum nesterov wd " + d, [](std::vector<Tensor> p) {
-      return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{
+      return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{
           .lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 0.01, .nesterov = true});
     });
     check_optimizer(dt, "SGD dampening " + d, [](std::vector<Tensor> p) {
-      return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
+      return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{.lr = 0.05, .momentum = 0.5, .dampening = 0.3});
     });
     check_optimizer(dt, "Adam amsgrad wd " + d, [](std::vector<Tensor> p) {
-      return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+      return std::make_unique<optim::Adam>(std::move(p), optim::AdamArgs{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
     });
     check_optimizer(dt, "AdamW " + d, [](std::vector<Tensor> p) {
-      return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.05});
+      return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWArgs{.lr = 0.01, .weight_decay = 0.05});
     });
     check_optimizer(dt, "RMSprop centered momentum wd " + d, [](std::vector<Tensor> p) {
       return std::make_unique<optim::RMSprop>(
-          std::move(p), optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
+          std::move(p), optim::RMSpropArgs{.lr = 0.01, .alpha = 0.9, .weight_decay = 0.05, .momentum = 0.5, .centered = true});
     });
     check_optimizer(dt, "RMSprop " + d, [](std::vector<Tensor> p) {
-      return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions{.lr = 0.01});
+      return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropArgs{.lr = 0.01});
     });
     // low-precision parameters without masters: the stochastic store draws the host's Philox bits, the Kahan
     // store keeps its compensation on the device
     for (const ParamRounding r : {ParamRounding::Stochastic, ParamRounding::Kahan}) {
       const std::string how = r == ParamRounding::Kahan ? "Kahan " : "stochastic ";
       check_optimizer(dt, "SGD momentum, masters off, " + how + d, [r](std::vector<Tensor> p) {
-        auto o = std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+        auto o = std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{.lr = 0.05, .momentum = 0.9});
         o->set_master_weights(optim::MasterWeights::Off);
         o->set_param_rounding(r, 3);
         return o;
       });
       check_optimizer(dt, "Adam, masters off, " + how + d, [r](std::vector<Tensor> p) {
-        auto o = std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 0.01});
+        auto o = std::make_unique<optim::Adam>(std::move(p), optim::AdamArgs{.lr = 0.01});
         o->set_master_weights(optim::MasterWeights::Off);
         o->set_param_rounding(r, 3);
         return o;
@@ -246,7 +246,7 @@ TEST_CASE("gpu: SGD, Adam, AdamW and RMSprop steps match the CPU for every param
 
 TEST_CASE("gpu: clip_grad_norm_ (2-norm, inf-norm) and clip_grad_value_ for every gradient dtype", "[gpu][optim]") {
   auto sgd = [](std::vector<Tensor> p) {
-    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.1});
+    return std::make_unique<optim::SGD>(std::move(p), optim::SGDArgs{.lr = 0.1});
   };
   for (DType dt : kTypes) {
     const std::string d = dtype_name(dt);

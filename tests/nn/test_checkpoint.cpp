@@ -136,20 +136,20 @@ TEST_CASE("a checkpoint resumes SGD with momentum and Adam bit for bit", "[check
   SECTION("SGD momentum") {
     check_resume(
         [](nn::Module& m) {
-          return std::make_unique<optim::SGD>(m.parameters(), optim::SGDOptions{.lr = 0.05, .momentum = 0.9});
+          return std::make_unique<optim::SGD>(m.parameters(), optim::SGDArgs{.lr = 0.05, .momentum = 0.9});
         },
         path);
   }
   SECTION("Adam") {
     check_resume(
         [](nn::Module& m) {
-          return std::make_unique<optim::Adam>(m.parameters(), optim::AdamOptions{.lr = 0.01, .weight_decay = 0.01});
+          return std::make_unique<optim::Adam>(m.parameters(), optim::AdamArgs{.lr = 0.01, .weight_decay = 0.01});
         },
         path);
   }
   SECTION("Adam on an F16 model: the F32 master weights come back too") {
     check_resume(
-        [](nn::Module& m) { return std::make_unique<optim::Adam>(m.parameters(), optim::AdamOptions{.lr = 0.01}); },
+        [](nn::Module& m) { return std::make_unique<optim::Adam>(m.parameters(), optim::AdamArgs{.lr = 0.01}); },
         path, DType::F16);
     const SafetensorsFile f = load_safetensors(path);
     CHECK(f.tensors.at("model.0.weight").dtype() == DType::F16);
@@ -234,7 +234,7 @@ struct AmpRun {
   int skipped = 0;  // overflowing steps (hysteresis 1: each backs the scale off)
 
   AmpRun(uint64_t seed, amp::OptLevel level) : model(make_mlp(seed)) {
-    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamOptions{.lr = 0.01});
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::AdamArgs{.lr = 0.01});
     props = amp::initialize(*model, *opt, level, {.verbose = false});
     amp::GradScalerOptions so = props.scaler_options();
     so.init_scale = 1048576.0;  // 2^20: the first steps overflow F16 and are skipped

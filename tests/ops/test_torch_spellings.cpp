@@ -176,6 +176,52 @@ TEST_CASE("torch spellings: nn::functional, positional module and optimizer cons
   CHECK(adamw.param_groups()[0].options.weight_decay == 1e-2);  // AdamW's default, kept
   optim::Adam by_opts(no_bias.parameters(), {.lr = 0.5});
   CHECK(by_opts.param_groups()[0].options.lr == 0.5);
+  optim::Adam by_default(no_bias.parameters(), {});
+  CHECK(by_default.param_groups()[0].options.lr == 1e-3);
+}
+
+// libtorch's chained optimizer options set the same fields as the designated initializers, keep every other
+// field at its default, and the two optimizers then step to the same bits.
+TEST_CASE("torch spellings: chained optimizer options, as libtorch's", "[optim][spellings]") {
+  const auto fields = [](const auto& opt) {
+    std::vector<std::pair<std::string, double>> f;
+    visit_options(opt.param_groups()[0].options, [&](const char* n, const auto& v) { f.emplace_back(n, double(v)); });
+    return f;
+  };
+  const auto param = [] { return from_vector(std::vector<float>{0.5f, -1.f, 2.f}, {3}).requires_grad_(); };
+  // the same steps on a chained and a designated optimizer: same options, same parameter bits
+  const auto same = [&](auto make_chained, auto make_designated) {
+    Tensor a = param(), b = param();
+    auto oa = make_chained(a);
+    auto ob = make_designated(b);
+    CHECK(fields(oa) == fields(ob));
+    for (int s = 0; s < 3; ++s) {
+      for (Tensor* p : {&a, &b}) {
+        p->zero_grad();
+        (*p * *p * 0.5 + *p).sum().backward();
+      }
+      oa.step();
+      ob.step();
+    }
+    CHECK(vals(a) == vals(b));
+  };
+  same([](Tensor p) { return optim::Adam({p}, optim::AdamOptions(0.1).betas({0.8, 0.9}).weight_decay(1e-2).amsgrad(true)); },
+       [](Tensor p) { return optim::Adam({p}, {.lr = 0.1, .betas = {0.8, 0.9}, .weight_decay = 1e-2, .amsgrad = true}); });
+  same([](Tensor p) { return optim::AdamW({p}, optim::AdamWOptions(0.05).betas(std::make_tuple(0.5, 0.99)).eps(1e-6)); },
+       [](Tensor p) { return optim::AdamW({p}, {.lr = 0.05, .betas = {0.5, 0.99}, .eps = 1e-6}); });
+  same([](Tensor p) { return optim::SGD({p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3)); },
+       [](Tensor p) { return optim::SGD({p}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true}); });
+  same([](Tensor p) { return optim::RMSprop({p}, optim::RMSpropOptions(0.01).alpha(0.9).momentum(0.5).centered(true)); },
+       [](Tensor p) { return optim::RMSprop({p}, {.lr = 0.01, .alpha = 0.9, .momentum = 0.5, .centered = true}); });
+  // the getters read what the setters wrote, and the defaults are torch's
+  const optim::AdamWOptions w(3e-4);
+  CHECK(w.lr() == 3e-4);
+  CHECK(w.weight_decay() == 1e-2);
+  CHECK(w.betas() == std::make_tuple(0.9, 0.999));
+  CHECK(optim::AdamOptions().lr() == 1e-3);
+  CHECK(optim::RMSpropOptions().alpha() == 0.99);
+  // a bad value is refused by the optimizer as from the designated struct
+  CHECK_THROWS_WITH(optim::Adam({param()}, optim::AdamOptions(0.1).betas({1.5, 0.9})), Catch::Contains("betas"));
 }
 
 TEST_CASE("torch spellings: flip, roll, repeat, tril, triu, one_hot, arange, linspace", "[ops][spellings]") {

@@ -33,10 +33,10 @@ Vec grad_at(int step, size_t n, DType dt) {
 const Vec kInit = {0.5, -1.25, 2.0, 0.75, -0.3, 1.1};
 
 std::unique_ptr<Optimizer> make_opt(int kind, const Tensor& p) {
-  if (kind == 0) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDOptions{.lr = 0.1, .momentum = 0.9});
-  if (kind == 1) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDOptions{.lr = 0.05});
-  if (kind == 2) return std::make_unique<Adam>(std::vector<Tensor>{p}, AdamOptions{.lr = 0.01, .amsgrad = true});
-  return std::make_unique<AdamW>(std::vector<Tensor>{p}, AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
+  if (kind == 0) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDArgs{.lr = 0.1, .momentum = 0.9});
+  if (kind == 1) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDArgs{.lr = 0.05});
+  if (kind == 2) return std::make_unique<Adam>(std::vector<Tensor>{p}, AdamArgs{.lr = 0.01, .amsgrad = true});
+  return std::make_unique<AdamW>(std::vector<Tensor>{p}, AdamWArgs{.lr = 0.01, .weight_decay = 0.1});
 }
 
 }  // namespace

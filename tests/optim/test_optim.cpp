@@ -88,7 +88,7 @@ struct RefAdam {
 TEST_CASE("SGD: plain, momentum, dampening, nesterov and weight decay match torch's formulas", "[optim]") {
   struct Case {
     const char* name;
-    SGDOptions o;
+    SGDArgs o;
   };
   const Case cases[] = {
       {"plain", {.lr = 0.1}},
@@ -184,9 +184,9 @@ TEST_CASE("Adam: amsgrad keeps the running max of v, defaults are torch's", "[op
   CHECK(v == Approx(0.999 * 0.001));
   CHECK(vmax == Approx(0.001));
   CHECK(sd.at("state.0.step").item<double>() == 2.0);
-  CHECK(AdamOptions{}.lr == 1e-3);
-  CHECK(AdamOptions{}.weight_decay == 0);
-  CHECK(AdamWOptions{}.weight_decay == 1e-2);
+  CHECK(AdamArgs{}.lr == 1e-3);
+  CHECK(AdamArgs{}.weight_decay == 0);
+  CHECK(AdamWArgs{}.weight_decay == 1e-2);
   CHECK(sd.at("group.0.beta2").item<double>() == 0.999);
   CHECK(sd.at("group.0.eps").item<double>() == 1e-8);
 }
@@ -209,9 +209,9 @@ TEST_CASE("F16/BF16 parameters update in F32 and round once: the F32 update, rou
       Tensor lo = make_param(kInit, dt);
       Tensor f32 = make_param(values(lo), DType::F32);  // the same values, exactly
       auto make = [&](const Tensor& p) -> std::unique_ptr<Optimizer> {
-        if (kind == 0) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDOptions{.lr = 0.1, .momentum = 0.9});
-        if (kind == 1) return std::make_unique<Adam>(std::vector<Tensor>{p}, AdamOptions{.lr = 0.01, .amsgrad = true});
-        return std::make_unique<AdamW>(std::vector<Tensor>{p}, AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
+        if (kind == 0) return std::make_unique<SGD>(std::vector<Tensor>{p}, SGDArgs{.lr = 0.1, .momentum = 0.9});
+        if (kind == 1) return std::make_unique<Adam>(std::vector<Tensor>{p}, AdamArgs{.lr = 0.01, .amsgrad = true});
+        return std::make_unique<AdamW>(std::vector<Tensor>{p}, AdamWArgs{.lr = 0.01, .weight_decay = 0.1});
       };
       auto opt_lo = make(lo), opt_32 = make(f32);
       const Vec g = values(from_vector(grad_at(0, kInit.size()), {6}, {.dtype = dt}));  // representable in dt
@@ -339,10 +339,10 @@ void check_resume(DType dt, Options o) {
 TEST_CASE("state_dict round trip resumes bit for bit", "[optim]") {
   for (DType dt : {DType::F32, DType::F16, DType::F64}) {
     INFO(dt);
-    check_resume<SGD>(dt, SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
-    check_resume<SGD>(dt, SGDOptions{.lr = 0.1});
-    check_resume<Adam>(dt, AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
-    check_resume<AdamW>(dt, AdamWOptions{.lr = 0.01});
+    check_resume<SGD>(dt, SGDArgs{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+    check_resume<SGD>(dt, SGDArgs{.lr = 0.1});
+    check_resume<Adam>(dt, AdamArgs{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+    check_resume<AdamW>(dt, AdamWArgs{.lr = 0.01});
   }
 }
 
@@ -596,12 +596,12 @@ TEST_CASE("Every optimizer steps an empty parameter next to a full one (amsgrad 
       empty_p.requires_grad_();
       p.requires_grad_();
       std::unique_ptr<Optimizer> opt;
-      if (kind == 0) opt = std::make_unique<SGD>(std::vector<Tensor>{empty_p, p}, SGDOptions{.lr = 0.5, .momentum = 0.9});
-      if (kind == 1) opt = std::make_unique<Adam>(std::vector<Tensor>{empty_p, p}, AdamOptions{.lr = 0.5, .amsgrad = true});
-      if (kind == 2) opt = std::make_unique<AdamW>(std::vector<Tensor>{empty_p, p}, AdamWOptions{.lr = 0.5});
+      if (kind == 0) opt = std::make_unique<SGD>(std::vector<Tensor>{empty_p, p}, SGDArgs{.lr = 0.5, .momentum = 0.9});
+      if (kind == 1) opt = std::make_unique<Adam>(std::vector<Tensor>{empty_p, p}, AdamArgs{.lr = 0.5, .amsgrad = true});
+      if (kind == 2) opt = std::make_unique<AdamW>(std::vector<Tensor>{empty_p, p}, AdamWArgs{.lr = 0.5});
       if (kind == 3)
         opt = std::make_unique<RMSprop>(std::vector<Tensor>{empty_p, p},
-                                        RMSpropOptions{.lr = 0.5, .momentum = 0.9, .centered = true});
+                                        RMSpropArgs{.lr = 0.5, .momentum = 0.9, .centered = true});
       INFO(dtype_name(dt) << " optimizer " << kind);
       for (int k = 0; k < 2; ++k) {
         empty_p.set_grad(zeros({0, 4}, {.dtype = dt}));

@@ -76,8 +76,8 @@ TEST_CASE("param rounding: stochastic and Kahan states resume bit for bit, for S
     for (const bool adam : {false, true}) {
       auto make = [&](Tensor& p) -> std::unique_ptr<Optimizer> {
         std::unique_ptr<Optimizer> o;
-        if (adam) o = std::make_unique<Adam>(std::vector<Tensor>{p}, AdamOptions{.lr = 1e-3});
-        else o = std::make_unique<SGD>(std::vector<Tensor>{p}, SGDOptions{.lr = 1e-3, .momentum = 0.9});
+        if (adam) o = std::make_unique<Adam>(std::vector<Tensor>{p}, AdamArgs{.lr = 1e-3});
+        else o = std::make_unique<SGD>(std::vector<Tensor>{p}, SGDArgs{.lr = 1e-3, .momentum = 0.9});
         o->set_master_weights(MasterWeights::Off);
         o->set_param_rounding(r, 7);
         return o;

@@ -57,7 +57,7 @@ struct RefRmsprop {
 TEST_CASE("RMSprop: plain, weight decay, momentum and centered match torch's formulas", "[optim]") {
   struct Case {
     const char* name;
-    RMSpropOptions o;
+    RMSpropArgs o;
   };
   const Case cases[] = {
       {"plain", {}},
@@ -88,17 +88,17 @@ TEST_CASE("RMSprop: the first step moves every parameter by lr / sqrt(1 - alpha)
   set_grad(p, {1e-4, -3.0, 250.0, -0.5});
   opt.step();
   test::check_close(values(p), {0.98, 1.02, 0.98, 1.02}, 1e-12, 0);
-  CHECK(RMSpropOptions{}.lr == 1e-2);  // torch's defaults
-  CHECK(RMSpropOptions{}.alpha == 0.99);
-  CHECK(RMSpropOptions{}.eps == 1e-8);
-  CHECK(RMSpropOptions{}.momentum == 0);
-  CHECK_FALSE(RMSpropOptions{}.centered);
+  CHECK(RMSpropArgs{}.lr == 1e-2);  // torch's defaults
+  CHECK(RMSpropArgs{}.alpha == 0.99);
+  CHECK(RMSpropArgs{}.eps == 1e-8);
+  CHECK(RMSpropArgs{}.momentum == 0);
+  CHECK_FALSE(RMSpropArgs{}.centered);
 }
 
 TEST_CASE("RMSprop: state_dict has torch's entries and resumes bit for bit", "[optim]") {
-  for (const RMSpropOptions o : {RMSpropOptions{.lr = 0.01}, RMSpropOptions{.lr = 0.01, .momentum = 0.9},
-                                 RMSpropOptions{.lr = 0.01, .centered = true},
-                                 RMSpropOptions{.lr = 0.01, .momentum = 0.9, .centered = true}}) {
+  for (const RMSpropArgs o : {RMSpropArgs{.lr = 0.01}, RMSpropArgs{.lr = 0.01, .momentum = 0.9},
+                                 RMSpropArgs{.lr = 0.01, .centered = true},
+                                 RMSpropArgs{.lr = 0.01, .momentum = 0.9, .centered = true}}) {
     INFO("momentum " << o.momentum << " centered " << o.centered);
     Tensor p = make_param(kInit, DType::F32, {3, 2});
     RMSprop a({p}, o);
@@ -148,7 +148,7 @@ TEST_CASE("RMSprop: bad options and a changed buffer layout are errors naming th
 
 TEST_CASE("RMSprop: a set found_inf flag leaves parameters and state untouched", "[optim][amp]") {
   Tensor p = make_param({1.0, -2.0, 0.5}), q = make_param({1.0, -2.0, 0.5});
-  const RMSpropOptions o{.lr = 0.1, .momentum = 0.5, .centered = true};
+  const RMSpropArgs o{.lr = 0.1, .momentum = 0.5, .centered = true};
   RMSprop opt({p}, o), ref({q}, o);
   float flag = 0.0f;
   for (int k = 0; k < 3; ++k) {
