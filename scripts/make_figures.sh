@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate the figures of docs/AMP.md from the AMP examples' own output.
+# Regenerate the figures of docs/AMP.md, and its generated blocks (scripts/doc_tables.py), from the AMP examples'
+# own output, and name the machine, threads and commit that printed them.
 #
 #   bash scripts/make_figures.sh [BUILD_DIR]      (default ./build)
 #   HG_FIGURES="fp8_training" bash scripts/make_figures.sh build   # only these examples' figures
@@ -8,7 +9,8 @@
 # (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
 # amp_master_weights fp8_training). Runs each example once with its defaults (about 15 s, 8 s, 30 s and 90 s on
 # the 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
-# docs/figures/. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
+# docs/figures/. amp_underflow also runs for every --grad-shift K of section 2's sweep and 5 seeds (25 runs,
+# about 8 minutes there); then scripts/doc_tables.py rewrites docs/AMP.md's generated blocks from the reports. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
 # PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used instead.
 set -euo pipefail
 
@@ -45,6 +47,22 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$figures"
 
+# Who printed the numbers: the CPU (model and the widest ISA halfgrad uses), its cores, the examples' one thread
+# (their default), and the commit (marked when the tree has uncommitted changes outside docs/).
+cpu_model="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2-) "
+isa="baseline x86-64"
+for pair in "amx_tile:AVX-512 with BF16 and AMX" "avx512_bf16:AVX-512 with BF16" "avx512f:AVX-512" "avx2:AVX2"; do
+  if [[ "$cpu_flags" == *" ${pair%%:*} "* ]]; then isa="${pair#*:}"; break; fi
+done
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# docs/ is what this script writes, so changes there do not count
+git -C "$root" diff --quiet HEAD -- . ':(exclude)docs' 2>/dev/null || commit="$commit (with uncommitted changes)"
+machine="$cpu_model ($isa), $(nproc) cores, no GPU used"
+"$python" -c 'import json, sys; json.dump({"machine": sys.argv[1], "threads": 1, "commit": sys.argv[2]}, open(sys.argv[3], "w"))' \
+  "$machine" "$commit" "$tmp/provenance.json"
+echo "make_figures: on $machine, commit $commit"
+
 run() {  # run NAME: the example with its defaults, data under $tmp/NAME; its report goes to stdout
   local name="$1"
   echo "make_figures: running $name ..."
@@ -76,6 +94,21 @@ render histogram "$tmp/amp_underflow/hist.csv" underflow_histogram.png \
   --note "exact zeros (left): a ReLU's inactive units, which no format loses; the paper's SSD had 67% in its activation gradients"
 render curves "$tmp/amp_underflow/curves.csv" underflow_curves.png \
   "test accuracy and training loss: fp32 vs fp16 without scaling vs fp16 with dynamic scaling"
+# section 2's sweep: every grad shift K with 5 seeds (seed 0 at K = 0 is the run above)
+mkdir -p "$tmp/sweep/amp_underflow/k0_s0"
+cp "$tmp/amp_underflow/summary.json" "$tmp/sweep/amp_underflow/k0_s0/"
+for k in 0 8 12 16 20; do
+  for s in 0 1 2 3 4; do
+    [[ $k == 0 && $s == 0 ]] && continue
+    out="$tmp/sweep/amp_underflow/k${k}_s${s}"
+    echo "make_figures: amp_underflow --grad-shift $k --seed $s ..."
+    if ! "$build/amp_underflow" --grad-shift "$k" --seed "$s" --out "$out" >"$out.log" 2>&1; then
+      cat "$out.log" >&2
+      echo "make_figures: amp_underflow --grad-shift $k --seed $s failed" >&2
+      exit 1
+    fi
+  done
+done
 fi
 
 if want amp_overflow; then
@@ -110,4 +143,7 @@ render histogram "$tmp/fp8_training/hist.csv" fp8_histogram.png \
   --note "what an FP8 cast with scale 1 would keep: per-tensor scales move each histogram into the format's range"
 fi
 
+if want amp_underflow; then
+  "$python" "$root/scripts/doc_tables.py" update "$root/docs/AMP.md" "$tmp"
+fi
 echo "make_figures: done"
