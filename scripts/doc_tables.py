@@ -44,9 +44,19 @@ def section(log, title_prefix):
     raise SystemExit(f"doc_tables: no section starting with {title_prefix!r} in the report")
 
 
+def is_note(line):
+    """A report's note or reading, not a table row: in parentheses, a 'label: text' line, or a sentence."""
+    return line.startswith(("(", " ", "the ")) or ": " in line or line.rstrip().endswith(".")
+
+
 def table_rows(lines):
-    """A report section's header and rows, without its notes (lines in parentheses, or prose)."""
-    return [l for l in lines if l and not l.startswith(("(", " zeros", "final loss:", "the activation"))]
+    """A report section's header and rows: the lines up to its first note."""
+    rows = []
+    for line in lines:
+        if is_note(line):
+            break
+        rows.append(line)
+    return rows
 
 
 def provenance(res, command):
@@ -165,7 +175,8 @@ def check(text, logs):
 
 
 def self_test():
-    log = ("x\n== part 2: same\nrun   test acc\nfp32  0.86\n(note)\n\n== part 1: F32\nlayer kind\n5 Linear  a\n\nend\n")
+    log = ("x\n== part 2: same\nrun   test acc\nfp32  0.86\nfinal loss: mean.\nreading: prose\nIn this run, it did.\n\n"
+           "== part 1: F32\nlayer kind\n5 Linear  a\n(min e: x)\n zeros: y\nthe gradients carry at most 1\n\nend\n")
     res = {"provenance": {"machine": "M", "threads": 1, "commit": "abc"}, "logs": {"amp_underflow": log},
            "sweep": {(k, s): [{"run": n, "test_accuracy": 0.5 + s / 100, "act_grad_flushed_fraction": 0.25}
                               for n in ("fp32", "fp16-unscaled", "fp16-dynamic")] for k in SHIFTS for s in SEEDS},
@@ -174,7 +185,8 @@ def self_test():
     doc = "a\n<!-- generated: amp_underflow.part2 -->\nold\n<!-- end generated -->\nb\n" \
           "<!-- generated: amp_underflow.sweep -->\n<!-- end generated -->\n"
     out = update(doc, res)
-    assert "fp32  0.86" in out and "old" not in out and "(note)" not in out, out
+    assert "fp32  0.86" in out and "old" not in out and "reading" not in out and "In this" not in out, out
+    assert table_rows(section(log, "== part 1")) == ["layer kind", "5 Linear  a"]
     assert "commit abc" in out and "| 0 | 0.5200 ± 0.0158 (0.5000-0.5400)" in out and "| 25.0% | 5e-06 |" in out, out
     assert update(out, res) == out  # idempotent
     assert check(out, {"amp_underflow": log}) == []
