@@ -121,7 +121,18 @@ def block_overflow(res):
     return [provenance(res, "./build/amp_overflow", "amp_overflow"), "", "```", *rows, "```"]
 
 
-BLOCKS = {"amp_underflow.part1": block_part1, "amp_underflow.part2": block_part2, "amp_underflow.sweep": block_sweep,
+# amp_master_weights' summary table, from the default run and from make_figures' --lr 0.1 run
+def block_master(log_key, command):
+    def block(res):
+        rows = table_rows(section(res["logs"][log_key], "== summary"))
+        return [provenance(res, command, log_key), "", "```", *rows, "```"]
+    return block
+
+
+BLOCKS = {"amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
+          "amp_master_weights_lr01.summary": block_master("amp_master_weights_lr01",
+                                                          "./build/amp_master_weights --lr 0.1"),
+          "amp_underflow.part1": block_part1, "amp_underflow.part2": block_part2, "amp_underflow.sweep": block_sweep,
           "amp_overflow.report": block_overflow}
 
 

@@ -126,6 +126,13 @@ render curves "$tmp/amp_master_weights/curves.csv" master_weights_curves.png \
 render histogram "$tmp/amp_master_weights/update_ulp16.csv" master_weights_swamping.png \
   "weight updates against the F16 spacing at their weight (lr 1e-3; left of -1, F16 drops the update)" \
   --markers ulp --logy
+# section 4's contrast: 100x larger steps, where pure F16 loses little
+echo "make_figures: amp_master_weights --lr 0.1 ..."
+if ! "$build/amp_master_weights" --lr 0.1 --out "$tmp/amp_master_weights_lr01" >"$tmp/amp_master_weights_lr01.log" 2>&1; then
+  cat "$tmp/amp_master_weights_lr01.log" >&2
+  echo "make_figures: amp_master_weights --lr 0.1 failed" >&2
+  exit 1
+fi
 fi
 
 if want fp8_training; then
