@@ -107,6 +107,26 @@ TEST_CASE("linear with Activation::Relu is relu(linear) bit for bit, gradients i
   CHECK(res.ok);
 }
 
+// The backward of a layer with a bias holds one weight gradient at a time: a CPU backward that allocated buffers for
+// an epilogue the backend lacks, then the fallback's own, held two (the MLP's training peak rose by a dW).
+TEST_CASE("linear's backward holds one weight gradient at a time", "[linear][cpu]") {
+  Generator g(3);
+  const Tensor x = randn({64, 784}, {}, &g);
+  const Tensor w = randn({256, 784}, {}, &g).requires_grad_(), b = randn({256}, {}, &g).requires_grad_();
+  const Tensor y = linear(x, w, b);
+  const Tensor loss = (y * y).sum();
+  const int64_t dw_bytes = w.numel() * 4;
+  const int64_t before = memory::allocated(Device::cpu());
+  memory::reset_peak(Device::cpu());
+  loss.backward();
+  const int64_t grown = memory::peak_allocated(Device::cpu()) - before;
+  INFO("peak grew by " << grown << " bytes during backward; dW is " << dw_bytes);
+  CHECK(grown >= dw_bytes);              // the gradient itself
+  CHECK(grown < dw_bytes + dw_bytes / 2);  // but not twice
+  CHECK(w.grad().defined());
+  CHECK(b.grad().defined());
+}
+
 TEST_CASE("linear rejects mismatched shapes with the values", "[linear][cpu]") {
   CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 5})), Catch::Contains("x.shape[-1]=3 but w.shape[1]=5"));
   CHECK_THROWS_WITH(linear(zeros({2, 3}), zeros({4, 3}), zeros({3})), Catch::Contains("b must be (4)"));
