@@ -129,7 +129,17 @@ def block_master(log_key, command):
     return block
 
 
-BLOCKS = {"amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
+def block_compare(res):
+    lines = res["logs"]["fashion_mnist_mlp"].splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("mode ")), None)
+    if start is None:
+        raise SystemExit("doc_tables: fashion_mnist_mlp's report has no 'mode' table")
+    return [provenance(res, "./build/fashion_mnist_mlp --compare --threads 2", "fashion_mnist_mlp"), "", "```",
+            *table_rows(lines[start:]), "```"]
+
+
+BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
+          "amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
           "amp_master_weights_lr01.summary": block_master("amp_master_weights_lr01",
                                                           "./build/amp_master_weights --lr 0.1"),
           "amp_underflow.part1": block_part1, "amp_underflow.part2": block_part2, "amp_underflow.sweep": block_sweep,

@@ -5,9 +5,9 @@
 #   bash scripts/make_figures.sh [BUILD_DIR]      (default ./build)
 #   HG_FIGURES="fp8_training" bash scripts/make_figures.sh build   # only these examples' figures
 #
-# Builds nothing: BUILD_DIR must already hold amp_underflow, amp_overflow, amp_master_weights and fp8_training
-# (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
-# amp_master_weights fp8_training). Runs each example once with its defaults (about 15 s, 8 s, 30 s and 90 s on
+# Builds nothing: BUILD_DIR must already hold amp_underflow, amp_overflow, amp_master_weights, fp8_training and
+# fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
+# amp_master_weights fp8_training fashion_mnist_mlp). Runs each example once with its defaults (about 15 s, 8 s, 30 s and 90 s on
 # the 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
 # docs/figures/. amp_underflow also runs for every --grad-shift K of section 2's sweep and 5 seeds (25 runs,
 # about 8 minutes there); then scripts/doc_tables.py rewrites docs/AMP.md's generated blocks from the reports. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
@@ -20,12 +20,12 @@ build="${1:-build}"
 figures="$root/docs/figures"
 plot="$root/scripts/plot.py"
 
-only="${HG_FIGURES:-amp_underflow amp_overflow amp_master_weights fp8_training}"
+only="${HG_FIGURES:-amp_underflow amp_overflow amp_master_weights fp8_training fashion_mnist_mlp}"
 want() { [[ " $only " == *" $1 "* ]]; }
 for prog in $only; do
   if [[ ! -x "$build/$prog" ]]; then
     echo "make_figures: $build/$prog not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target amp_underflow amp_overflow amp_master_weights fp8_training" >&2
+    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target amp_underflow amp_overflow amp_master_weights fp8_training fashion_mnist_mlp" >&2
     exit 2
   fi
 done
@@ -148,6 +148,16 @@ render curves "$tmp/fp8_training/curves.csv" fp8_scaling_curves.png \
 render histogram "$tmp/fp8_training/hist.csv" fp8_histogram.png \
   "F32 values of the Fashion-MNIST MLP (last 20 steps) against the unscaled E4M3 and E5M2 ranges" --logy --markers fp8 \
   --note "what an FP8 cast with scale 1 would keep: per-tensor scales move each histogram into the format's range"
+fi
+
+if want fashion_mnist_mlp; then  # section 6's table of every precision mode
+echo "make_figures: fashion_mnist_mlp --compare --threads 2 ..."
+if ! "$build/fashion_mnist_mlp" --compare --threads 2 >"$tmp/fashion_mnist_mlp.log" 2>&1; then
+  cat "$tmp/fashion_mnist_mlp.log" >&2
+  echo "make_figures: fashion_mnist_mlp --compare failed" >&2
+  exit 1
+fi
+sed -n '/^mode /,$p' "$tmp/fashion_mnist_mlp.log"
 fi
 
 # the blocks of the programs run above (the others keep their text)
