@@ -81,8 +81,8 @@ def self_test():
             "<!-- doc-code: namespace -->\n```cpp\nstruct S {};\n```\n```cpp\nfoo();\n```\n")
     kinds = [(k, p) for _, k, p, _ in blocks(text)]
     assert kinds == [("program", ""), ("fragment", "Tensor x"), ("namespace", ""), ("unmarked", "")], kinds
-    units, problems = sources("D.md", text)
-    assert len(units) == 2 and len(problems) == 1 and "D.md:13" in problems[0], (units, problems)
+    units, problems = sources("page", text)
+    assert len(units) == 2 and len(problems) == 1 and "page:13" in problems[0], (units, problems)
     assert "void doc_block_1(Tensor x) {" in units[1][1] and "struct S {};" in units[1][1]
     print("check_doc_code: self-test passed")
 
