@@ -173,6 +173,19 @@ void strided_row(const char* src, int64_t ss, char* dst, int64_t ds, int64_t n, 
   }
 }
 
+// The source and destination offsets (in elements) of index idx over c's dims other than skip_a and skip_b (-1:
+// none), the last dim varying fastest: where a row (or a tile strip) of the copy starts.
+void outer_offsets(const StridedCopy& c, int64_t idx, int skip_a, int skip_b, int64_t& so, int64_t& dof) {
+  so = dof = 0;
+  for (int d = c.ndim - 1; d >= 0; --d) {
+    if (d == skip_a || d == skip_b) continue;
+    const int64_t i = idx % c.sizes[d];
+    idx /= c.sizes[d];
+    so += i * c.src_strides[d];
+    dof += i * c.dst_strides[d];
+  }
+}
+
 // Tile edge of the transposing copy.
 constexpr int64_t kTile = 64;
 
@@ -238,20 +251,13 @@ bool transposing(const StridedCopy& c, int& i_dim, int& j_dim) {
 // strided_copy's tiled path: the dims other than i and j are walked as an outer index; each work item is one
 // strip of kTile indices along i.
 void transposed_copy(const StridedCopy& c, int i_dim, int j_dim, int64_t numel) {
-  const int nd = c.ndim;
   const int64_t es = c.elem_size, ni = c.sizes[i_dim], strips = num_pieces(ni, kTile);
   const int64_t outer = numel / (ni * c.sizes[j_dim]);
   const auto* src = static_cast<const char*>(c.src);
   auto* dst = static_cast<char*>(c.dst);
   parallel_for(outer * strips, numel > 65536, [&](int64_t w) {
-    int64_t rem = w / strips, so = 0, dof = 0;
-    for (int d = nd - 1; d >= 0; --d) {
-      if (d == i_dim || d == j_dim) continue;
-      const int64_t i = rem % c.sizes[d];
-      rem /= c.sizes[d];
-      so += i * c.src_strides[d];
-      dof += i * c.dst_strides[d];
-    }
+    int64_t so, dof;
+    outer_offsets(c, w / strips, i_dim, j_dim, so, dof);
     const int64_t i0 = (w % strips) * kTile, i1 = std::min(ni, i0 + kTile);
     tile_strip_any(src + so * es, c.src_strides[i_dim], c.src_strides[j_dim], dst + dof * es, c.dst_strides[i_dim],
                    c.dst_strides[j_dim], i0, i1, c.sizes[j_dim], es);
@@ -272,13 +278,8 @@ void strided_copy(const StridedCopy& c) {
   const int64_t es = c.elem_size;
   if (int i_dim = 0, j_dim = 0; transposing(c, i_dim, j_dim)) return transposed_copy(c, i_dim, j_dim, numel);
   parallel_for(rows, numel > 65536, [&](int64_t r) {
-    int64_t rem = r, so = 0, dof = 0;
-    for (int d = nd - 2; d >= 0; --d) {
-      const int64_t i = rem % c.sizes[d];
-      rem /= c.sizes[d];
-      so += i * c.src_strides[d];
-      dof += i * c.dst_strides[d];
-    }
+    int64_t so, dof;
+    outer_offsets(c, r, nd - 1, -1, so, dof);
     if (ss == 1 && ds == 1) {
       std::memcpy(dst + dof * es, src + so * es, static_cast<size_t>(row * es));
     } else {

@@ -128,10 +128,14 @@ std::atomic<bool>& epilogues_flag() {
   return on;
 }
 
+// Whether linear may try a GEMM epilogue on dev for dtype dt: switched on and the backend has one (the CPU has none).
+bool epilogue_available(const Device& dev, DType dt) {
+  return linear_epilogues() && gemm_epilogue_kernels().has(dev, dt);
+}
+
 // The GEMM with an epilogue, when the backend has one for this call: true when it ran.
 bool try_epilogue(const Device& dev, const GemmArgs& g) {
-  if (!linear_epilogues() || !gemm_epilogue_kernels().has(dev, g.dtype)) return false;
-  return gemm_epilogue_kernels().get(dev, g.dtype)(g);
+  return epilogue_available(dev, g.dtype) && gemm_epilogue_kernels().get(dev, g.dtype)(g);
 }
 
 // y (m,o) = act(x (m,i) w^T + b): one GEMM with the bias and activation in its epilogue, or C preloaded with
@@ -167,8 +171,7 @@ std::pair<Tensor, Tensor> weight_and_bias_grads(const Tensor& dz, const Tensor& 
   Tensor dw, db;
   // only where the backend has an epilogue: the buffers below would otherwise live beside the fallback's own
   // (a 784x256 F32 layer's dW twice at once raised the MLP's training peak from 3.56 to 4.29 MB)
-  if (want_dw && want_db && m > 0 && o > 0 && i > 0 && linear_epilogues() &&
-      gemm_epilogue_kernels().has(dz.device(), dz.dtype())) {
+  if (want_dw && want_db && m > 0 && o > 0 && i > 0 && epilogue_available(dz.device(), dz.dtype())) {
     dw = empty({o, i}, {.dtype = dz.dtype(), .device = dz.device()});
     db = empty({o}, {.dtype = dz.dtype(), .device = dz.device()});
     const GemmArgs g{.dtype = dz.dtype(), .trans_a = Trans::T, .trans_b = Trans::N, .m = o, .n = i, .k = m,
@@ -204,9 +207,7 @@ Tensor gemm_op(const GemmOp& o) {
 
 void set_linear_epilogues(bool enabled) { epilogues_flag().store(enabled); }
 bool linear_epilogues() { return epilogues_flag().load(); }
-bool linear_fuses_activation(const Device& d) {
-  return linear_epilogues() && gemm_epilogue_kernels().has(d, DType::F32);
-}
+bool linear_fuses_activation(const Device& d) { return epilogue_available(d, DType::F32); }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
   if (amp::OpCast c{amp::OpId::Linear, {x_in, w_in, b_in}}) return c.result(linear(c[0], c[1], c[2], act));

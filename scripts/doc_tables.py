@@ -269,10 +269,8 @@ def main(argv):
         return
     logs = {n[:-4]: open(os.path.join(d, n)).read() for n in os.listdir(d) if n.endswith(".log")}
     problems = check(text, logs)
-    for p in problems:
-        print("doc_tables:", p)
-    if problems:
-        raise SystemExit(1)
+    if problems:  # SystemExit with a message prints it to stderr and exits 1
+        raise SystemExit("\n".join(f"doc_tables: {p}" for p in problems))
     print(f"doc_tables: {doc}: the quoted reports' columns match the programs'")
 
 
