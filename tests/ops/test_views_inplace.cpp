@@ -185,6 +185,25 @@ TEST_CASE("a large transposed view copies and computes as element-by-element ind
   }
 }
 
+TEST_CASE("a transposing copy puts every element where its index says, past tile and work-item edges", "[ops][views]") {
+  // distinct values (exact in F32 below 2^24), so no misplaced element can hide behind an equal one; the sizes
+  // cross the tiled copy's 128-element tiles and 1024-column work items with ragged ends, and rows of 4-byte
+  // elements go through the 8x8 register transposes where the CPU has AVX2 (HG_CONVERT_ISA=scalar: without)
+  for (const auto& [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1100, 37}, {37, 1100}, {129, 1031}, {8, 2048}}) {
+    for (DType dt : {DType::F32, DType::I64, DType::F16}) {
+      INFO(r << "x" << c << " " << dtype_name(dt));
+      const int64_t wrap = dt == DType::F16 ? 2048 : r * c;  // F16 holds integers exactly up to 2048
+      const Tensor x = arange(r * c, {.dtype = DType::F64}), idx = x - floor(x / double(wrap)) * double(wrap);
+      const Tensor src = idx.reshape({r, c}).to(dt);
+      const std::vector<double> got = vals(src.t().contiguous().to(DType::F64)), all = vals(idx);
+      int64_t bad = 0;
+      for (int64_t j = 0; j < c; ++j)
+        for (int64_t i = 0; i < r; ++i) bad += got[static_cast<size_t>(j * r + i)] != all[static_cast<size_t>(i * c + j)];
+      CHECK(bad == 0);
+    }
+  }
+}
+
 TEST_CASE("as_strided: a bounds-checked view, not differentiable", "[ops][views]") {
   const Tensor x = iota({10});
   CHECK(vals(x.as_strided({3, 3}, {3, 1}, 1)) == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9});
