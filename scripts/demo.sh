@@ -9,7 +9,7 @@
 # cpu|cuda --data DIR --limit N). With --amp/--opt-level/--save/--resume it trains that one mode only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --demo  # the demo builds no CUDA code: no CUDA tools installed for it
 example=fashion_mnist_mlp
 args=()
 compare=(--compare)

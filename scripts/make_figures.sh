@@ -10,7 +10,7 @@
 # amp_master_weights fp8_training fashion_mnist_mlp). Runs each example once with its defaults (about 15 s, 8 s, 30 s and 90 s on
 # the 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
 # docs/figures/. amp_underflow also runs for every --grad-shift K of section 2's sweep and 5 seeds (25 runs,
-# about 8 minutes there); then scripts/doc_tables.py rewrites docs/AMP.md's generated blocks from the reports. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
+# about 8 minutes there); then scripts/doc_tables.py rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
 # PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used instead.
 set -euo pipefail
 
@@ -56,8 +56,8 @@ for pair in "amx_tile:AVX-512 with BF16 and AMX" "avx512_bf16:AVX-512 with BF16"
   if [[ "$cpu_flags" == *" ${pair%%:*} "* ]]; then isa="${pair#*:}"; break; fi
 done
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-# docs/ is what this script writes, so changes there do not count
-git -C "$root" diff --quiet HEAD -- . ':(exclude)docs' 2>/dev/null || commit="$commit (with uncommitted changes)"
+# docs/ and README.md are what this script writes, so changes there do not count
+git -C "$root" diff --quiet HEAD -- . ':(exclude)docs' ':(exclude)README.md' 2>/dev/null || commit="$commit (with uncommitted changes)"
 machine="$cpu_model ($isa), $(nproc) cores, no GPU used"
 "$python" -c 'import json, sys; json.dump({"machine": sys.argv[1], "threads": 1, "commit": sys.argv[2]}, open(sys.argv[3], "w"))' \
   "$machine" "$commit" "$tmp/provenance.json"
@@ -162,4 +162,5 @@ fi
 
 # the blocks of the programs run above (the others keep their text)
 "$python" "$root/scripts/doc_tables.py" update "$root/docs/AMP.md" "$tmp"
+"$python" "$root/scripts/doc_tables.py" update "$root/README.md" "$tmp"  # the demo's table
 echo "make_figures: done"

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs what halfgrad needs to build and test, from Debian's archive only. Idempotent:
 # a package already present is not touched, and apt is not called at all when nothing is missing.
+#   bash scripts/setup.sh            # what the tests need (scripts/test.sh)
+#   bash scripts/setup.sh --demo     # what the demo needs: no CUDA tools (the demo builds no CUDA code)
 set -euo pipefail
+cuda_tools=1
+case "${1:-}" in
+  "") ;;
+  --demo) cuda_tools=0 ;;
+  *) echo "setup: unknown argument '$1' (use --demo or nothing)" >&2; exit 2 ;;
+esac
 # python3-matplotlib renders the AMP figures (scripts/plot.py, scripts/make_figures.sh); the C++ programs
 # never need it, and CTest's plot_selftest runs only where it is present.
 pkgs=(g++ cmake ccache catch2 libeigen3-dev libdnnl-dev zlib1g-dev pkg-config dataset-fashion-mnist python3-matplotlib)
 # With the CUDA toolkit: python3-venv for the venv that holds cuobjdump (below).
-[ -x /usr/local/cuda/bin/nvcc ] && pkgs+=(python3-venv)
+[ "$cuda_tools" = 1 ] && [ -x /usr/local/cuda/bin/nvcc ] && pkgs+=(python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,7 +43,7 @@ install_cuobjdump() {
   bin="$(find "$tools/lib" -path '*/nvidia/*/bin/cuobjdump' | head -n 1)"
   [ -n "$bin" ] && ln -sf "$bin" "$tools/bin/cuobjdump"
 }
-if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -x /usr/local/cuda/bin/cuobjdump ] && [ ! -x "$tools/bin/cuobjdump" ]; then
+if [ "$cuda_tools" = 1 ] && [ -x /usr/local/cuda/bin/nvcc ] && [ ! -x /usr/local/cuda/bin/cuobjdump ] && [ ! -x "$tools/bin/cuobjdump" ]; then
   install_cuobjdump || echo "setup: warning: cuobjdump could not be installed; CTest cuda_archs will fail"
 fi
 echo "setup: ok"

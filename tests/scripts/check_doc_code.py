@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every C++ block of README.md and docs/AMP.md compiles against the current headers.
+"""Every C++ block of README.md and the user's pages in docs/ (AMP, API, BUILD, PERFORMANCE) compiles against the current headers.
 
     python3 tests/scripts/check_doc_code.py ROOT CXX     # CXX: the C++ compiler (CTest `doc_code` passes CMake's)
     python3 tests/scripts/check_doc_code.py --self-test
@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-DOCS = ["README.md", os.path.join("docs", "AMP.md")]
+DOCS = ["README.md", os.path.join("docs", "AMP.md"), os.path.join("docs", "API.md"), os.path.join("docs", "BUILD.md"),
+        os.path.join("docs", "PERFORMANCE.md")]
 MARK = re.compile(r"^<!-- doc-code: (fragment\((.*)\)|namespace) -->$")
 PRELUDE = "#include <halfgrad.h>\n#include <iostream>\n#include <memory>\n#include <string>\n#include <vector>\nusing namespace hg;\n"
 

@@ -8,7 +8,9 @@ Reads README.md and docs/*.md. A citation is a `code span` or a Markdown link ta
 of the repository: it starts with one of the repository's top-level folders (core/, ops/, tests/, ...) or
 is a top-level file (CMakeLists.txt, halfgrad.h). A span may name several paths ("cpu/gemm.*" matches
 any extension; "ops/kernels/<family>.h" with <...> stands for a pattern and is left alone; a trailing
-":123" or "#anchor" is dropped). A folder must exist as a folder, a file as a file."""
+":123" or "#anchor" is dropped). A folder must exist as a folder, a file as a file. A Markdown link to an anchor
+(`[x](#section)`, `[x](docs/AMP.md#section)`) must name a heading of that page, as GitHub makes the anchor: the
+heading lowercased, punctuation other than '-' and '_' dropped, spaces made '-'."""
 import glob
 import os
 import re
@@ -80,6 +82,41 @@ def exists(root, path):
     return os.path.exists(full)
 
 
+HEADING = re.compile(r"^#{1,6} +(.+?) *#*$")
+ANCHOR_LINK = re.compile(r"\]\(([^)\s#]*\.md|)#([^)\s]+)\)")
+
+
+def anchors(text):
+    """The anchors of a page's headings (outside fenced code), GitHub's way; a repeated one gets -1, -2, ..."""
+    seen, out, fenced = {}, set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        m = None if fenced else HEADING.match(line)
+        if not m:
+            continue
+        title = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))  # a link in a heading keeps its text
+        slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def anchor_problems(root, doc, text):
+    problems = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        for m in ANCHOR_LINK.finditer(line):
+            target = os.path.normpath(os.path.join(os.path.dirname(doc), m.group(1))) if m.group(1) else doc
+            if not os.path.exists(target):
+                continue  # a missing page is the path check's to report
+            if m.group(2) not in anchors(open(target, encoding="utf-8").read()):
+                problems.append(f"{os.path.relpath(doc, root)}:{lineno} links to #{m.group(2)} in "
+                                f"{os.path.relpath(target, root)}, which has no such heading")
+    return problems
+
+
 def check(root):
     tops = top_level(root)
     docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
@@ -95,6 +132,7 @@ def check(root):
             # a link in docs/ is relative to docs/ (../core/x.h was stripped to core/x.h above)
             if not exists(root, path) and not (base and exists(root, os.path.join(base, path))):
                 problems.append(f"{rel}:{lineno} cites `{path}`, which does not exist")
+        problems += anchor_problems(root, doc, text)
     for p in problems:
         print("check_doc_paths: " + p)
     print(f"check_doc_paths: {len(docs)} documents, {cited} path citations, {len(problems)} problem(s)")
@@ -122,13 +160,19 @@ def self_test():
         folder_caught = folder_caught and not check(tmp)
         open(os.path.join(tmp, "docs", "ARCHITECTURE.md"), "w").write("| `core/` | `a.h` (x), `b.h` |\n")
         missing_caught = missing_caught and not check(tmp)
+        open(os.path.join(tmp, "docs", "ARCHITECTURE.md"), "w").write("## 2. Why F16 underflows\n[a](#2-why-f16-underflows)"
+                                                                      " [b](../README.md)\n")
+        ok = ok and check(tmp)
+        open(os.path.join(tmp, "docs", "ARCHITECTURE.md"), "w").write("## Threads\n[a](#cpus-and-threads)\n")
+        missing_caught = missing_caught and not check(tmp)
     finally:
         shutil.rmtree(tmp)
     if not (ok and missing_caught and folder_caught):
         print(f"check_doc_paths self-test FAILED: clean passed={ok}, missing caught={missing_caught}, "
               f"file-as-folder caught={folder_caught}")
         return False
-    print("check_doc_paths self-test: existing paths pass; a missing file and a file cited as a folder fail")
+    print("check_doc_paths self-test: existing paths and anchors pass; a missing file, a file cited as a folder and a "
+          "link to a missing heading fail")
     return True
 
 
