@@ -36,7 +36,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -45,6 +44,7 @@
 #include "amp/inspect/text_file.h"
 #include "core/atomic_file.h"
 #include "optim/sgd.h"
+#include "hist_labels.h"
 #include "train_common.h"
 
 namespace {
@@ -121,12 +121,6 @@ int log2_of(double scale) {
 }
 
 // The type of a Sequential child by its name ("1" -> "Linear"), for the tables.
-std::string layer_label(const nn::Module& m, const std::string& name) {
-  for (const auto& [n, child] : m.named_modules())
-    if (n == name) return name + " " + child->type_name();
-  return name;
-}
-
 struct Run {
   std::string label = {};
   hg::amp::OptLevel level = hg::amp::OptLevel::O0;
@@ -261,7 +255,7 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
         emax = e;
         break;
       }
-    const std::string label = kind == insp::Kind::ActivationGrad ? layer_label(model, name) : name;
+    const std::string label = kind == insp::Kind::ActivationGrad ? example::layer_label(model, name) : name;
     std::printf("%-22s %-16s %10lld %9.4f%% %11.4f%% %10.4f%% %7d %7.2f%% %6d\n", label.c_str(), insp::kind_name(kind),
                 static_cast<long long>(s.nonzero()), 100 * below_f16_subnormal(s, 0), 100 * below_f16_subnormal(s, ks),
                 100 * below_f16_subnormal(s, 16), emin, 100 * insp::LayerStats::ratio(s.zeros, s.count), emax);
@@ -274,35 +268,10 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
               "bounded from the log2 bins)\n", act_grad_mass_below_bound(h));
 }
 
-// layer,label: a legend name for each recorded layer of the histogram (plot.py --labels): a module's
-// activation gradient as "1 Linear 784->256 (out)", a parameter's as "1.weight 256x784".
+// layer,label: a legend name for each recorded layer of the histogram (plot.py --labels; examples/hist_labels.h).
 void write_labels(const std::string& path, const insp::GradientHistogram& h, const nn::Module& model) {
-  std::ostringstream os;
-  os << "layer,label\n";
-  std::set<std::string> seen;
-  for (const auto& [name, kind] : h.keys()) {
-    if (!seen.insert(name).second) continue;
-    std::string label = name;
-    for (const auto& [n, p] : model.named_parameters())
-      if (n == name) {
-        label += " ";
-        for (int64_t i = 0; i < p.ndim(); ++i) {
-          if (i) label += 'x';
-          label += std::to_string(p.shape()[i]);
-        }
-      }
-    for (const auto& [n, child] : model.named_modules()) {
-      if (n != name) continue;
-      label = layer_label(model, name);
-      for (const auto& [pn, p] : child->named_parameters())
-        if (pn == "weight" && p.ndim() == 2) label += " " + std::to_string(p.shape()[1]) + "->" + std::to_string(p.shape()[0]);
-      label += " (out)";
-    }
-    os << insp::csv_field(name) << "," << insp::csv_field(label) << "\n";
-  }
-  hg::write_file_atomic("amp_underflow", path, os.str());
+  hg::write_file_atomic("amp_underflow", path, example::hist_labels_csv(h, model));
 }
-
 // series,step,value: each run's loss as the mean of windows of 10 steps (step = the window's last step), and
 // its test accuracy at kEvals points.
 void write_curves(const std::string& path, const std::vector<Run>& runs) {

@@ -25,9 +25,10 @@
 // the mean fractions of elements saturated and flushed to zero per tensor role, and the bytes of FP8 state.
 // --csv DIR writes the data of docs/AMP.md's FP8 figures (scripts/make_figures.sh): fp8_stats.csv (run, step, layer,
 // role, amax, scale, saturated, flushed, every 50 steps); curves.csv (the second Linear layer's input and output gradient:
-// amax x scale over the format's largest value per run, and for the delayed runs dy's amax against fmax/scale, the
-// amax the scale was made for); hist.csv (GradientHistogram of the fp32 run's last 20 steps: activations, their
-// gradients, weights, weight gradients, the unscaled values an FP8 cast would get).
+// amax x scale over the format's largest value per run every 50 steps, and for the delayed runs, every step of a
+// 200-step window from step 1000 (half the run if shorter; not timed), dy's amax against fmax/scale, the amax the
+// scale was made for); hist.csv (GradientHistogram of the fp32 run's last 20 steps: activations, their gradients,
+// weights, weight gradients, the unscaled values an FP8 cast would get) and layers.csv (its layers' legend names).
 //
 // On a CPU, FP8 is emulated: the casts are extra passes over each tensor, and the GEMM is the BF16 one (FP8 values
 // decoded exactly to BF16), so an FP8 step costs more than a BF16 step; the timing column shows by how much.
@@ -44,6 +45,7 @@
 #include "amp/inspect/histogram.h"
 #include "benchmarks/bench_util.h"
 #include "optim/sgd.h"
+#include "hist_labels.h"
 #include "train_common.h"
 
 namespace {
@@ -113,7 +115,13 @@ constexpr int64_t kHistSteps = 20;  // the fp32 run's last steps go into hist.cs
 struct Figures {
   std::ostringstream stats, curves;
   hg::amp::inspect::GradientHistogram hist;
+  std::string hist_labels;  // layers.csv: the histogram's layers named (examples/hist_labels.h)
 };
+
+// The upper panels of the scaling figure (delayed scaling's lag: dy's amax against the amax its scale was made
+// for) take every step of a window, where a step-by-step view shows the lag; those steps are not timed.
+constexpr int64_t kLagSteps = 200;
+int64_t lag_from(int64_t steps) { return std::min<int64_t>(1000, steps / 2); }
 
 std::vector<nn::Fp8Linear*> fp8_layers(nn::Module& m) {
   std::vector<nn::Fp8Linear*> out;
@@ -122,18 +130,23 @@ std::vector<nn::Fp8Linear*> fp8_layers(nn::Module& m) {
   return out;
 }
 
-// curves.csv rows of one sampled step: the second Linear layer's input (x, after a ReLU) and output gradient (dy).
-void write_curves(std::ostringstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step) {
+bool shows_lag(const Run& r) { return r.label == "fp8-delayed" || r.label == "fp8-history-1"; }
+
+// curves.csv rows of one step of the second Linear layer: its input's (x, after a ReLU) and output gradient's (dy)
+// scaled amax at a sampled step (scaled), dy's amax against the amax its scale was made for in the lag window (lag).
+void write_curves(std::ostringstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step, bool scaled,
+                  bool lag, int64_t lag_start) {
   for (const Fp8Role role : {Fp8Role::Input, Fp8Role::GradOutput}) {
     const hg::Fp8CastStats& s = st.stats(role);
     const bool x = role == Fp8Role::Input;
     const DType f8 = x ? st.recipe().forward_dtype() : st.recipe().backward_dtype();
     const double fmax = f8 == DType::F8E4M3 ? hg::kF8E4M3Max : hg::kF8E5M2Max;
     const std::string panel = x ? "x: amax*scale over fmax" : "dy: amax*scale over fmax";  // no slash: it ends the panel name
-    if (r.recipe.scaling != Fp8Scaling::Mx)
+    if (scaled && r.recipe.scaling != Fp8Scaling::Mx)
       out << panel << "/" << r.label << "," << step << "," << double(s.amax) * s.scale / fmax << "\n";
-    if (!x && (r.label == "fp8-delayed" || r.label == "fp8-history-1")) {  // dy's amax against the scale's
-      const std::string p2 = "dy amax (" + r.label + ")";
+    if (lag && !x) {  // dy's amax against the scale's, every step of the window
+      const std::string p2 = "dy amax in steps " + std::to_string(lag_start) + "-" +
+                             std::to_string(lag_start + kLagSteps - 1) + " (" + r.label + ")";
       out << p2 << "/" << r.label << ": amax this step," << step << "," << s.amax << "\n";
       out << p2 << "/" << r.label << ": fmax over scale," << step << "," << fmax / s.scale << "\n";
     }
@@ -169,9 +182,10 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
     for (auto& [xh, yh] : loader) {
       const Tensor x = xh.to(dev), y = yh.to(dev);
       const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
+      const bool lag = fig != nullptr && shows_lag(r) && step >= lag_from(o.steps) && step < lag_from(o.steps) + kLagSteps;
       const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
       if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
-      for (nn::Fp8Linear* l : layers) l->fp8_state().track_stats = sample;
+      for (size_t li = 0; li < layers.size(); ++li) layers[li]->fp8_state().track_stats = sample || (lag && li == 1);
       timer.start();
       opt.zero_grad();
       const Tensor loss = hg::cross_entropy(forward(x), y);
@@ -182,7 +196,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
       }
       opt.step();
       const float lv = loss.item<float>();
-      if (!sample) timer.lap();
+      if (!sample && !lag) timer.lap();
       if (o.steps - step <= 100) loss_sum += std::isfinite(lv) ? lv : 1e9, ++loss_n;
       if (sample) {
         samples += 1;
@@ -195,12 +209,15 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
               fig->stats << r.label << "," << step << "," << li << "," << hg::fp8_role_name(static_cast<Fp8Role>(role))
                          << "," << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
           }
-        if (fig != nullptr) write_curves(fig->curves, r, layers[1]->fp8_state(), step);
       }
+      if (fig != nullptr && (sample || lag)) write_curves(fig->curves, r, layers[1]->fp8_state(), step, sample, lag, lag_from(o.steps));
       if (++step == o.steps) break;
     }
   }
-  if (fig != nullptr && r.kind == Run::F32) fig->hist.unwatch();
+  if (fig != nullptr && r.kind == Run::F32) {
+    fig->hist.unwatch();
+    fig->hist_labels = example::hist_labels_csv(fig->hist, *model);
+  }
   for (int role = 0; role < 3; ++role) {
     r.saturated[role] /= std::max(samples, 1.0);
     r.flushed[role] /= std::max(samples, 1.0);
@@ -285,7 +302,8 @@ int run(const Options& o) {
     hg::write_file_atomic("fp8_training", o.csv + "/fp8_stats.csv", fig->stats.str());
     hg::write_file_atomic("fp8_training", o.csv + "/curves.csv", fig->curves.str());
     fig->hist.write_csv(o.csv + "/hist.csv");
-    std::printf("wrote %s/fp8_stats.csv, curves.csv, hist.csv\n", o.csv.c_str());
+    hg::write_file_atomic("fp8_training", o.csv + "/layers.csv", fig->hist_labels);
+    std::printf("wrote %s/fp8_stats.csv, curves.csv, hist.csv, layers.csv\n", o.csv.c_str());
   }
   return 0;
 }

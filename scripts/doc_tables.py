@@ -52,13 +52,22 @@ def is_note(line):
 
 
 def table_rows(lines):
-    """A report section's header and rows: the lines up to its first note."""
+    """A report section's header and rows: the lines up to its first note or blank line."""
     rows = []
     for line in lines:
-        if is_note(line):
+        if is_note(line) or not line.strip():
             break
         rows.append(line)
     return rows
+
+
+def table_from(log, prog, prefix):
+    """The table of a report whose header line starts with prefix: the header and its rows."""
+    lines = log.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith(prefix)), None)
+    if start is None:
+        raise SystemExit(f"doc_tables: {prog}'s report has no table starting {prefix!r}")
+    return table_rows(lines[start:])
 
 
 def provenance(res, command, prog):
@@ -132,15 +141,62 @@ def block_master(log_key, command):
 
 
 def block_compare(res):
-    lines = res["logs"]["fashion_mnist_mlp"].splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith("mode ")), None)
-    if start is None:
-        raise SystemExit("doc_tables: fashion_mnist_mlp's report has no 'mode' table")
     return [provenance(res, "./build/fashion_mnist_mlp --compare --threads 2", "fashion_mnist_mlp"), "", "```",
-            *table_rows(lines[start:]), "```"]
+            *table_from(res["logs"]["fashion_mnist_mlp"], "fashion_mnist_mlp", "mode "), "```"]
+
+
+def fp8_rows(log):
+    """fp8_training's summary table: the header line ('run  test acc ...') and its rows, up to the 'sat/flush' note."""
+    return table_from(log, "fp8_training", "run ")
+
+
+def block_fp8(log_key, command):
+    def block(res):
+        return [provenance(res, command, log_key), "", "```", *fp8_rows(res["logs"][log_key]), "```"]
+    return block
+
+
+def fp8_table(log):
+    """{run label: {"acc": test accuracy, "vs": points vs BF16, "flush_dy": % or None}} from the summary table."""
+    out = {}
+    for row in fp8_rows(log)[1:]:
+        f = row.split()
+        out[f[0]] = {"acc": float(f[1]), "vs": float(f[2].rstrip("p")),
+                     "flush_dy": float(f[10].rstrip("%")) if len(f) > 10 and f[10] != "-" else None}
+    return out
+
+
+def block_fp8_sweep(res):
+    logs = res["fp8_sweep_logs"]
+    missing = [s for s in SEEDS if s not in logs]
+    if missing:
+        raise SystemExit(f"doc_tables: fp8_training's seed sweep lacks seeds {missing}")
+    tables = [fp8_table(logs[s]) for s in SEEDS]
+    out = [provenance(res, f"./build/fp8_training --seed S, S in {SEEDS}", "fp8_training"), "",
+           "| run | test acc | vs BF16 (points) | flushed dy |", "|---|---|---|---|"]
+    for label in tables[0]:
+        acc = [t[label]["acc"] for t in tables]
+        vs = [t[label]["vs"] for t in tables]
+        fl = [t[label]["flush_dy"] for t in tables if t[label]["flush_dy"] is not None]
+        vs_text = "" if label == "bf16" else (f"{statistics.mean(vs):+.2f} ± {statistics.stdev(vs):.2f} "
+                                              f"({min(vs):+.2f} to {max(vs):+.2f})")
+        out.append(f"| {label} | {fmt_acc(acc)} | {vs_text} | {f'{statistics.mean(fl):.2f}%' if fl else ''} |")
+    out += ["", f"Mean ± standard deviation over the {len(SEEDS)} seeds (each seed its own initial weights and data "
+            "order), then the range; vs BF16: each seed's difference to its own BF16 run. Flushed dy: the mean share of "
+            "the layers' output gradients flushed to zero, averaged over the seeds."]
+    return out
+
+
+def block_bench_fp8(res):
+    return [provenance(res, "./build/bench_fp8", "bench_fp8"), "", "```",
+            *table_from(res["logs"]["bench_fp8"], "bench_fp8", "m x in -> out"), "```"]
 
 
 BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
+          "fp8_training.summary": block_fp8("fp8_training", "./build/fp8_training"),
+          "fp8_training.sweep": block_fp8_sweep,
+          "fp8_training_cnn.summary": block_fp8("fp8_training_cnn", "./build/fp8_training --model cnn --threads 2"),
+          "bench_fp8.table": block_bench_fp8,
           "amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
           "amp_master_weights_lr01.summary": block_master("amp_master_weights_lr01",
                                                           "./build/amp_master_weights --lr 0.1"),
@@ -149,7 +205,8 @@ BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
 
 
 def load_results(d):
-    res = {"provenance": json.load(open(os.path.join(d, "provenance.json"))), "logs": {}, "sweep": {}, "sweep_logs": {}}
+    res = {"provenance": json.load(open(os.path.join(d, "provenance.json"))), "logs": {}, "sweep": {}, "sweep_logs": {},
+           "fp8_sweep_logs": {}}
     for name in os.listdir(d):
         if name.endswith(".log"):
             res["logs"][name[:-4]] = open(os.path.join(d, name)).read()
@@ -162,6 +219,10 @@ def load_results(d):
             log = os.path.join(d, "amp_underflow.log") if (k, s) == (0, 0) else os.path.join(base, f"k{k}_s{s}.log")
             if os.path.exists(log):
                 res["sweep_logs"][(k, s)] = open(log).read()
+    for s in SEEDS:  # fp8_training's seed sweep: seed 0 is the default run
+        log = os.path.join(d, "fp8_training.log") if s == 0 else os.path.join(d, "sweep", "fp8_training", f"s{s}.log")
+        if os.path.exists(log):
+            res["fp8_sweep_logs"][s] = open(log).read()
     return res
 
 
@@ -209,10 +270,13 @@ def check(text, logs):
               "amp_master_weights.summary": "== summary", "amp_master_weights_lr01.summary": "== summary"}
     for name, begin, end in found:
         prog = name.split(".")[0]
-        if (name not in titles and name != "fashion_mnist_mlp.compare") or prog not in logs:
+        quoted_header = {"fashion_mnist_mlp.compare": "mode ", "fp8_training.summary": "run ",
+                         "fp8_training_cnn.summary": "run ", "bench_fp8.table": "m x in -> out"}
+        if (name not in titles and name not in quoted_header) or prog not in logs:
             continue  # each program's test passes its own report
-        if name == "fashion_mnist_mlp.compare":  # the --compare table: its header is the line starting "mode "
-            want = next((l for l in logs[prog].splitlines() if l.startswith("mode ")), "(no 'mode' table)")
+        if name in quoted_header:  # a table quoted whole: its header is the line that starts so
+            want = next((l for l in logs[prog].splitlines() if l.startswith(quoted_header[name])),
+                        f"(no table starting {quoted_header[name]!r})")
         else:
             want = table_rows(section(logs[prog], titles[name]))[0]
         quoted = [l for l in lines[begin + 1:end] if l and not l.startswith(("*", "```"))]

@@ -5,13 +5,15 @@
 #   bash scripts/make_figures.sh [BUILD_DIR]      (default ./build)
 #   HG_FIGURES="fp8_training" bash scripts/make_figures.sh build   # only these examples' figures
 #
-# Builds nothing: BUILD_DIR must already hold amp_underflow, amp_overflow, amp_master_weights, fp8_training and
-# fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target amp_underflow amp_overflow
-# amp_master_weights fp8_training fashion_mnist_mlp). Runs each example once with its defaults (about 15 s, 8 s, 30 s and 90 s on
-# the 2-core CI machine) into a temporary directory, then renders the PNGs with scripts/plot.py into
-# docs/figures/. amp_underflow also runs for every --grad-shift K of section 2's sweep and 5 seeds (25 runs,
-# about 8 minutes there); then scripts/doc_tables.py rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib (Debian: python3-matplotlib); when the `python3` on
-# PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used instead.
+# Builds nothing: BUILD_DIR must already hold precision_formats, amp_underflow, amp_overflow, amp_master_weights,
+# fp8_training, bench_fp8 and fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target
+# precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp). Runs each once with its defaults into a
+# temporary directory, renders the PNGs with scripts/plot.py into docs/figures/, and runs the seed sweeps behind the
+# pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
+# amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn. On the 2-core AMD EPYC Zen 4 the whole
+# run takes about 25 minutes (the underflow sweep 8, the FP8 sweep 8, the CNN 3). Then scripts/doc_tables.py
+# rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib
+# (Debian: python3-matplotlib); when the `python3` on PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,12 +22,12 @@ build="${1:-build}"
 figures="$root/docs/figures"
 plot="$root/scripts/plot.py"
 
-only="${HG_FIGURES:-amp_underflow amp_overflow amp_master_weights fp8_training fashion_mnist_mlp}"
+only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp}"
 want() { [[ " $only " == *" $1 "* ]]; }
 for prog in $only; do
   if [[ ! -x "$build/$prog" ]]; then
     echo "make_figures: $build/$prog not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target amp_underflow amp_overflow amp_master_weights fp8_training fashion_mnist_mlp" >&2
+    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp" >&2
     exit 2
   fi
 done
@@ -63,14 +65,20 @@ machine="$cpu_model ($isa), $(nproc) cores, no GPU used"
   "$machine" "$commit" "$tmp/provenance.json"
 echo "make_figures: on $machine, commit $commit"
 
-run() {  # run NAME: the example with its defaults, data under $tmp/NAME; its report goes to stdout
-  local name="$1"
-  echo "make_figures: running $name ..."
-  if ! "$build/$name" --out "$tmp/$name" >"$tmp/$name.log" 2>&1; then
-    cat "$tmp/$name.log" >&2
-    echo "make_figures: $name failed" >&2
+logged() {  # logged LOG COMMAND...: runs the command with its output in LOG; on failure prints LOG and stops
+  local log="$1"
+  shift
+  echo "make_figures: ${*#"$build/"} ..."
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "make_figures: ${*#"$build/"} failed" >&2
     exit 1
   fi
+}
+
+run() {  # run NAME: the example with its defaults, data under $tmp/NAME; its report goes to stdout
+  local name="$1"
+  logged "$tmp/$name.log" "$build/$name" --out "$tmp/$name"
   # The numbers docs/AMP.md quotes; the "plot them with" hints point into $tmp, which goes away.
   sed '/^wrote /,$d' "$tmp/$name.log"
 }
@@ -81,6 +89,12 @@ render() {  # render KIND INPUT OUTPUT_NAME TITLE [extra plot.py flags]
   "$python" "$plot" "$kind" "$input" -o "$figures/$output" --title "$title" "$@"
   echo "make_figures: wrote docs/figures/$output"
 }
+
+if want precision_formats; then  # section 1's number line of the formats
+logged "$tmp/precision_formats.log" "$build/precision_formats"
+render formats "$tmp/precision_formats.log" formats_number_line.png \
+  "F32, TF32, F16, BF16 and the FP8 formats on one log2 axis: range, subnormals, spacing"
+fi
 
 if want amp_underflow; then
 run amp_underflow
@@ -101,12 +115,7 @@ for k in 0 8 12 16 20; do
   for s in 0 1 2 3 4; do
     [[ $k == 0 && $s == 0 ]] && continue
     out="$tmp/sweep/amp_underflow/k${k}_s${s}"
-    echo "make_figures: amp_underflow --grad-shift $k --seed $s ..."
-    if ! "$build/amp_underflow" --grad-shift "$k" --seed "$s" --out "$out" >"$out.log" 2>&1; then
-      cat "$out.log" >&2
-      echo "make_figures: amp_underflow --grad-shift $k --seed $s failed" >&2
-      exit 1
-    fi
+    logged "$out.log" "$build/amp_underflow" --grad-shift "$k" --seed "$s" --out "$out"
   done
 done
 fi
@@ -127,36 +136,34 @@ render histogram "$tmp/amp_master_weights/update_ulp16.csv" master_weights_swamp
   "weight updates against the F16 spacing at their weight (lr 1e-3; left of -1, F16 drops the update)" \
   --markers ulp --logy
 # section 4's contrast: 100x larger steps, where pure F16 loses little
-echo "make_figures: amp_master_weights --lr 0.1 ..."
-if ! "$build/amp_master_weights" --lr 0.1 --out "$tmp/amp_master_weights_lr01" >"$tmp/amp_master_weights_lr01.log" 2>&1; then
-  cat "$tmp/amp_master_weights_lr01.log" >&2
-  echo "make_figures: amp_master_weights --lr 0.1 failed" >&2
-  exit 1
-fi
+logged "$tmp/amp_master_weights_lr01.log" "$build/amp_master_weights" --lr 0.1 --out "$tmp/amp_master_weights_lr01"
 fi
 
 if want fp8_training; then
-echo "make_figures: running fp8_training ..."
-if ! "$build/fp8_training" --csv "$tmp/fp8_training" >"$tmp/fp8_training.log" 2>&1; then
-  cat "$tmp/fp8_training.log" >&2
-  echo "make_figures: fp8_training failed" >&2
-  exit 1
-fi
+logged "$tmp/fp8_training.log" "$build/fp8_training" --csv "$tmp/fp8_training"
 sed '/^wrote /,$d' "$tmp/fp8_training.log"
 render curves "$tmp/fp8_training/curves.csv" fp8_scaling_curves.png \
   "FP8 scaling: amax x scale over the format max (above 1 saturates); delayed scaling lags the amax" --logy
 render histogram "$tmp/fp8_training/hist.csv" fp8_histogram.png \
   "F32 values of the Fashion-MNIST MLP (last 20 steps) against the unscaled E4M3 and E5M2 ranges" --logy --markers fp8 \
+  --labels "$tmp/fp8_training/layers.csv" \
   --note "what an FP8 cast with scale 1 would keep: per-tensor scales move each histogram into the format's range"
+# section 8's seed sweep (seed 0 is the run above) and the CNN
+mkdir -p "$tmp/sweep/fp8_training"
+for s in 1 2 3 4; do
+  logged "$tmp/sweep/fp8_training/s$s.log" "$build/fp8_training" --seed "$s"
+done
+logged "$tmp/fp8_training_cnn.log" "$build/fp8_training" --model cnn --threads 2
+sed -n '/^run /,/^sat/p' "$tmp/fp8_training_cnn.log"
 fi
 
-if want fashion_mnist_mlp; then  # section 6's table of every precision mode
-echo "make_figures: fashion_mnist_mlp --compare --threads 2 ..."
-if ! "$build/fashion_mnist_mlp" --compare --threads 2 >"$tmp/fashion_mnist_mlp.log" 2>&1; then
-  cat "$tmp/fashion_mnist_mlp.log" >&2
-  echo "make_figures: fashion_mnist_mlp --compare failed" >&2
-  exit 1
+if want bench_fp8; then  # section 8's cost of emulated FP8
+logged "$tmp/bench_fp8.log" "$build/bench_fp8"
+sed -n '/^m x in/,$p' "$tmp/bench_fp8.log"
 fi
+
+if want fashion_mnist_mlp; then  # section 6's table of every precision mode, and the README's
+logged "$tmp/fashion_mnist_mlp.log" "$build/fashion_mnist_mlp" --compare --threads 2
 sed -n '/^mode /,$p' "$tmp/fashion_mnist_mlp.log"
 fi
 

@@ -38,6 +38,7 @@ import csv
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -101,6 +102,7 @@ COLUMNS = {
     "timeline": ["step", "scale", "growth_tracker", "found_inf", "skipped"],
     "histogram": ["layer", "kind", "bin_log2", "count"],
     "curves": ["series", "step", "value"],
+    "formats": [],  # not a CSV: the format table precision_formats prints (its output saved to a file)
 }
 ALIASES = {"bin_log2": ["bin"]}  # GradientHistogram::write_csv names the column "bin"
 
@@ -225,7 +227,7 @@ def import_pyplot():
 
 
 def plot_timeline(plt, t, title):
-    fig, (ax, ax2) = plt.subplots(2, 1, sharex=True, figsize=(9, 5.5), gridspec_kw={"height_ratios": [3, 1]})
+    fig, (ax, ax2) = plt.subplots(2, 1, sharex=True, figsize=(11, 5.5), gridspec_kw={"height_ratios": [3, 1]})
     ax.step(t["step"], t["scale"], where="post", color="tab:blue", label="loss scale")
     ax.set_yscale("log", base=2)
     skipped = [(s, v) for s, v, k in zip(t["step"], t["scale"], t["skipped"]) if k]
@@ -235,11 +237,11 @@ def plot_timeline(plt, t, title):
     if inf_kept:
         ax.scatter(*zip(*inf_kept), marker="x", color="tab:orange", zorder=3,
                    label=f"inf/NaN found, not skipped ({len(inf_kept)})")
-    ax.set_ylabel("scale (log2 axis)")
-    ax.legend(loc="best")
+    ax.set_ylabel("loss scale (log2 axis)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, which="major", alpha=0.3)
     ax2.step(t["step"], t["growth_tracker"], where="post", color="tab:green")
-    ax2.set_ylabel("growth tracker")
+    ax2.set_ylabel("clean steps\nsince backoff")
     ax2.set_xlabel("step")
     ax2.grid(True, alpha=0.3)
     ax.set_title(title or "Loss scaler timeline")
@@ -330,7 +332,7 @@ def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=N
     columns = [0] if shift is None else [0, shift]
     lo, hi = histogram_view(panels, shift or 0, markers)
     colour_of = Colours()
-    fig, axes = plt.subplots(len(names), len(columns), figsize=(9 * len(columns), 2.8 * len(names) + 1.0),
+    fig, axes = plt.subplots(len(names), len(columns), figsize=(10.5 * len(columns), 3.2 * len(names) + 1.0),
                              squeeze=False)
     for row, name in enumerate(names):
         for col, k in enumerate(columns):
@@ -353,12 +355,13 @@ def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=N
                 ax.set_yscale("log")
             if col == 1:
                 draw_headroom(ax, panels[name], shift, colour_of, labels)
-            ax.set_title(name if col == 0 else f"{name} x {scale:g} (2^{shift}): the loss scale", fontsize=10)
+            words = KIND_WORDS.get(name, name)
+            ax.set_title(words if col == 0 else f"{words} x {scale:g} (2^{shift}): the loss scale", fontsize=10)
             ax.set_ylabel("count")
             if notes and col == 0:
                 ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
                         bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
-            ax.legend(loc="upper right" if col == 0 else "upper left", fontsize=7)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)  # beside the data
     for ax in axes[-1, :]:
         ax.set_xlabel(XLABELS[markers])
     fig.suptitle((title or "Magnitude histogram") + (f"\n{note}" if note else ""))
@@ -375,9 +378,23 @@ def curve_label(panel, series):
     return series.split("/", 1)[1] if panel and series.startswith(panel + "/") else series
 
 
+# GradientHistogram's kinds (a histogram panel each), in words for the panel titles.
+KIND_WORDS = {"activation": "activations (each layer's output)", "activation_grad":
+              "activation gradients (the gradient reaching each layer's output)", "weight": "weights",
+              "weight_grad": "weight gradients", "update": "weight updates"}
+
+# The examples' short panel names, in words for the y axis; other panel names are written as words already.
+PANEL_WORDS = {"acc": "test accuracy", "loss": "training loss", "log2_scale": "log2 of the loss scale"}
+
+
 def plot_curves(plt, panels, title, logy, ylim=None):
     names = sorted(panels)
-    fig, axes = plt.subplots(len(names), 1, sharex=True, figsize=(9, 3 * len(names) + 0.8), squeeze=False)
+    # panels over different step ranges (a window sampled every step next to a whole run sampled every 50) each get
+    # their own step axis; legends go right of the axes, never over a curve: the figure is wider by their column
+    spans = {(min(x for xs, _ in panels[n].values() for x in xs), max(x for xs, _ in panels[n].values() for x in xs))
+             for n in names}
+    shared = len(spans) == 1
+    fig, axes = plt.subplots(len(names), 1, sharex=shared, figsize=(11.5, 3 * len(names) + 0.8), squeeze=False)
     colour_of = Colours(MODE_COLOURS)
     for ax, name in zip(axes[:, 0], names):
         lines = [s for s in sorted(panels[name]) if not curve_label(name, s).startswith("@")]
@@ -399,11 +416,63 @@ def plot_curves(plt, panels, title, logy, ylim=None):
             ax.set_yscale("log")
         if ylim:
             ax.set_ylim(*ylim)
-        ax.set_ylabel(name or "value")
+        ax.set_ylabel(PANEL_WORDS.get(name, name) or "value")
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+        if not shared:
+            ax.set_xlabel("step")
     axes[-1, 0].set_xlabel("step")
     fig.suptitle(title or "Curves")
+    fig.tight_layout()
+    return fig
+
+
+FORMAT_ROW = re.compile(r"^(\w+)\s+(\d+)\s+1\|(\d+)\|(\d+)\s+\d+\s+\S+\s+(\S+)\s+\S+ \(2\^(-?\d+)\)\s+\S+ \(2\^(-?\d+)\)")
+
+
+def read_formats(path):
+    """[(name, exponent bits, mantissa bits, log2 smallest subnormal, log2 smallest normal, log2 max finite)] from
+    precision_formats' table; TF32 (F32's exponent, 10 mantissa bits: what Tensor Cores round F32 inputs to) is
+    derived from the F32 row, normal numbers only."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such file (save precision_formats' output to a file)")
+    rows = []
+    for line in open(path, encoding="utf-8"):
+        m = FORMAT_ROW.match(line)
+        if m:
+            name, _, e, mant, fmax, normal, sub = m.groups()
+            rows.append((name, int(e), int(mant), int(sub), int(normal), math.log2(float(fmax))))
+    if not rows:
+        raise InputError(f"{path}: no format table (the lines of precision_formats' 'bits sign|exp|mant' table)")
+    f32 = next((r for r in rows if r[0] == "F32"), None)
+    if f32:
+        top = f32[5] - math.log2(2 - 2.0 ** -23) + math.log2(2 - 2.0 ** -10)
+        rows.insert(1, ("TF32", 8, 10, f32[4], f32[4], top))  # its subnormals are not drawn: not a storage format
+    return rows
+
+
+def plot_formats(plt, rows, title):
+    """A number line per format: where its subnormals and normals lie on a log2 axis, and the relative spacing of
+    neighbouring values (2^-mantissa bits); the lower panel zooms on the range the 8- and 16-bit formats share."""
+    fig, axes = plt.subplots(2, 1, figsize=(11.5, 1.0 + 0.75 * len(rows) * 2))
+    for ax, (lo, hi) in zip(axes, [(-155, 135), (-30, 20)]):
+        for i, (name, e, mant, sub, normal, top) in enumerate(rows):
+            y = len(rows) - 1 - i
+            ax.barh(y, normal - sub, left=sub, height=0.5, color="tab:orange", alpha=0.45,
+                    label="subnormals (fewer significant bits)" if i == 0 else None)
+            ax.barh(y, top - normal, left=normal, height=0.5, color="tab:blue", alpha=0.7,
+                    label="normal numbers" if i == 0 else None)
+            text = f"2^{sub} to {2.0 ** top:.4g}, spacing 2^-{mant} of the value"
+            ax.text(min(max(top, lo) + 1, hi - 1), y, text if lo < -100 else "", va="center", fontsize=7,
+                    ha="left" if top < hi - 40 else "right")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"{r[0]} (1|{r[1]}|{r[2]})" for r in reversed(rows)])
+        ax.set_xlim(lo, hi)
+        ax.axvline(0, color="black", linewidth=0.6)
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.set_xlabel("log2 of the magnitude" + (" (zoom: where the 8- and 16-bit formats live)" if hi < 100 else ""))
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+    fig.suptitle(title or "The formats on one number line (sign|exponent|mantissa bits)")
     fig.tight_layout()
     return fig
 
@@ -417,11 +486,15 @@ def render(kind, path, out, title=None, by="kind", logy=False, ylim=None, scale=
         data = read_histogram(path, by)
         scale_shift(scale)  # a bad scale is bad input, found before matplotlib loads
         labels = read_labels(labels) if labels else {}
+    elif kind == "formats":
+        data = read_formats(path)
     else:
         data = read_curves(path)
     plt = import_pyplot()
     if kind == "timeline":
         fig = plot_timeline(plt, data, title)
+    elif kind == "formats":
+        fig = plot_formats(plt, data, title)
     elif kind == "histogram":
         fig = plot_histogram(plt, data, title, logy, scale=scale, markers=markers, labels=labels, note=note)
     else:
@@ -470,6 +543,11 @@ def selftest_inputs(d):
     ratios = [[p, run, e, int(500 * math.exp(-((e + shift) / 3) ** 2))] for run, shift in (("O3", 2), ("O2", -1))
               for p in ("fc1.weight", "fc2.weight") for e in range(-12, 8)]
     write_csv(os.path.join(d, "ratios.csv"), ["layer", "kind", "bin", "count"], ratios)
+    with open(os.path.join(d, "formats.txt"), "w", encoding="utf-8") as f:  # two rows of precision_formats' table
+        f.write("F32     32  1|8|23         127  -126..127  3.4028e+38  1.1755e-38 (2^-126)    1.4013e-45 (2^-149)     "
+                "1.1921e-07 (2^-23)     7.22 (6..9)\n"
+                "F16     16  1|5|10          15  -14..15    6.5504e+04  6.1035e-05 (2^-14)     5.9605e-08 (2^-24)      "
+                "9.7656e-04 (2^-10)     3.31 (3..5)\n")
 
 
 def selftest():
@@ -480,7 +558,7 @@ def selftest():
         cases = (("timeline", "timeline.csv", {}), ("histogram", "hist.csv", {}),
                  ("histogram", "hist.csv", {"scale": 1024.0, "labels": os.path.join(d, "labels.csv"), "note": "n"}),
                  ("histogram", "ratios.csv", {"markers": "ulp", "logy": True}),
-                 ("curves", "curves.csv", {"ylim": (0.0, 1.0)}))
+                 ("curves", "curves.csv", {"ylim": (0.0, 1.0)}), ("formats", "formats.txt", {}))
         for i, (kind, name, extra) in enumerate(cases):
             out = os.path.join(d, f"{kind}{i}.png")
             render(kind, os.path.join(d, name), out, title=f"selftest {kind}", **extra)
@@ -495,7 +573,8 @@ def selftest():
         write_csv(bad, ["step", "scale"], [[0, 1.0]])
         rejected = (("timeline", bad, {}, "missing growth_tracker,found_inf,skipped", "a timeline without growth_tracker"),
                     ("histogram", os.path.join(d, "hist.csv"), {"scale": 1000.0}, "power of two",
-                     "--scale 1000 (not a power of two)"))
+                     "--scale 1000 (not a power of two)"),
+                    ("formats", bad, {}, "no format table", "a file without precision_formats' table"))
         for kind, path, extra, expected, what in rejected:
             try:
                 render(kind, path, os.path.join(d, "bad.png"), **extra)
@@ -525,7 +604,7 @@ def main(argv):
     p = argparse.ArgumentParser(description="Render PNGs from halfgrad's inspector/example CSV files.",
                                 epilog="python3 scripts/plot.py --selftest renders generated data of each kind.")
     p.add_argument("kind", choices=sorted(COLUMNS), help="what the input holds")
-    p.add_argument("input", help="CSV (or JSON) file")
+    p.add_argument("input", help="CSV (or JSON) file; for formats, precision_formats' output")
     p.add_argument("-o", "--output", required=True, help="PNG file to write")
     p.add_argument("--title", help="figure title")
     p.add_argument("--by", choices=["kind", "layer"], default="kind", help="histogram: one panel per kind or layer")
