@@ -16,8 +16,8 @@ RESULTS holds provenance.json ({"machine", "threads", "commit"}), NAME.log (a pr
 make_figures.sh runs it) and sweep/amp_underflow/k{K}_s{S}/summary.json (the grad-shift and seed sweep).
 `check` compares the column headers of the quoted reports with LOG_DIR/NAME.log, a fresh run of the program
 (--quick is enough: the columns do not depend on the run's length), for the programs whose logs LOG_DIR holds;
-the examples' CTest scripts (tests/examples/amp_underflow.sh, amp_master_weights.sh, demo_table.sh) run it on
-their own runs.
+the examples' CTest scripts (tests/examples/amp_underflow.sh, amp_master_weights.sh, fp8_training.sh, pure_bf16.sh,
+demo_table.sh) run it on their own runs.
 """
 import json
 import os
@@ -197,6 +197,8 @@ BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
           "fp8_training.sweep": block_fp8_sweep,
           "fp8_training_cnn.summary": block_fp8("fp8_training_cnn", "./build/fp8_training --model cnn --threads 2"),
           "bench_fp8.table": block_bench_fp8,
+          "pure_bf16.summary": lambda res: [provenance(res, "./build/pure_bf16", "pure_bf16"), "", "```",
+                                            *table_from(res["logs"]["pure_bf16"], "pure_bf16", "run "), "```"],
           "amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
           "amp_master_weights_lr01.summary": block_master("amp_master_weights_lr01",
                                                           "./build/amp_master_weights --lr 0.1"),
@@ -271,7 +273,7 @@ def check(text, logs):
     for name, begin, end in found:
         prog = name.split(".")[0]
         quoted_header = {"fashion_mnist_mlp.compare": "mode ", "fp8_training.summary": "run ",
-                         "fp8_training_cnn.summary": "run ", "bench_fp8.table": "m x in -> out"}
+                         "fp8_training_cnn.summary": "run ", "bench_fp8.table": "m x in -> out", "pure_bf16.summary": "run "}
         if (name not in titles and name not in quoted_header) or prog not in logs:
             continue  # each program's test passes its own report
         if name in quoted_header:  # a table quoted whole: its header is the line that starts so

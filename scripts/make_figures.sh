@@ -6,8 +6,8 @@
 #   HG_FIGURES="fp8_training" bash scripts/make_figures.sh build   # only these examples' figures
 #
 # Builds nothing: BUILD_DIR must already hold precision_formats, amp_underflow, amp_overflow, amp_master_weights,
-# fp8_training, bench_fp8 and fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target
-# precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp). Runs each once with its defaults into a
+# pure_bf16, fp8_training, bench_fp8 and fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target
+# precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp). Runs each once with its defaults into a
 # temporary directory, renders the PNGs with scripts/plot.py into docs/figures/, and runs the seed sweeps behind the
 # pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
 # amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn. On the 2-core AMD EPYC Zen 4 the whole
@@ -22,12 +22,12 @@ build="${1:-build}"
 figures="$root/docs/figures"
 plot="$root/scripts/plot.py"
 
-only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp}"
+only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp}"
 want() { [[ " $only " == *" $1 "* ]]; }
 for prog in $only; do
   if [[ ! -x "$build/$prog" ]]; then
     echo "make_figures: $build/$prog not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights fp8_training bench_fp8 fashion_mnist_mlp" >&2
+    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp" >&2
     exit 2
   fi
 done
@@ -155,6 +155,11 @@ for s in 1 2 3 4; do
 done
 logged "$tmp/fp8_training_cnn.log" "$build/fp8_training" --model cnn --threads 2
 sed -n '/^run /,/^sat/p' "$tmp/fp8_training_cnn.log"
+fi
+
+if want pure_bf16; then  # section 7's BF16 weights without masters
+logged "$tmp/pure_bf16.log" "$build/pure_bf16"
+sed -n '/^run /,/^kept/p' "$tmp/pure_bf16.log"
 fi
 
 if want bench_fp8; then  # section 8's cost of emulated FP8
