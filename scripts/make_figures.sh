@@ -146,8 +146,8 @@ render curves "$tmp/fp8_training/curves.csv" fp8_scaling_curves.png \
   "FP8 scaling: amax x scale over the format max (above 1 saturates); delayed scaling lags the amax" --logy
 render histogram "$tmp/fp8_training/hist.csv" fp8_histogram.png \
   "F32 values of the Fashion-MNIST MLP (last 20 steps) against the unscaled E4M3 and E5M2 ranges" --logy --markers fp8 \
-  --labels "$tmp/fp8_training/layers.csv" \
-  --note "what an FP8 cast with scale 1 would keep: per-tensor scales move each histogram into the format's range"
+  --labels "$tmp/fp8_training/layers.csv" --per-tensor \
+  --note "left: what an FP8 cast with scale 1 would keep; right: each tensor at its own power-of-two scale"
 # section 8's seed sweep (seed 0 is the run above) and the CNN
 mkdir -p "$tmp/sweep/fp8_training"
 for s in 1 2 3 4; do

@@ -5,6 +5,7 @@
   python3 scripts/plot.py histogram hist.csv   -o hist.png   [--title T] [--by kind|layer] [--logy]
                                                 [--labels L.csv] [--scale S] [--markers f16|fp8|ulp] [--note TEXT]
   python3 scripts/plot.py curves    curves.csv -o curves.png [--title T] [--logy] [--ylim LO,HI]
+  python3 scripts/plot.py formats   formats.txt -o formats.png [--title T]
   python3 scripts/plot.py --selftest
 
 Inputs (extra columns are ignored; a .json file may hold the same rows as a list of objects, or an
@@ -22,13 +23,18 @@ object with that list under "rows"):
              share of updates left of it.
              --scale S (a power of two): a second column of panels with the same values multiplied by S
              (a loss scale), marking the largest value times S and its headroom to F16's 65504.
+             --per-tensor (with --markers fp8): a second column with each tensor times its own power-of-two
+             scale, as FP8 current scaling casts it (E4M3 for values, E5M2 for activation gradients).
              --labels L.csv (layer,label): legend names for the layer column. A layer's parameters
              ("1.weight", "1.bias": dashed) take the colour of the layer ("1") in every panel.
   curves     series,step,value    one line per series; a series named "loss/train" goes to the
              panel "loss", "acc/test" to the panel "acc" (no slash: one shared panel). A series'
              mode is its label up to the first ':' and has one colour in every panel (fp32 blue, the
              F16 runs warm colours, BF16 purple); a label that starts with '@' is drawn as markers
-             only (events such as skipped steps: "@fp16-O1: skipped").
+             only (events such as skipped steps: "@fp16-O1: skipped"). Panels over different step
+             ranges get their own step axes; legends sit right of the panels.
+  formats    the format table precision_formats prints (its output saved to a file): one number line per
+             format, subnormals and normals on a log2 axis, with TF32 derived from F32.
 
 Exit status: 0 done, 1 bad input (the message names the file, line and column), 2 usage error or
 matplotlib missing. Needs only the standard library and matplotlib (Debian: python3-matplotlib).
@@ -325,11 +331,23 @@ def layer_of(series):
     return head if head and last in ("weight", "bias") else series
 
 
-def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=None, note=None):
+def fp8_tensor_shift(kind, entry):
+    """The power-of-two scale an FP8 cast with current scaling (pow2) gives one tensor, as log2: its largest
+    value, in [2^e, 2^(e+1)), lands below 2^floor(log2 fmax); E5M2 for gradients, E4M3 for the rest (HYBRID)."""
+    top = max((e for e, c in entry["bins"].items() if c > 0), default=None)
+    if top is None:
+        return 0
+    fmax_log2 = math.floor(math.log2(57344.0 if kind.endswith("_grad") else 448.0))
+    return int(fmax_log2 - top - 1)
+
+
+def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=None, note=None, per_tensor=False):
     labels = labels or {}
     names = sorted(panels)
     shift = scale_shift(scale)
-    columns = [0] if shift is None else [0, shift]
+    if per_tensor and shift is not None:
+        raise InputError("--scale and --per-tensor both add the second column: pass one")
+    columns = [0] if shift is None and not per_tensor else [0, shift if shift is not None else "tensor"]
     lo, hi = histogram_view(panels, shift or 0, markers)
     colour_of = Colours()
     fig, axes = plt.subplots(len(names), len(columns), figsize=(10.5 * len(columns), 3.2 * len(names) + 1.0),
@@ -340,9 +358,10 @@ def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=N
             notes = []
             for series in sorted(panels[name]):
                 entry = panels[name][series]
-                if entry["bins"]:
+                if entry["bins"] and not (k == "tensor" and name == "weight_grad"):
                     edges = list(range(int(math.floor(lo)), int(math.ceil(hi)) + 1))
-                    counts = [entry["bins"].get(float(e - k), 0) for e in edges[:-1]]
+                    kk = fp8_tensor_shift(name, entry) if k == "tensor" else k
+                    counts = [entry["bins"].get(float(e - kk), 0) for e in edges[:-1]]
                     ax.stairs(counts, edges, label=labels.get(series, series) if col == 0 else None,
                               linewidth=1.5, color=colour_of(layer_of(series)),
                               linestyle="--" if series.endswith(".bias") else "-")
@@ -353,15 +372,26 @@ def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=N
             ax.set_xlim(lo, hi)
             if logy:
                 ax.set_yscale("log")
-            if col == 1:
+            if col == 1 and k != "tensor":
                 draw_headroom(ax, panels[name], shift, colour_of, labels)
             words = KIND_WORDS.get(name, name)
-            ax.set_title(words if col == 0 else f"{words} x {scale:g} (2^{shift}): the loss scale", fontsize=10)
+            if col == 0:
+                ax.set_title(words, fontsize=10)
+            elif k == "tensor" and name == "weight_grad":
+                ax.set_title(f"{words}: not cast to FP8 (the weight-gradient GEMM writes them in high precision)",
+                             fontsize=10)
+                ax.set_yticks([])
+            elif k == "tensor":
+                fmt = "E5M2" if name.endswith("_grad") else "E4M3"
+                ax.set_title(f"{words} x each tensor's own power-of-two {fmt} scale", fontsize=10)
+            else:
+                ax.set_title(f"{words} x {scale:g} (2^{shift}): the loss scale", fontsize=10)
             ax.set_ylabel("count")
             if notes and col == 0:
                 ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
                         bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
-            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)  # beside the data
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)  # beside the data
     for ax in axes[-1, :]:
         ax.set_xlabel(XLABELS[markers])
     fig.suptitle((title or "Magnitude histogram") + (f"\n{note}" if note else ""))
@@ -478,7 +508,7 @@ def plot_formats(plt, rows, title):
 
 
 def render(kind, path, out, title=None, by="kind", logy=False, ylim=None, scale=None, markers="f16", labels=None,
-           note=None):
+           note=None, per_tensor=False):
     """Reads `path`, checks it, renders `kind` into the PNG `out`. Raises InputError on bad input."""
     if kind == "timeline":
         data = read_timeline(path)
@@ -496,7 +526,8 @@ def render(kind, path, out, title=None, by="kind", logy=False, ylim=None, scale=
     elif kind == "formats":
         fig = plot_formats(plt, data, title)
     elif kind == "histogram":
-        fig = plot_histogram(plt, data, title, logy, scale=scale, markers=markers, labels=labels, note=note)
+        fig = plot_histogram(plt, data, title, logy, scale=scale, markers=markers, labels=labels, note=note,
+                             per_tensor=per_tensor)
     else:
         fig = plot_curves(plt, data, title, logy, ylim)
     if os.path.dirname(out):
@@ -558,6 +589,7 @@ def selftest():
         cases = (("timeline", "timeline.csv", {}), ("histogram", "hist.csv", {}),
                  ("histogram", "hist.csv", {"scale": 1024.0, "labels": os.path.join(d, "labels.csv"), "note": "n"}),
                  ("histogram", "ratios.csv", {"markers": "ulp", "logy": True}),
+                 ("histogram", "hist.csv", {"markers": "fp8", "per_tensor": True}),
                  ("curves", "curves.csv", {"ylim": (0.0, 1.0)}), ("formats", "formats.txt", {}))
         for i, (kind, name, extra) in enumerate(cases):
             out = os.path.join(d, f"{kind}{i}.png")
@@ -615,10 +647,12 @@ def main(argv):
                    help="histogram: F16/BF16 limits (f16), FP8's (fp8) or the swamping threshold of update/ulp ratios (ulp)")
     p.add_argument("--labels", help="histogram: CSV layer,label with the legend names of the layers")
     p.add_argument("--note", help="histogram: a line under the title")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="histogram: a second column with each tensor at its own power-of-two FP8 scale (current scaling)")
     a = p.parse_args(argv)
     try:
         render(a.kind, a.input, a.output, title=a.title, by=a.by, logy=a.logy, ylim=a.ylim, scale=a.scale,
-               markers=a.markers, labels=a.labels, note=a.note)
+               markers=a.markers, labels=a.labels, note=a.note, per_tensor=a.per_tensor)
     except InputError as e:
         print(f"plot.py: {e}", file=sys.stderr)
         return 1
