@@ -26,6 +26,7 @@
 #include "cuda/counters.h"
 #include "data/cifar.h"
 #include "data/dataloader.h"
+#include "dist/dist.h"
 #include "data/idx.h"
 #include "nn/checkpoint.h"
 #include "nn/nn.h"

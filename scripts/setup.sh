@@ -2,7 +2,7 @@
 # Installs what halfgrad needs to build and test, from Debian's archive only. Idempotent:
 # a package already present is not touched, and apt is not called at all when nothing is missing.
 #   bash scripts/setup.sh            # what the tests need (scripts/test.sh)
-#   bash scripts/setup.sh --demo     # what the demo needs: no CUDA tools (the demo builds no CUDA code)
+#   bash scripts/setup.sh --demo     # what the demo needs: no CUDA tools, no MPI (the demo builds neither)
 set -euo pipefail
 cuda_tools=1
 case "${1:-}" in
@@ -15,6 +15,8 @@ esac
 pkgs=(g++ cmake ccache catch2 libeigen3-dev libdnnl-dev zlib1g-dev pkg-config dataset-fashion-mnist python3-matplotlib)
 # With the CUDA toolkit: python3-venv for the venv that holds cuobjdump (below).
 [ "$cuda_tools" = 1 ] && [ -x /usr/local/cuda/bin/nvcc ] && pkgs+=(python3-venv)
+# Open MPI for hg::dist's MPI backend and its multi-rank tests (mpirun); the demo needs neither.
+[ "$cuda_tools" = 1 ] && pkgs+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,13 +1,11 @@
 // The public hg::cuda functions, in libhalfgrad: they load the CUDA backend (cuda/api/backend.h) the first
 // time a CUDA device is asked for. The backend file is found next to libhalfgrad (the build folder or the
 // install's lib/), or wherever HG_CUDA_LIBRARY points.
-#include <dlfcn.h>
-
-#include <cstdlib>
 #include <string>
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/plugin.h"
 #include "cuda/api/backend.h"
 #include "cuda/available.h"
 
@@ -20,31 +18,17 @@ struct Backend {
 };
 
 #if HG_CUDA_BACKEND
-// dladdr of a function of this library names the file it was loaded from.
-std::string backend_path() {
-  if (const char* env = std::getenv("HG_CUDA_LIBRARY"); env != nullptr && *env != '\0') return env;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&backend_path), &info) == 0 || info.dli_fname == nullptr) {
-    return HG_CUDA_BACKEND_FILE;  // then the dynamic loader's own search path decides
-  }
-  const std::string self = info.dli_fname;
-  const size_t slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string() : self.substr(0, slash + 1)) + HG_CUDA_BACKEND_FILE;
-}
-
 Backend load() {
-  const std::string path = backend_path();
-  // RTLD_LOCAL: cudart's and cuDNN's symbols stay out of the program's global namespace.
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    return {nullptr, "the CUDA backend " + path + " could not be loaded (" + dlerror() +
+  const Plugin p = load_plugin(HG_CUDA_BACKEND_FILE, "HG_CUDA_LIBRARY", "hg_cuda_backend_api");
+  if (p.entry == nullptr && p.error.rfind("no symbol", 0) != 0) {
+    return {nullptr, "the CUDA backend " + p.path + " could not be loaded (" + p.error +
                          "); install the CUDA 13 runtime, cuBLAS and cuDNN 9 where the dynamic loader finds them, "
                          "or set HG_CUDA_LIBRARY to the path of " HG_CUDA_BACKEND_FILE};
   }
-  auto entry = reinterpret_cast<const BackendApi* (*)()>(dlsym(lib, "hg_cuda_backend_api"));
+  auto entry = reinterpret_cast<const BackendApi* (*)()>(p.entry);
   const BackendApi* api = entry != nullptr ? entry() : nullptr;
   if (api == nullptr || api->abi != kBackendAbi) {
-    return {nullptr, path + " is not a CUDA backend of this halfgrad (no hg_cuda_backend_api, or ABI " +
+    return {nullptr, p.path + " is not a CUDA backend of this halfgrad (no hg_cuda_backend_api, or ABI " +
                          std::to_string(api ? api->abi : 0) + " where " + std::to_string(kBackendAbi) +
                          " is expected); install the " HG_CUDA_BACKEND_FILE " built with this libhalfgrad"};
   }

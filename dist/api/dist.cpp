@@ -1,0 +1,300 @@
+// hg::dist in libhalfgrad (dist/dist.h): argument checks, the process group's state, waiting with a deadline,
+// and the MPI backend (dist/api/backend.h) loaded on init_process_group.
+#include "dist/dist.h"
+
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "core/plugin.h"
+#include "dist/api/backend.h"
+
+namespace hg::dist {
+
+struct Work::State {
+  void* request = nullptr;  // the backend's; nullptr once finished
+  std::string what;         // "all_reduce (call 3 of this group, 1024 F32 elements)"
+  Tensor avg;               // divided by the world size once the sum arrived (ReduceOp::Avg)
+  bool done = false;
+};
+
+namespace {
+
+struct Group {
+  const BackendApi* api = nullptr;
+  bool initialized = false, destroyed = false;
+  int rank = 0, size = 1;
+  std::chrono::milliseconds timeout{0};
+  int64_t calls = 0;    // collectives started: names a call in errors
+  std::string broken;   // why the group may not be used any more (a collective that timed out)
+  std::vector<std::shared_ptr<Work::State>> abandoned;  // requests of timed-out collectives, still pending
+};
+
+Group& group() {
+  static Group g;
+  return g;
+}
+
+const BackendApi* load_backend(std::string& error) {
+#if HG_MPI_BACKEND
+  const Plugin p = load_plugin(HG_MPI_BACKEND_FILE, "HG_MPI_LIBRARY", "hg_dist_backend_api");
+  if (p.entry == nullptr && p.error.rfind("no symbol", 0) != 0) {
+    error = "the MPI backend " + p.path + " could not be loaded (" + p.error +
+            "); install Open MPI's runtime (Debian: openmpi-bin, libopenmpi3) or set HG_MPI_LIBRARY to the path of "
+            HG_MPI_BACKEND_FILE;
+    return nullptr;
+  }
+  const BackendApi* api = p.entry != nullptr ? reinterpret_cast<const BackendApi* (*)()>(p.entry)() : nullptr;
+  if (api == nullptr || api->abi != kBackendAbi) {
+    error = p.path + " is not an MPI backend of this halfgrad (no hg_dist_backend_api, or another ABI); install the "
+            HG_MPI_BACKEND_FILE " built with this libhalfgrad";
+    return nullptr;
+  }
+  return api;
+#else
+  error = "this halfgrad was built without the MPI backend (HG_MPI=OFF, or no MPI found at build time); install "
+          "libopenmpi-dev and rebuild";
+  return nullptr;
+#endif
+}
+
+Group& joined(const char* op) {
+  Group& g = group();
+  HG_CHECK(g.initialized, "dist.", op, ": the process group is not initialized; call hg::dist::init_process_group() "
+           "first (every rank, launched with mpirun)");
+  return g;
+}
+
+// joined, and usable for collectives
+Group& ready(const char* op) {
+  Group& g = joined(op);
+  HG_CHECK(g.broken.empty(), "dist.", op, ": the process group is broken: ", g.broken,
+           "; a collective that timed out leaves the ranks out of step, so end the program (every rank)");
+  return g;
+}
+
+
+// Advances s; true once finished. Throws hg::Error when the backend reports a failure.
+bool advance(Work::State& s, const BackendApi* api) {
+  if (s.done) return true;
+  std::string error;
+  const int r = api->test(s.request, &error);
+  if (r == 0) return false;
+  s.request = nullptr;
+  s.done = true;
+  HG_CHECK(r == 1, "dist: ", s.what, " failed: ", error);
+  if (s.avg.defined()) {
+    NoGradGuard no_grad;  // the sum arrived: the average, computed in the tensor's compute type, rounded once
+    s.avg.div_(static_cast<double>(group().size));
+    s.avg = Tensor();
+  }
+  return true;
+}
+
+void wait_for(const std::shared_ptr<Work::State>& s) {
+  Group& g = group();
+  const auto deadline = std::chrono::steady_clock::now() + g.timeout;
+  for (int spins = 0; !advance(*s, g.api); ++spins) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      g.abandoned.push_back(s);  // it may still finish; destroy_process_group waits for it
+      g.broken = s->what + " did not finish on rank " + std::to_string(g.rank) + " within " +
+                 std::to_string(g.timeout.count()) + " ms";
+      HG_FAIL("dist: ", s->what, " did not finish on rank ", g.rank, " within ", g.timeout.count(), " ms: one of the ",
+              g.size, " ranks has not joined it (it died, hangs, or calls the collectives in another order); every "
+              "rank must call the same collectives in the same order. A slow rank needs a longer "
+              "InitOptions::timeout");
+    }
+    if (spins < 1000) std::this_thread::yield();  // a collective of a small tensor finishes in microseconds
+    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 5000 ? 50 : 1000));
+  }
+}
+
+DType checked(const Tensor& t, const char* op, const char* name) {
+  HG_CHECK(t.defined(), "dist.", op, ": ", name, " is an undefined tensor");
+  HG_CHECK(t.is_cpu(), "dist.", op, ": ", name, " is on ", t.device().str(),
+           "; the MPI backend reduces CPU tensors: move it with .cpu() (NCCL for CUDA tensors is not built yet)");
+  HG_CHECK(t.is_contiguous(), "dist.", op, ": ", name, " is not contiguous (a view); collectives write in place into "
+           "dense storage: pass t.contiguous() and copy the result back");
+  const DType dt = t.dtype();
+  HG_CHECK(dt == DType::F32 || dt == DType::F16 || dt == DType::BF16 || dt == DType::F64 || dt == DType::I64,
+           "dist.", op, ": ", name, " is ", dt, "; collectives take F32, F16, BF16, F64 or I64 (cast with .to())");
+  HG_CHECK(t.numel() <= std::numeric_limits<int>::max(), "dist.", op, ": ", name, " has ", t.numel(),
+           " elements, more than MPI's int count allows; split it into pieces of at most 2^31-1 elements");
+  return dt;
+}
+
+// The backend's operation for r: Avg arrives as Sum (the caller divides), after refusing Avg of integers.
+int backend_op(const char* op, ReduceOp r, DType dt) {
+  HG_CHECK(!(r == ReduceOp::Avg && dt == DType::I64), "dist.", op, ": ReduceOp::Avg of an I64 tensor has no exact "
+           "result; reduce with Sum and divide, or cast to F64 first");
+  return static_cast<int>(r == ReduceOp::Avg ? ReduceOp::Sum : r);
+}
+
+// A gather's or scatter's two tensors: one dtype, the whole one (a gather's output, a scatter's input) holding
+// one part per rank.
+DType checked_pair(const char* op, const Tensor& output, const Tensor& input, bool gather) {
+  const DType dt = checked(input, op, "input"), dto = checked(output, op, "output");
+  const int size = ready(op).size;
+  HG_CHECK(dt == dto, "dist.", op, ": output is ", dto, " but input is ", dt, "; use one dtype");
+  const Tensor& whole = gather ? output : input;
+  const Tensor& part = gather ? input : output;
+  HG_CHECK(whole.numel() == part.numel() * size, "dist.", op, ": ", gather ? "output" : "input", " has ", whole.numel(),
+           " elements but ", size, " ranks x ", part.numel(), " = ", part.numel() * size, " are ",
+           gather ? "gathered" : "scattered");
+  return dt;
+}
+
+Work start(Collective c, const char* op, const Tensor& shown, Tensor avg, bool async_op) {
+  Group& g = ready(op);
+  auto s = std::make_shared<Work::State>();
+  s->what = std::string(op) + " (call " + std::to_string(++g.calls) + " of this process group, " +
+            std::to_string(shown.defined() ? shown.numel() : 0) + " " +
+            (shown.defined() ? dtype_name(shown.dtype()) : "") + " elements)";
+  s->avg = std::move(avg);
+  std::string error;
+  s->request = g.api->start(c, &error);
+  HG_CHECK(s->request != nullptr, "dist: ", s->what, " could not start: ", error);
+  if (!async_op) wait_for(s);
+  return Work(std::move(s));
+}
+
+}  // namespace
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+void init_process_group(const InitOptions& options) {
+  Group& g = group();
+  HG_CHECK(!g.initialized, "dist.init_process_group: the process group is already initialized (rank ", g.rank, " of ",
+           g.size, "); call it once per process");
+  HG_CHECK(!g.destroyed, "dist.init_process_group: the process group was destroyed; MPI cannot start again in the "
+           "same process");
+  HG_CHECK(options.backend == "mpi", "dist.init_process_group: backend '", options.backend,
+           "' is not available; use \"mpi\" (CPU tensors)");
+  HG_CHECK(options.timeout.count() > 0, "dist.init_process_group: timeout ", options.timeout.count(),
+           " ms must be positive");
+  std::string error;
+  if (g.api == nullptr) g.api = load_backend(error);
+  HG_CHECK(g.api != nullptr, "dist.init_process_group: ", error);
+  const std::string why = g.api->init(&g.rank, &g.size);
+  HG_CHECK(why.empty(), "dist.init_process_group: ", why);
+  g.timeout = options.timeout;
+  g.initialized = true;
+}
+
+bool is_initialized() { return group().initialized; }
+int get_rank() { return joined("get_rank").rank; }
+int get_world_size() { return joined("get_world_size").size; }
+std::chrono::milliseconds timeout() { return joined("timeout").timeout; }
+std::string backend_version() { return joined("backend_version").api->version(); }
+
+void destroy_process_group() {
+  Group& g = group();
+  HG_CHECK(g.initialized, "dist.destroy_process_group: the process group is not initialized");
+  // A collective that timed out may still finish (a slow rank): MPI must not finalize under it, so it gets up
+  // to twice the timeout more before every rank is ended.
+  const auto deadline = std::chrono::steady_clock::now() + 2 * g.timeout;
+  for (auto& s : g.abandoned) {
+    while (!s->done) {
+      std::string error;
+      const int r = g.api->test(s->request, &error);
+      if (r != 0) {
+        s->done = true;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "dist.destroy_process_group: %s never finished on rank %d; ending every rank\n",
+                     s->what.c_str(), g.rank);
+        g.api->abort(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  g.abandoned.clear();
+  g.api->finalize();
+  g.initialized = false;
+  g.destroyed = true;
+}
+
+bool Work::is_completed() {
+  if (!state_) return true;
+  return advance(*state_, group().api);
+}
+
+void Work::wait() {
+  if (state_ && !state_->done) wait_for(state_);
+}
+
+Work::~Work() {
+  if (!state_ || state_->done || !group().initialized || !group().broken.empty()) return;
+  try {
+    wait_for(state_);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+}
+
+Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
+  const DType dt = checked(tensor, "all_reduce", "tensor");
+  Collective c{.kind = Collective::AllReduce, .dtype = static_cast<int>(dt), .op = backend_op("all_reduce", op, dt),
+               .send = tensor.data_ptr(), .recv = tensor.data_ptr(), .count = tensor.numel()};
+  return start(c, "all_reduce", tensor, op == ReduceOp::Avg ? tensor : Tensor(), async_op);
+}
+
+Work broadcast(const Tensor& tensor, int src, bool async_op) {
+  const DType dt = checked(tensor, "broadcast", "tensor");
+  const int size = ready("broadcast").size;
+  HG_CHECK(src >= 0 && src < size, "dist.broadcast: src ", src, " is not a rank of this group (0..", size - 1, ")");
+  Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = tensor.data_ptr(),
+               .recv = tensor.data_ptr(), .count = tensor.numel()};
+  return start(c, "broadcast", tensor, Tensor(), async_op);
+}
+
+Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
+  const DType dt = checked_pair("all_gather_into_tensor", output, input, true);
+  Collective c{.kind = Collective::AllGather, .dtype = static_cast<int>(dt), .send = input.data_ptr(),
+               .recv = output.data_ptr(), .count = input.numel()};
+  return start(c, "all_gather_into_tensor", input, Tensor(), async_op);
+}
+
+Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
+  const int size = ready("all_gather").size;
+  HG_CHECK(static_cast<int>(outputs.size()) == size, "dist.all_gather: ", outputs.size(), " output tensors for ", size,
+           " ranks; pass one per rank");
+  for (const Tensor& o : outputs) {
+    checked(o, "all_gather", "an output");
+    HG_CHECK(o.dtype() == input.dtype() && o.numel() == input.numel(), "dist.all_gather: an output is ", o.dtype(),
+             " with ", o.numel(), " elements but the input is ", input.dtype(), " with ", input.numel());
+  }
+  // gathered densely, then copied into the caller's tensors (which need not be adjacent)
+  const Tensor flat = empty({static_cast<int64_t>(size) * input.numel()}, {.dtype = input.dtype()});
+  Work w = all_gather_into_tensor(flat, input.is_contiguous() ? input : input.contiguous(), false);
+  NoGradGuard no_grad;
+  for (int r = 0; r < size; ++r)
+    outputs[r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view(outputs[r].shape()));
+  (void)async_op;  // done already: the copies need the data
+  return w;
+}
+
+Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, bool async_op) {
+  const DType dt = checked_pair("reduce_scatter_tensor", output, input, false);
+  Collective c{.kind = Collective::ReduceScatter, .dtype = static_cast<int>(dt),
+               .op = backend_op("reduce_scatter_tensor", op, dt), .send = input.data_ptr(), .recv = output.data_ptr(),
+               .count = output.numel()};
+  return start(c, "reduce_scatter_tensor", input, op == ReduceOp::Avg ? output : Tensor(), async_op);
+}
+
+void barrier() { start(Collective{.kind = Collective::Barrier}, "barrier", Tensor(), Tensor(), false); }
+
+}  // namespace hg::dist
