@@ -19,6 +19,7 @@ struct Work::State {
   void* request = nullptr;  // the backend's; nullptr once finished
   std::string what;         // "all_reduce (call 3 of this group, 1024 F32 elements)"
   Tensor avg;               // divided by the world size once the sum arrived (ReduceOp::Avg)
+  std::vector<Tensor> keep;  // the tensors MPI reads and writes: alive until it is done, even if abandoned
   bool done = false;
 };
 
@@ -86,6 +87,7 @@ bool advance(Work::State& s, const BackendApi* api) {
   if (r == 0) return false;
   s.request = nullptr;
   s.done = true;
+  s.keep.clear();
   HG_CHECK(r == 1, "dist: ", s.what, " failed: ", error);
   if (s.avg.defined()) {
     NoGradGuard no_grad;  // the sum arrived: the average, computed in the tensor's compute type, rounded once
@@ -148,9 +150,11 @@ DType checked_pair(const char* op, const Tensor& output, const Tensor& input, bo
   return dt;
 }
 
-Work start(Collective c, const char* op, const Tensor& shown, Tensor avg, bool async_op) {
+Work start(Collective c, const char* op, std::vector<Tensor> keep, Tensor avg, bool async_op) {
   Group& g = ready(op);
   auto s = std::make_shared<Work::State>();
+  const Tensor shown = keep.empty() ? Tensor() : keep.front();
+  s->keep = std::move(keep);
   s->what = std::string(op) + " (call " + std::to_string(++g.calls) + " of this process group, " +
             std::to_string(shown.defined() ? shown.numel() : 0) + " " +
             (shown.defined() ? dtype_name(shown.dtype()) : "") + " elements)";
@@ -211,6 +215,7 @@ void destroy_process_group() {
       const int r = g.api->test(s->request, &error);
       if (r != 0) {
         s->done = true;
+        s->keep.clear();
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {
@@ -249,7 +254,7 @@ Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
   const DType dt = checked(tensor, "all_reduce", "tensor");
   Collective c{.kind = Collective::AllReduce, .dtype = static_cast<int>(dt), .op = backend_op("all_reduce", op, dt),
                .send = tensor.data_ptr(), .recv = tensor.data_ptr(), .count = tensor.numel()};
-  return start(c, "all_reduce", tensor, op == ReduceOp::Avg ? tensor : Tensor(), async_op);
+  return start(c, "all_reduce", {tensor}, op == ReduceOp::Avg ? tensor : Tensor(), async_op);
 }
 
 Work broadcast(const Tensor& tensor, int src, bool async_op) {
@@ -258,14 +263,14 @@ Work broadcast(const Tensor& tensor, int src, bool async_op) {
   HG_CHECK(src >= 0 && src < size, "dist.broadcast: src ", src, " is not a rank of this group (0..", size - 1, ")");
   Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = tensor.data_ptr(),
                .recv = tensor.data_ptr(), .count = tensor.numel()};
-  return start(c, "broadcast", tensor, Tensor(), async_op);
+  return start(c, "broadcast", {tensor}, Tensor(), async_op);
 }
 
 Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
   const DType dt = checked_pair("all_gather_into_tensor", output, input, true);
   Collective c{.kind = Collective::AllGather, .dtype = static_cast<int>(dt), .send = input.data_ptr(),
                .recv = output.data_ptr(), .count = input.numel()};
-  return start(c, "all_gather_into_tensor", input, Tensor(), async_op);
+  return start(c, "all_gather_into_tensor", {input, output}, Tensor(), async_op);
 }
 
 Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
@@ -292,9 +297,9 @@ Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp o
   Collective c{.kind = Collective::ReduceScatter, .dtype = static_cast<int>(dt),
                .op = backend_op("reduce_scatter_tensor", op, dt), .send = input.data_ptr(), .recv = output.data_ptr(),
                .count = output.numel()};
-  return start(c, "reduce_scatter_tensor", input, op == ReduceOp::Avg ? output : Tensor(), async_op);
+  return start(c, "reduce_scatter_tensor", {input, output}, op == ReduceOp::Avg ? output : Tensor(), async_op);
 }
 
-void barrier() { start(Collective{.kind = Collective::Barrier}, "barrier", Tensor(), Tensor(), false); }
+void barrier() { start(Collective{.kind = Collective::Barrier}, "barrier", {}, Tensor(), false); }
 
 }  // namespace hg::dist
