@@ -142,19 +142,32 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
   dataset_.inputs = dataset_.inputs.contiguous();
   dataset_.targets = dataset_.targets.contiguous();
   HG_CHECK(options_.batch_size >= 1, "DataLoader: batch_size=", options_.batch_size, " must be >= 1");
+  if (options_.sampler) {
+    HG_CHECK(!options_.shuffle, "DataLoader: shuffle and a sampler were both given; the sampler shuffles "
+             "(DistributedSamplerOptions::shuffle): pass .shuffle = false with .sampler");
+    HG_CHECK(options_.sampler->dataset_size() == dataset_.inputs.size(0), "DataLoader: the sampler was made for ",
+             options_.sampler->dataset_size(), " samples but the dataset has ", dataset_.inputs.size(0),
+             "; make it with DistributedSampler(dataset.size(), ...)");
+  }
+}
+
+// the samples an epoch reads: the dataset's, or the sampler's share of it
+int64_t DataLoader::epoch_samples() const {
+  return options_.sampler ? options_.sampler->num_samples() : dataset_.inputs.size(0);
 }
 
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_.inputs.size(0), b = options_.batch_size;
+  const int64_t n = epoch_samples(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 int64_t DataLoader::num_samples() const {
-  return options_.drop_last ? size() * options_.batch_size : dataset_.inputs.size(0);
+  return options_.drop_last ? size() * options_.batch_size : epoch_samples();
 }
 
 std::vector<int64_t> DataLoader::order(uint64_t epoch) const {
   const int64_t n = dataset_.inputs.size(0);
+  if (options_.sampler) return options_.sampler->indices(epoch);
   if (options_.shuffle) return shuffled_indices(n, options_.seed, epoch);
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), int64_t{0});

@@ -16,9 +16,11 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 
 namespace hg::data {
 
@@ -36,6 +38,9 @@ struct DataLoaderOptions {
   // Called on each batch after gathering, on the prefetch thread when prefetch is on (augmentation,
   // normalisation). An exception it throws reaches the caller at that batch.
   std::function<void(Batch&)> transform = nullptr;
+  // The indices this loader reads (data/sampler.h: a data-parallel rank's share), in the sampler's order for
+  // the loader's epoch; it shuffles itself, so `shuffle` must be false with it (as torch refuses both).
+  std::optional<DistributedSampler> sampler = std::nullopt;
 };
 
 // The sample order of one epoch: a permutation of 0..n-1 from Fisher-Yates where the swap partner of
@@ -53,11 +58,11 @@ class DataLoader {
   explicit DataLoader(TensorDataset dataset, DataLoaderOptions options = {});
 
   int64_t size() const;         // batches per epoch
-  int64_t num_samples() const;  // samples per epoch (drop_last counted)
+  int64_t num_samples() const;  // samples per epoch (drop_last counted; with a sampler, of its share)
   // The epoch the next begin() runs (then it advances by one).
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
-  // The sample order of an epoch (0..N-1 in order when shuffle is off).
+  // The sample order of an epoch (0..N-1 in order when shuffle is off; the sampler's indices with one).
   std::vector<int64_t> order(uint64_t epoch) const;
 
   Iterator begin();  // starts the next epoch
@@ -67,6 +72,7 @@ class DataLoader {
   const DataLoaderOptions& options() const { return options_; }
 
  private:
+  int64_t epoch_samples() const;
   TensorDataset dataset_;
   DataLoaderOptions options_;
   uint64_t epoch_ = 0;

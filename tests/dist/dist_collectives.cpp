@@ -112,6 +112,9 @@ void collectives() {
     expect_error([&] { dist::all_gather_into_tensor(zeros({3}), zeros({3})); }, "are gathered",
                  "all_gather into a tensor of the wrong size");
   expect_error([] { dist::init_process_group(); }, "already initialized", "a second init_process_group");
+  // a DistributedSampler made without rank and replicas takes this group's
+  const data::DistributedSampler sampler(10);
+  check(sampler.options().rank == rank && sampler.options().num_replicas == world, "DistributedSampler's defaults");
 }
 
 void late_rank() {
