@@ -12,7 +12,9 @@
 // the same bits: a reduction is computed once, on rank 0, and sent to all (F16/BF16 combined a pair at a time
 // through F32, one rounding per pair; Avg is the sum divided by the world size, rounded once). Every wait has a deadline
 // (InitOptions::timeout): a rank that never joins a collective turns into an hg::Error on the others naming
-// the collective, the rank and the fix, not a hang. Not differentiable (as torch.distributed's are not).
+// the collective, the rank and the fix, not a hang. Not differentiable (as torch.distributed's are not). Call
+// every function from the thread that called init_process_group (MPI is initialized MPI_THREAD_FUNNELED, and
+// the group's state has no lock); halfgrad's own worker threads never call it.
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -78,7 +78,6 @@ Group& ready(const char* op) {
   return g;
 }
 
-
 // Advances s; true once finished. Throws hg::Error when the backend reports a failure.
 bool advance(Work::State& s, const BackendApi* api) {
   if (s.done) return true;
