@@ -165,13 +165,16 @@ int64_t DataLoader::num_samples() const {
   return options_.drop_last ? size() * options_.batch_size : epoch_samples();
 }
 
-std::vector<int64_t> DataLoader::order(uint64_t epoch) const {
-  const int64_t n = dataset_.inputs.size(0);
-  if (options_.sampler) return options_.sampler->indices(epoch);
-  if (options_.shuffle) return shuffled_indices(n, options_.seed, epoch);
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, uint64_t epoch) {
+  if (shuffle) return shuffled_indices(n, seed, epoch);
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), int64_t{0});
   return p;
+}
+
+std::vector<int64_t> DataLoader::order(uint64_t epoch) const {
+  if (options_.sampler) return options_.sampler->indices(epoch);
+  return epoch_order(dataset_.inputs.size(0), options_.shuffle, options_.seed, epoch);
 }
 
 DataLoader::Iterator DataLoader::begin() {

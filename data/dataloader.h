@@ -46,6 +46,9 @@ struct DataLoaderOptions {
 // The sample order of one epoch: a permutation of 0..n-1 from Fisher-Yates where the swap partner of
 // position i is drawn from Philox block (counter = {i, epoch}, key = seed).
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch);
+// 0..n-1 in an epoch's order: shuffled_indices when shuffle is on, in order otherwise (the DataLoader's order
+// without a sampler, and DistributedSampler's before it is padded and split).
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, uint64_t epoch);
 
 namespace detail {
 class EpochRun;

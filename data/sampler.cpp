@@ -1,8 +1,6 @@
 // See data/sampler.h.
 #include "data/sampler.h"
 
-#include <numeric>
-
 #include "core/error.h"
 #include "data/dataloader.h"
 #include "dist/dist.h"
@@ -28,13 +26,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
 
 std::vector<int64_t> DistributedSampler::indices(uint64_t epoch) const {
   const int64_t n = dataset_size_, total = total_size();
-  std::vector<int64_t> order;
-  if (options_.shuffle) {
-    order = shuffled_indices(n, options_.seed, epoch);
-  } else {
-    order.resize(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), int64_t{0});
-  }
+  std::vector<int64_t> order = epoch_order(n, options_.shuffle, options_.seed, epoch);
   if (static_cast<int64_t>(order.size()) > total) {
     order.resize(static_cast<size_t>(total));  // drop_last: the tail no rank would read evenly
   } else {

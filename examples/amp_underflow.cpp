@@ -120,7 +120,6 @@ int log2_of(double scale) {
   return k;
 }
 
-// The type of a Sequential child by its name ("1" -> "Linear"), for the tables.
 struct Run {
   std::string label = {};
   hg::amp::OptLevel level = hg::amp::OptLevel::O0;
@@ -272,6 +271,7 @@ void print_part1(const insp::GradientHistogram& h, const nn::Module& model, doub
 void write_labels(const std::string& path, const insp::GradientHistogram& h, const nn::Module& model) {
   hg::write_file_atomic("amp_underflow", path, example::hist_labels_csv(h, model));
 }
+
 // series,step,value: each run's loss as the mean of windows of 10 steps (step = the window's last step), and
 // its test accuracy at kEvals points.
 void write_curves(const std::string& path, const std::vector<Run>& runs) {

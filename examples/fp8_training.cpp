@@ -178,11 +178,12 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
     if (r.kind == Run::FP8) fp8.emplace(r.recipe);
     return model->forward(x).to(hg::DType::F32);
   };
+  const int64_t lag0 = lag_from(o.steps);  // the first step of the lag panels' window
   for (int64_t epoch = 0; step < o.steps; loader.set_epoch(static_cast<uint64_t>(++epoch))) {
     for (auto& [xh, yh] : loader) {
       const Tensor x = xh.to(dev), y = yh.to(dev);
       const bool sample = r.kind == Run::FP8 && step % kSampleEvery == 0 && step > 0;
-      const bool lag = fig != nullptr && shows_lag(r) && step >= lag_from(o.steps) && step < lag_from(o.steps) + kLagSteps;
+      const bool lag = fig != nullptr && shows_lag(r) && step >= lag0 && step < lag0 + kLagSteps;
       const bool hist = fig != nullptr && r.kind == Run::F32 && step >= o.steps - kHistSteps;
       if (hist && step == o.steps - kHistSteps) fig->hist.watch(*model);
       for (size_t li = 0; li < layers.size(); ++li) layers[li]->fp8_state().track_stats = sample || (lag && li == 1);
@@ -210,7 +211,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
                          << "," << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
           }
       }
-      if (fig != nullptr && (sample || lag)) write_curves(fig->curves, r, layers[1]->fp8_state(), step, sample, lag, lag_from(o.steps));
+      if (fig != nullptr && (sample || lag)) write_curves(fig->curves, r, layers[1]->fp8_state(), step, sample, lag, lag0);
       if (++step == o.steps) break;
     }
   }

@@ -50,6 +50,7 @@ import tempfile
 
 # F16 and BF16 limits as log2 magnitudes (amp/inspect/formats.h derives them from the layouts).
 F16_MAX_LOG2 = math.log2(65504.0)
+E4M3_MAX_LOG2, E5M2_MAX_LOG2 = math.log2(448.0), math.log2(57344.0)  # FP8's largest finite values (core/fp8.h)
 MARKERS = {
     "f16": [
         (-24.0, "F16 min subnormal 2^-24", "tab:red", "--"),
@@ -61,9 +62,9 @@ MARKERS = {
     "fp8": [
         (-9.0, "E4M3 min subnormal 2^-9", "tab:green", "--"),
         (-6.0, "E4M3 min normal 2^-6", "tab:olive", "--"),
-        (math.log2(448.0), "E4M3 max 448", "tab:green", "-"),
+        (E4M3_MAX_LOG2, "E4M3 max 448", "tab:green", "-"),
         (-16.0, "E5M2 min subnormal 2^-16", "tab:brown", ":"),
-        (math.log2(57344.0), "E5M2 max 57344", "tab:brown", "-"),
+        (E5M2_MAX_LOG2, "E5M2 max 57344", "tab:brown", "-"),
     ],
     # bin e of log2(|u| / ulp16(w)) holds ratios in [2^e, 2^(e+1)): every bin left of -1 is below half a
     # spacing, where fl16(w + u) rounds back to w (the exact test also catches ties and steps down from a
@@ -232,6 +233,11 @@ def import_pyplot():
     return plt
 
 
+def legend_beside(ax, **kw):
+    """The legend right of the axes, at their top: it never covers data (the figures are wide enough for it)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
 def plot_timeline(plt, t, title):
     fig, (ax, ax2) = plt.subplots(2, 1, sharex=True, figsize=(11, 5.5), gridspec_kw={"height_ratios": [3, 1]})
     ax.step(t["step"], t["scale"], where="post", color="tab:blue", label="loss scale")
@@ -244,7 +250,7 @@ def plot_timeline(plt, t, title):
         ax.scatter(*zip(*inf_kept), marker="x", color="tab:orange", zorder=3,
                    label=f"inf/NaN found, not skipped ({len(inf_kept)})")
     ax.set_ylabel("loss scale (log2 axis)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    legend_beside(ax)
     ax.grid(True, which="major", alpha=0.3)
     ax2.step(t["step"], t["growth_tracker"], where="post", color="tab:green")
     ax2.set_ylabel("clean steps\nsince backoff")
@@ -337,7 +343,7 @@ def fp8_tensor_shift(kind, entry):
     top = max((e for e, c in entry["bins"].items() if c > 0), default=None)
     if top is None:
         return 0
-    fmax_log2 = math.floor(math.log2(57344.0 if kind.endswith("_grad") else 448.0))
+    fmax_log2 = math.floor(E5M2_MAX_LOG2 if kind.endswith("_grad") else E4M3_MAX_LOG2)
     return int(fmax_log2 - top - 1)
 
 
@@ -391,7 +397,7 @@ def plot_histogram(plt, panels, title, logy, scale=None, markers="f16", labels=N
                 ax.text(0.01, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=7,
                         bbox={"facecolor": "white", "alpha": 0.8, "linewidth": 0})
             if ax.get_legend_handles_labels()[0]:
-                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7)  # beside the data
+                legend_beside(ax, fontsize=7)
     for ax in axes[-1, :]:
         ax.set_xlabel(XLABELS[markers])
     fig.suptitle((title or "Magnitude histogram") + (f"\n{note}" if note else ""))
@@ -448,7 +454,7 @@ def plot_curves(plt, panels, title, logy, ylim=None):
             ax.set_ylim(*ylim)
         ax.set_ylabel(PANEL_WORDS.get(name, name) or "value")
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+        legend_beside(ax, fontsize=8)
         if not shared:
             ax.set_xlabel("step")
     axes[-1, 0].set_xlabel("step")
@@ -501,7 +507,7 @@ def plot_formats(plt, rows, title):
         ax.axvline(0, color="black", linewidth=0.6)
         ax.grid(True, axis="x", alpha=0.3)
         ax.set_xlabel("log2 of the magnitude" + (" (zoom: where the 8- and 16-bit formats live)" if hi < 100 else ""))
-    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+    legend_beside(axes[0], fontsize=8)
     fig.suptitle(title or "The formats on one number line (sign|exponent|mantissa bits)")
     fig.tight_layout()
     return fig

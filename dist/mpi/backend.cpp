@@ -26,6 +26,7 @@ struct Request {
 };
 
 MPI_Op half_ops[2][3];  // [f16, bf16][sum, max, min]
+int world_rank = 0;     // this process's rank, read once at init
 
 template <class H, int kOp>
 void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -58,6 +59,7 @@ std::string init(int* rank, int* size) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);  // errors come back as codes, not an abort
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
+  world_rank = *rank;
   MPI_Op_create(&half_op<f16, 0>, 1, &half_ops[0][0]);
   MPI_Op_create(&half_op<f16, 1>, 1, &half_ops[0][1]);
   MPI_Op_create(&half_op<f16, 2>, 1, &half_ops[0][2]);
@@ -100,12 +102,10 @@ void* start(const Collective& c, std::string* error) {
   r->type = mpi_type(dt);
   r->op = mpi_op(dt, static_cast<ReduceOp>(c.op));
   const int n = static_cast<int>(c.count);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int rc = MPI_SUCCESS;
   switch (c.kind) {
     case Collective::AllReduce:
-      rc = MPI_Ireduce(rank == 0 ? MPI_IN_PLACE : c.send, c.recv, n, r->type, r->op, 0, MPI_COMM_WORLD, &r->req);
+      rc = MPI_Ireduce(world_rank == 0 ? MPI_IN_PLACE : c.send, c.recv, n, r->type, r->op, 0, MPI_COMM_WORLD, &r->req);
       r->bcast_next = true;
       break;
     case Collective::Broadcast:
