@@ -1,6 +1,7 @@
 #include <atomic>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/backward_state.h"
 #include "autograd/node.h"
@@ -19,8 +20,16 @@ thread_local bool t_in_backward = false;
 thread_local std::vector<std::shared_ptr<Node>> t_pending_nodes;
 thread_local std::vector<BackwardFn> t_pending_fns;
 thread_local std::vector<const NodeObserver*> t_node_observers;
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;  // the running backward's (queue_callback)
 
 }  // namespace
+
+void queue_callback(std::function<void()> f) {
+  HG_CHECK(t_callbacks != nullptr, "queue_callback: no backward is running on this thread; call it from a gradient "
+                                   "hook or a backward function");
+  HG_CHECK(f != nullptr, "queue_callback: got an empty std::function; pass a callable");
+  t_callbacks->push_back(std::move(f));
+}
 
 bool grad_enabled() { return t_grad_enabled; }
 bool in_backward() { return t_in_backward; }
@@ -177,16 +186,67 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     ~InBackward() { t_in_backward = prev; }
   } in_backward_scope;
 
+  std::vector<std::function<void()>> callbacks;  // queue_callback's, run once everything else is done
+  struct CallbackScope {  // a nested backward (in a hook) has its own list
+    std::vector<std::function<void()>>* prev = t_callbacks;
+    explicit CallbackScope(std::vector<std::function<void()>>* mine) { t_callbacks = mine; }
+    ~CallbackScope() { t_callbacks = prev; }
+  } callback_scope(&callbacks);
+
+  // A leaf's gradient is handed over (hooks, then grad, then the post-accumulate hooks) as soon as no node that
+  // may still run can add to it: `pending` counts, per leaf, the edges into it from the nodes the root reaches
+  // (counted before the first node runs). A leaf whose count never reaches 0 (an edge from a node no gradient
+  // reached) is handed over after the last node.
   std::unordered_map<AutogradMeta*, std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads;
-  auto add_leaf = [&](const std::shared_ptr<AutogradMeta>& m, const Tensor& g) {
+  std::unordered_map<AutogradMeta*, int64_t> pending;
+  auto add_leaf = [&](const std::shared_ptr<AutogradMeta>& m, Tensor g) {
     auto& slot = leaf_grads[m.get()];
     slot.first = m;
-    slot.second = accumulate(slot.second, g);
+    slot.second = slot.second.defined() ? grad_accumulate(slot.second, g) : std::move(g);
+  };
+  auto hand_over = [&](AutogradMeta* key) {
+    const auto it = leaf_grads.find(key);
+    if (it == leaf_grads.end()) return;  // no gradient reached it
+    const std::shared_ptr<AutogradMeta> meta = std::move(it->second.first);
+    Tensor g = run_hooks(meta->hooks, std::move(it->second.second));
+    leaf_grads.erase(it);
+    AutogradMeta& m = *meta;
+    if (m.grad.defined()) m.set_grad(grad_accumulate(m.grad, g));
+    // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
+    // the storage's owners are counted, not the handle's
+    else if (g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1)
+      m.set_grad(std::move(g));
+    else m.set_grad(g.clone());
+    if (m.post_accumulate_hooks) {
+      const auto hooks = m.post_accumulate_hooks->items;  // a copy: a hook may remove hooks
+      for (const auto& [id, h] : hooks) h();
+    }
+  };
+  // an edge into a leaf is done: g (undefined when the node gave none) added, and the leaf handed over if it was
+  // the last. g is moved in: a handle left behind would make hand_over copy the gradient rather than keep it.
+  auto leaf_edge_done = [&](const Edge& e, Tensor g) {
+    if (g.defined()) add_leaf(e.leaf, std::move(g));
+    if (--pending[e.leaf.get()] == 0) hand_over(e.leaf.get());
+  };
+  const auto has_post_hooks = [](const AutogradMeta& m) {
+    return m.post_accumulate_hooks && !m.post_accumulate_hooks->empty();
   };
   const auto& root_meta = root.unsafe_impl()->autograd;
   if (!root_meta->grad_fn) {
     add_leaf(root_meta, seed);
   } else {
+    {
+      std::vector<Node*> stack{root_meta->grad_fn.get()};
+      std::unordered_set<Node*> seen{root_meta->grad_fn.get()};
+      while (!stack.empty()) {
+        Node* n = stack.back();
+        stack.pop_back();
+        for (const Edge& e : n->inputs) {
+          if (e.leaf) ++pending[e.leaf.get()];
+          else if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+        }
+      }
+    }
     std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
     std::unordered_map<Node*, Tensor> buffers;
     std::vector<std::shared_ptr<Node>> keep{root_meta->grad_fn};
@@ -194,8 +254,9 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     ready.push(root_meta->grad_fn.get());
     // Casts of leaves whose backward is an exact widening (Node::widen_back_to: autocast's weight casts): run
     // together after the loop, one batched call per source dtype and device. Nothing else waits for their
-    // results (their input is a leaf, whose gradient is only handed over at the end), and the result is the
-    // node's own backward's bit for bit.
+    // results (their input is a leaf, whose gradient is only handed over once its last edge is done), and the
+    // result is the node's own backward's bit for bit. A leaf with post-accumulate hooks is not kept waiting:
+    // its cast runs in place, so the hooks (DDP's all-reduce) start during the backward.
     std::vector<std::pair<Node*, Tensor>> widen_later;
     const auto release = [&](Node* n) {
       if (opts.retain_graph) return;
@@ -210,7 +271,8 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
       if (!g.is_contiguous()) g = g.contiguous();  // a view's backward may pass a view on; kernels read dense memory
       HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
                "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
-      if (n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf && g.dtype() != *n->widen_back_to) {
+      if (n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf && g.dtype() != *n->widen_back_to &&
+          !has_post_hooks(*n->inputs[0].leaf)) {
         widen_later.emplace_back(n, std::move(g));
         continue;
       }
@@ -223,8 +285,10 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
       for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, g, grads);
       for (size_t i = 0; i < grads.size(); ++i) {
         const Edge& e = n->inputs[i];
-        if (!e.defined() || !grads[i].defined()) continue;
-        if (e.node) {
+        if (e.leaf) {
+          if (grads[i].defined()) check_grad(n->name, grads[i], e.leaf_shape, e.leaf_dtype);
+          leaf_edge_done(e, std::move(grads[i]));
+        } else if (e.node && grads[i].defined()) {
           check_grad(n->name, grads[i], e.node->out_shape, e.node->out_dtype);
           Tensor& buf = buffers[e.node.get()];
           if (!buf.defined()) {
@@ -232,9 +296,6 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
             keep.push_back(e.node);
           }
           buf = accumulate(buf, grads[i]);
-        } else {
-          check_grad(n->name, grads[i], e.leaf_shape, e.leaf_dtype);
-          add_leaf(e.leaf, grads[i]);
         }
       }
       release(n);
@@ -246,27 +307,28 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
         in.push_back(g);
         to.push_back(*n->widen_back_to);
       }
-      const std::vector<Tensor> out = grads_widened(in, to);
+      std::vector<Tensor> out = grads_widened(in, to);
       for (size_t k = 0; k < widen_later.size(); ++k) {
         Node* n = widen_later[k].first;
-        const std::vector<Tensor> grads{out[k]};
-        for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, widen_later[k].second, grads);
+        if (!t_node_observers.empty()) {
+          const std::vector<Tensor> grads{out[k]};
+          for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, widen_later[k].second, grads);
+        }
         const Edge& e = n->inputs[0];
         check_grad(n->name, out[k], e.leaf_shape, e.leaf_dtype);
-        add_leaf(e.leaf, out[k]);
+        leaf_edge_done(e, std::move(out[k]));
         release(n);
       }
     }
   }
-  for (auto& [key, slot] : leaf_grads) {
-    AutogradMeta& m = *slot.first;
-    Tensor g = run_hooks(m.hooks, std::move(slot.second));
-    if (m.grad.defined()) m.set_grad(grad_accumulate(m.grad, g));
-    // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
-    // the storage's owners are counted, not the handle's
-    else if (g.is_contiguous() && g.impl_ptr().use_count() == 1 && g.unsafe_impl()->storage.use_count() == 1)
-      m.set_grad(std::move(g));
-    else m.set_grad(g.clone());
+  // the leaves an unreached node still had an edge into (and the root, when it is a leaf)
+  std::vector<AutogradMeta*> rest;
+  rest.reserve(leaf_grads.size());
+  for (const auto& [key, slot] : leaf_grads) rest.push_back(key);
+  for (AutogradMeta* key : rest) hand_over(key);
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue more
+    std::function<void()> f = std::move(callbacks[i]);
+    f();
   }
 }
 

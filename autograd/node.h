@@ -26,6 +26,9 @@ struct AutogradMeta {
   GradUnscale grad_unscale;       // the factor `grad` still carries (autograd/grad_unscale.h)
   std::shared_ptr<Node> grad_fn;  // null for a leaf
   std::shared_ptr<HookList<GradHook>> hooks;  // hooks of a leaf (a non-leaf's hooks live on its grad_fn)
+  // run after a backward accumulated into `grad` (Tensor::register_post_accumulate_grad_hook); each holds its
+  // tensor weakly (the tensor owns this list)
+  std::shared_ptr<HookList<std::function<void()>>> post_accumulate_hooks;
   // A new gradient: the factor of the old one no longer applies.
   void set_grad(Tensor g) {
     grad = std::move(g);
@@ -130,6 +133,12 @@ class ObserveBackward {
  private:
   NodeObserver fn_;
 };
+
+// Queues f to run once the backward running on this thread has finished: every node run and every leaf's
+// gradient (and post-accumulate hooks) in place, before backward() returns (torch's
+// Variable._execution_engine.queue_callback). Callbacks run in the order queued; one may queue more. Only
+// inside a backward (a hook or a node's backward function): an hg::Error elsewhere.
+void queue_callback(std::function<void()> f);
 
 // Runs backward from `root` (autograd/engine.cpp).
 void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts);

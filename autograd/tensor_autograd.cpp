@@ -73,4 +73,19 @@ HookHandle Tensor::register_hook(GradHook hook) const {
   return HookHandle(list->add(std::move(hook)), list);
 }
 
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  HG_CHECK(requires_grad(), "register_post_accumulate_grad_hook: the tensor does not require grad, so no gradient "
+                            "will be accumulated into it; call requires_grad_() first");
+  HG_CHECK(is_leaf(), "register_post_accumulate_grad_hook: only leaf tensors accumulate gradients (this one was made "
+                      "by '", grad_fn()->name, "'); use register_hook for a non-leaf");
+  HG_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: got an empty std::function; pass a callable");
+  auto& list = impl().autograd->post_accumulate_hooks;
+  if (!list) list = std::make_shared<HookList<std::function<void()>>>();
+  // weakly held: the list lives in this tensor's own metadata
+  return HookHandle(list->add([w = std::weak_ptr<TensorImpl>(impl_ptr()), hook = std::move(hook)] {
+                      if (auto p = w.lock()) hook(Tensor(std::move(p)));
+                    }),
+                    list);
+}
+
 }  // namespace hg

@@ -82,6 +82,7 @@ struct BackwardOptions {
 };
 
 using GradHook = std::function<Tensor(const Tensor& grad)>;  // return undefined to keep grad
+using PostAccumulateGradHook = std::function<void(const Tensor& param)>;  // reads param.grad()
 
 class Tensor {
  public:
@@ -285,6 +286,10 @@ class Tensor {
   // hook(grad) runs when this tensor's gradient is computed, and may return a replacement (same shape and
   // dtype) or an undefined tensor to keep it (torch's Tensor.register_hook). The handle removes it.
   HookHandle register_hook(GradHook hook) const;
+  // hook(param) runs once a backward has accumulated this leaf's gradient into grad() (torch's
+  // register_post_accumulate_grad_hook): as soon as no node left in the backward can add to it, while the rest
+  // of the backward still runs (nn::DistributedDataParallel starts its all-reduces from here). Leaves only.
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
 
  private:
   [[noreturn]] void fail_not_contiguous() const;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "halfgrad.h"
@@ -187,6 +188,60 @@ TEST_CASE("register_hook returns a handle that removes the hook (torch's Removab
     orphan = y.register_hook([](const Tensor&) { return Tensor(); });
   }
   CHECK_FALSE(orphan.remove());  // the tensor is gone: nothing to remove, no crash
+}
+
+TEST_CASE("a post-accumulate hook sees the accumulated gradient as soon as nothing can add to it", "[autograd]") {
+  // h = x * w1, y = h * w2 * w2: w2's gradient is complete once y's nodes ran, before h's node runs
+  Tensor x = vec({1, 2}), w1 = vec({3, 4}, DType::F32, true), w2 = vec({5, 6}, DType::F32, true);
+  Tensor h = x * w1;
+  Tensor y = (h * w2) * w2;
+  std::vector<std::string> order;
+  std::vector<double> w2_seen;
+  HookHandle p2 = w2.register_post_accumulate_grad_hook([&](const Tensor& p) {
+    CHECK(p.same(w2));
+    w2_seen = values(p.grad());
+    order.push_back("w2");
+  });
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w1"); });
+  h.register_hook([&](const Tensor&) {
+    order.push_back("h");
+    return Tensor();
+  });
+  w2.set_grad(vec({100, 100}));  // accumulated into: the hook sees old + new
+  y.sum().backward(Tensor(), {.retain_graph = true});
+  CHECK(order == std::vector<std::string>{"w2", "h", "w1"});
+  CHECK(w2_seen == std::vector<double>{100 + 2 * 3 * 5, 100 + 2 * 8 * 6});  // d(h w2^2)/dw2 = 2 h w2
+  CHECK(values(w1.grad()) == std::vector<double>{25, 72});
+  CHECK(p2.remove());
+  order.clear();
+  y.sum().backward();
+  CHECK(order == std::vector<std::string>{"h", "w1"});
+
+  Tensor nl = w1 * 2.0;
+  CHECK_THROWS_WITH(nl.register_post_accumulate_grad_hook([](const Tensor&) {}), Contains("only leaf tensors"));
+  CHECK_THROWS_WITH(x.register_post_accumulate_grad_hook([](const Tensor&) {}), Contains("does not require grad"));
+}
+
+TEST_CASE("queue_callback runs after every gradient is in place, and only inside a backward", "[autograd]") {
+  CHECK_THROWS_WITH(autograd::queue_callback([] {}), Contains("no backward is running"));
+  Tensor a = vec({1, 2}, DType::F32, true), b = vec({3}, DType::F32, true);
+  std::vector<std::string> order;
+  bool queued = false;
+  a.register_post_accumulate_grad_hook([&](const Tensor&) {
+    order.push_back("a");
+    if (queued) return;
+    queued = true;
+    autograd::queue_callback([&] {
+      CHECK(b.grad().defined());  // every leaf was handed over first
+      order.push_back("callback");
+      autograd::queue_callback([&] { order.push_back("queued by a callback"); });
+    });
+  });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("b"); });
+  ((a * 2.0).sum() + b.sum() * (a * 0.0).sum()).backward();
+  REQUIRE(order.size() == 4);
+  CHECK(order[2] == "callback");
+  CHECK(order[3] == "queued by a callback");
 }
 
 TEST_CASE("hooks on leaves and non-leaves", "[autograd]") {
