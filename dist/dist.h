@@ -9,8 +9,9 @@
 //   hg::dist::Work w = hg::dist::all_reduce(t, hg::dist::ReduceOp::Sum, /*async_op=*/true);  ... w.wait();
 //
 // Collectives act in place on contiguous tensors of one dtype (F32, F16, BF16, F64, I64) and give every rank
-// the same bits: a reduction is computed once, on rank 0, and sent to all (F16/BF16 combined a pair at a time
-// through F32, one rounding per pair; Avg is the sum divided by the world size, rounded once). Every wait has a deadline
+// the same bits: each element is reduced once, by one rank, in rank order (rank 0's value + rank 1's + ...; F16/BF16
+// summed in F32 and rounded once; Avg is the sum divided by the world size, rounded once), so the result does not
+// depend on how a tensor is split into calls or on MPI's algorithms (dist/mpi/backend.cpp). Every wait has a deadline
 // (InitOptions::timeout): a rank that never joins a collective turns into an hg::Error on the others naming
 // the collective, the rank and the fix, not a hang. Not differentiable (as torch.distributed's are not). Call
 // every function from the thread that called init_process_group (MPI is initialized MPI_THREAD_FUNNELED, and

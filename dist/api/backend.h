@@ -8,7 +8,7 @@
 namespace hg::dist {
 
 // Bump whenever BackendApi or Collective changes: the loader refuses a backend built against another layout.
-constexpr int kBackendAbi = 1;
+constexpr int kBackendAbi = 2;
 
 // One collective over count elements of elem_size bytes; dtype is a DType as int, op a ReduceOp as int (Avg is
 // done by the caller: the backend sums).

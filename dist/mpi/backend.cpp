@@ -1,42 +1,79 @@
 // libhalfgrad_mpi: hg::dist's collectives on MPI (dist/api/backend.h), loaded by libhalfgrad with dlopen() at
 // init_process_group. Every collective is non-blocking (MPI_I*), so the caller can wait with a deadline.
 //
-// An all-reduce is a reduce to rank 0 followed by a broadcast from it, not MPI_Iallreduce: the sum is computed
-// once and every rank receives the same bits (an all-reduce algorithm may combine in a different order on each
-// rank, and data-parallel replicas that differ in the last bit drift apart). F16 and BF16 are reduced by
-// halfgrad's own MPI operations: each pair of values widened to F32, combined, rounded once to the dtype.
+// Reductions are halfgrad's, in a fixed order, not MPI's reduction operations: an all-reduce cuts the tensor into one
+// slice per rank, sends every rank the others' copies of its slice (MPI_Ialltoallv), combines them in rank order
+// (rank 0's + rank 1's + ... ; F16 and BF16 in F32, rounded once at the end) and gathers the reduced slices on every
+// rank (MPI_Iallgatherv). So every rank holds the same bits (each element is reduced once, by one rank), and the
+// bits do not depend on how a tensor was cut into calls (DDP's bucket sizes), on MPI's choice of algorithm or on its
+// version; the order is the one a single process summing the ranks' values in a loop would use. A reduce-scatter is
+// the first half of that.
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/half.h"
 #include "dist/api/backend.h"
 #include "dist/dist.h"
-
 namespace hg::dist {
 namespace {
+
+int world_rank = 0, world_size = 1;  // read once at init
+
+// An all-reduce's or reduce-scatter's slices: rank j owns elements [displ[j], displ[j] + counts[j]).
+struct Slices {
+  std::vector<int> counts, displs;
+  Slices(int64_t n, int ranks) : counts(ranks), displs(ranks) {
+    const int64_t base = n / ranks, rem = n % ranks;
+    for (int j = 0; j < ranks; ++j) {
+      counts[j] = static_cast<int>(base + (j < rem ? 1 : 0));
+      displs[j] = static_cast<int>(j * base + std::min<int64_t>(j, rem));
+    }
+  }
+};
 
 struct Request {
   MPI_Request req = MPI_REQUEST_NULL;
   Collective c;
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  MPI_Op op = MPI_OP_NULL;
-  bool bcast_next = false;  // an all-reduce whose reduce is running: the broadcast follows
+  int phase = 0;              // AllReduce: 0 slices exchanged, 1 reduced slices gathered; ReduceScatter: 0 only
+  std::vector<char> scratch;  // every rank's copy of this rank's slice, in rank order
+  std::vector<int> counts, displs;  // AllReduce's slices (Slices), kept for the gather
 };
 
-MPI_Op half_ops[2][3];  // [f16, bf16][sum, max, min]
-int world_rank = 0;     // this process's rank, read once at init
+// out[i] = in_0[i] op in_1[i] op ... op in_{ranks-1}[i], left to right; `in` holds the ranks' slices one after
+// another (stride n). Halves are combined in F32 and rounded once.
+template <class T, class Acc>
+void combine_as(const void* in, void* out, int64_t n, int ranks, ReduceOp op) {
+  const T* src = static_cast<const T*>(in);
+  T* dst = static_cast<T*>(out);
+  const auto widen = [](T v) -> Acc {
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return to_float(v);
+    else return v;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    Acc a = widen(src[i]);
+    for (int r = 1; r < ranks; ++r) {
+      const Acc b = widen(src[r * n + i]);
+      // max and min as a plain comparison (a NaN operand's result is unspecified, as with MPI's MAX and MIN)
+      a = op == ReduceOp::Sum ? a + b : op == ReduceOp::Max ? (b > a ? b : a) : (b < a ? b : a);
+    }
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) dst[i] = from_float<T>(a);
+    else dst[i] = a;
+  }
+}
 
-template <class H, int kOp>
-void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  const H* a = static_cast<const H*>(in);
-  H* b = static_cast<H*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = to_float(a[i]), y = to_float(b[i]);
-    // as MPI's MAX and MIN on floats: a plain comparison (a NaN operand's result is unspecified, as there)
-    const float r = kOp == 0 ? x + y : kOp == 1 ? (x > y ? x : y) : (x < y ? x : y);
-    b[i] = from_float<H>(r);
+void combine(DType dt, const void* in, void* out, int64_t n, int ranks, ReduceOp op) {
+  switch (dt) {
+    case DType::F32: return combine_as<float, float>(in, out, n, ranks, op);
+    case DType::F64: return combine_as<double, double>(in, out, n, ranks, op);
+    case DType::I64: return combine_as<int64_t, int64_t>(in, out, n, ranks, op);
+    case DType::F16: return combine_as<f16, float>(in, out, n, ranks, op);
+    default: return combine_as<bf16, float>(in, out, n, ranks, op);
   }
 }
 
@@ -60,19 +97,11 @@ std::string init(int* rank, int* size) {
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
   world_rank = *rank;
-  MPI_Op_create(&half_op<f16, 0>, 1, &half_ops[0][0]);
-  MPI_Op_create(&half_op<f16, 1>, 1, &half_ops[0][1]);
-  MPI_Op_create(&half_op<f16, 2>, 1, &half_ops[0][2]);
-  MPI_Op_create(&half_op<bf16, 0>, 1, &half_ops[1][0]);
-  MPI_Op_create(&half_op<bf16, 1>, 1, &half_ops[1][1]);
-  MPI_Op_create(&half_op<bf16, 2>, 1, &half_ops[1][2]);
+  world_size = *size;
   return "";
 }
 
 void finalize() {
-  for (auto& row : half_ops)
-    for (MPI_Op& op : row)
-      if (op != MPI_OP_NULL) MPI_Op_free(&op);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -85,29 +114,31 @@ MPI_Datatype mpi_type(DType dt) {
     case DType::F32: return MPI_FLOAT;
     case DType::F64: return MPI_DOUBLE;
     case DType::I64: return MPI_INT64_T;
-    default: return MPI_UINT16_T;  // F16, BF16: moved as 16-bit words, reduced by half_ops
+    default: return MPI_UINT16_T;  // F16, BF16: moved as 16-bit words, combined by halfgrad
   }
 }
 
-MPI_Op mpi_op(DType dt, ReduceOp op) {
-  const int k = op == ReduceOp::Max ? 1 : op == ReduceOp::Min ? 2 : 0;  // Avg arrives as Sum
-  if (dt == DType::F16) return half_ops[0][k];
-  if (dt == DType::BF16) return half_ops[1][k];
-  return k == 1 ? MPI_MAX : k == 2 ? MPI_MIN : MPI_SUM;
-}
-
 void* start(const Collective& c, std::string* error) {
-  auto* r = new Request{.c = c};
+  auto* r = new Request;
+  r->c = c;
   const DType dt = static_cast<DType>(c.dtype);
   r->type = mpi_type(dt);
-  r->op = mpi_op(dt, static_cast<ReduceOp>(c.op));
   const int n = static_cast<int>(c.count);
+  const size_t esize = dtype_size(dt);
   int rc = MPI_SUCCESS;
   switch (c.kind) {
-    case Collective::AllReduce:
-      rc = MPI_Ireduce(world_rank == 0 ? MPI_IN_PLACE : c.send, c.recv, n, r->type, r->op, 0, MPI_COMM_WORLD, &r->req);
-      r->bcast_next = true;
+    case Collective::AllReduce: {
+      const Slices s(c.count, world_size);
+      const int mine = s.counts[world_rank];
+      r->scratch.resize(static_cast<size_t>(mine) * world_size * esize);
+      std::vector<int> rcounts(world_size, mine), rdispls(world_size);
+      for (int j = 0; j < world_size; ++j) rdispls[j] = j * mine;
+      rc = MPI_Ialltoallv(c.send, s.counts.data(), s.displs.data(), r->type, r->scratch.data(), rcounts.data(),
+                          rdispls.data(), r->type, MPI_COMM_WORLD, &r->req);
+      r->counts = s.counts;
+      r->displs = s.displs;
       break;
+    }
     case Collective::Broadcast:
       rc = MPI_Ibcast(c.recv, n, r->type, c.root, MPI_COMM_WORLD, &r->req);
       break;
@@ -115,7 +146,8 @@ void* start(const Collective& c, std::string* error) {
       rc = MPI_Iallgather(c.send, n, r->type, c.recv, n, r->type, MPI_COMM_WORLD, &r->req);
       break;
     case Collective::ReduceScatter:
-      rc = MPI_Ireduce_scatter_block(c.send, c.recv, n, r->type, r->op, MPI_COMM_WORLD, &r->req);
+      r->scratch.resize(static_cast<size_t>(n) * world_size * esize);
+      rc = MPI_Ialltoall(c.send, n, r->type, r->scratch.data(), n, r->type, MPI_COMM_WORLD, &r->req);
       break;
     case Collective::Barrier:
       rc = MPI_Ibarrier(MPI_COMM_WORLD, &r->req);
@@ -133,10 +165,20 @@ int test(void* request, std::string* error) {
   auto* r = static_cast<Request*>(request);
   int flag = 0;
   int rc = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
-  if (rc == MPI_SUCCESS && flag && r->bcast_next) {  // the reduce arrived on rank 0: send it to every rank
-    r->bcast_next = false;
-    rc = MPI_Ibcast(r->c.recv, static_cast<int>(r->c.count), r->type, 0, MPI_COMM_WORLD, &r->req);
+  const Collective& c = r->c;
+  const DType dt = static_cast<DType>(c.dtype);
+  const ReduceOp op = static_cast<ReduceOp>(c.op);
+  if (rc == MPI_SUCCESS && flag && c.kind == Collective::AllReduce && r->phase == 0) {
+    // every rank's copy of this rank's slice arrived: reduce it into place, then gather the reduced slices
+    const int mine = r->counts[world_rank];
+    char* out = static_cast<char*>(c.recv) + static_cast<size_t>(r->displs[world_rank]) * dtype_size(dt);
+    combine(dt, r->scratch.data(), out, mine, world_size, op);
+    r->phase = 1;
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.recv, r->counts.data(), r->displs.data(), r->type,
+                         MPI_COMM_WORLD, &r->req);
     flag = 0;
+  } else if (rc == MPI_SUCCESS && flag && c.kind == Collective::ReduceScatter) {
+    combine(dt, r->scratch.data(), c.recv, c.count, world_size, op);
   }
   if (rc != MPI_SUCCESS) {
     *error = mpi_error(rc);

@@ -3,6 +3,7 @@
 // exits 1 naming the first failed check.
 //   mpirun -np 2 dist_collectives              # the collectives, their dtypes, async handles and misuse
 //   mpirun -np 2 dist_collectives --timeout    # rank 1 joins an all_reduce late: rank 0's wait times out
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -95,6 +96,25 @@ void collectives() {
   bool same = true;
   for (int q = 1; q < world; ++q) same = same && std::memcmp(&a[0], &a[4096 * q], 4096 * sizeof(float)) == 0;
   check(same, "every rank holds the same bits after an all_reduce of random F32 values");
+  // ... and they are the sum in rank order (rank 0's + rank 1's + ...; F16 in F32, rounded once), whatever pieces the
+  // tensor is reduced in: every rank computes the expected sum from the other ranks' seeds
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const auto ranks_values = [&](int q) {
+      Generator gq(static_cast<uint64_t>(200 + q));
+      return randn({4099}, {}, &gq).to(dt);
+    };
+    std::vector<float> expect(4099, 0.0f);
+    for (int q = 0; q < world; ++q) {
+      const std::vector<float> v = ranks_values(q).to(DType::F32).to_vector<float>();
+      for (size_t i = 0; i < v.size(); ++i) expect[i] = q == 0 ? v[i] : expect[i] + v[i];
+    }
+    const Tensor want = dt == DType::F32 ? from_vector(expect, {4099}) : from_vector(expect, {4099}).to(dt);
+    Tensor whole = ranks_values(rank), pieces = ranks_values(rank);
+    dist::all_reduce(whole);
+    for (int64_t at = 0; at < 4099; at += 1000) dist::all_reduce(pieces.narrow(0, at, std::min<int64_t>(1000, 4099 - at)));
+    check(vals(whole) == vals(want), std::string(dtype_name(dt)) + " all_reduce is the sum in rank order");
+    check(vals(pieces) == vals(whole), std::string(dtype_name(dt)) + " all_reduce in pieces gives the same bits");
+  }
   // async: two collectives in flight, waited for in the other order
   Tensor x = full({100000}, 1.0, {}), y = full({100000}, 2.0, {});
   dist::Work wx = dist::all_reduce(x, dist::ReduceOp::Sum, true);
