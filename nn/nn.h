@@ -1,7 +1,8 @@
 #pragma once
-// The whole nn/ API: Module, layers, Sequential, ModuleList, ModuleDict, init.
+// The whole nn/ API: Module, layers, Sequential, ModuleList, ModuleDict, init, DistributedDataParallel.
 #include "nn/activation.h"
 #include "nn/containers.h"
+#include "nn/ddp.h"
 #include "nn/flatten.h"
 #include "nn/fp8_linear.h"
 #include "nn/functional.h"

@@ -8,9 +8,15 @@
 // bits do not depend on how a tensor was cut into calls (DDP's bucket sizes), on MPI's choice of algorithm or on its
 // version; the order is the one a single process summing the ranks' values in a loop would use. A reduce-scatter is
 // the first half of that.
+//
+// MPI needs every rank to start the collectives of a communicator in the same order. An all-reduce's gather starts
+// when its exchange has finished, which a rank notices whenever it happens to poll; so the gathers run on a
+// communicator of their own, and start strictly in the order the all-reduces did (a queue: a gather waits for the
+// gathers of the all-reduces started before it), which is the same on every rank.
 #include <mpi.h>
 
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,6 +29,7 @@ namespace hg::dist {
 namespace {
 
 int world_rank = 0, world_size = 1;  // read once at init
+MPI_Comm gather_comm = MPI_COMM_NULL;  // the all-reduces' gathers (a duplicate of MPI_COMM_WORLD)
 
 // An all-reduce's or reduce-scatter's slices: rank j owns elements [displ[j], displ[j] + counts[j]).
 struct Slices {
@@ -43,7 +50,10 @@ struct Request {
   int phase = 0;              // AllReduce: 0 slices exchanged, 1 reduced slices gathered; ReduceScatter: 0 only
   std::vector<char> scratch;  // every rank's copy of this rank's slice, in rank order
   std::vector<int> counts, displs;  // AllReduce's slices (Slices), kept for the gather
+  std::string failed;               // set when MPI failed it while it waited in the queue
 };
+
+std::deque<Request*> exchanging;  // all-reduces in their exchange, in the order they started
 
 // out[i] = in_0[i] op in_1[i] op ... op in_{ranks-1}[i], left to right; `in` holds the ranks' slices one after
 // another (stride n). Halves are combined in F32 and rounded once.
@@ -98,10 +108,16 @@ std::string init(int* rank, int* size) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
   world_rank = *rank;
   world_size = *size;
+  if (gather_comm == MPI_COMM_NULL) {
+    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &gather_comm);
+    if (rc != MPI_SUCCESS) return "MPI_Comm_dup failed: " + mpi_error(rc);
+    MPI_Comm_set_errhandler(gather_comm, MPI_ERRORS_RETURN);
+  }
   return "";
 }
 
 void finalize() {
+  if (gather_comm != MPI_COMM_NULL) MPI_Comm_free(&gather_comm);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -137,6 +153,7 @@ void* start(const Collective& c, std::string* error) {
                           rdispls.data(), r->type, MPI_COMM_WORLD, &r->req);
       r->counts = s.counts;
       r->displs = s.displs;
+      if (rc == MPI_SUCCESS) exchanging.push_back(r);
       break;
     }
     case Collective::Broadcast:
@@ -161,31 +178,53 @@ void* start(const Collective& c, std::string* error) {
   return r;
 }
 
-int test(void* request, std::string* error) {
-  auto* r = static_cast<Request*>(request);
-  int flag = 0;
-  int rc = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
-  const Collective& c = r->c;
-  const DType dt = static_cast<DType>(c.dtype);
-  const ReduceOp op = static_cast<ReduceOp>(c.op);
-  if (rc == MPI_SUCCESS && flag && c.kind == Collective::AllReduce && r->phase == 0) {
-    // every rank's copy of this rank's slice arrived: reduce it into place, then gather the reduced slices
+// Moves the queue of all-reduces on: the first one whose exchange finished has its slice reduced and its gather
+// started, then the next; stops at the first still exchanging.
+void advance_exchanges() {
+  while (!exchanging.empty()) {
+    Request* r = exchanging.front();
+    int flag = 0;
+    const int rc = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) return;
+    exchanging.pop_front();
+    if (rc != MPI_SUCCESS) {
+      r->failed = mpi_error(rc);
+      continue;
+    }
+    const Collective& c = r->c;
+    const DType dt = static_cast<DType>(c.dtype);
     const int mine = r->counts[world_rank];
     char* out = static_cast<char*>(c.recv) + static_cast<size_t>(r->displs[world_rank]) * dtype_size(dt);
-    combine(dt, r->scratch.data(), out, mine, world_size, op);
+    combine(dt, r->scratch.data(), out, mine, world_size, static_cast<ReduceOp>(c.op));
+    r->scratch = {};
     r->phase = 1;
-    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.recv, r->counts.data(), r->displs.data(), r->type,
-                         MPI_COMM_WORLD, &r->req);
-    flag = 0;
-  } else if (rc == MPI_SUCCESS && flag && c.kind == Collective::ReduceScatter) {
-    combine(dt, r->scratch.data(), c.recv, c.count, world_size, op);
+    const int rc2 = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c.recv, r->counts.data(), r->displs.data(),
+                                    r->type, gather_comm, &r->req);
+    if (rc2 != MPI_SUCCESS) r->failed = mpi_error(rc2);
   }
+}
+
+int test(void* request, std::string* error) {
+  auto* r = static_cast<Request*>(request);
+  advance_exchanges();
+  if (!r->failed.empty()) {
+    *error = r->failed;
+    std::erase(exchanging, r);
+    delete r;
+    return -1;
+  }
+  const Collective& c = r->c;
+  if (c.kind == Collective::AllReduce && r->phase == 0) return 0;  // still exchanging (or queued behind another)
+  int flag = 0;
+  const int rc = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) {
     *error = mpi_error(rc);
     delete r;
     return -1;
   }
   if (!flag) return 0;
+  if (c.kind == Collective::ReduceScatter)
+    combine(static_cast<DType>(c.dtype), r->scratch.data(), c.recv, c.count, world_size, static_cast<ReduceOp>(c.op));
   delete r;
   return 1;
 }

@@ -11,37 +11,22 @@
 #include <thread>
 #include <vector>
 
+#include "dist_check.h"
 #include "halfgrad.h"
 
 using namespace hg;
+using dist_check::check;
+using dist_check::expect_error;
+using dist_check::failures;
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", dist::get_rank(), what.c_str());
-    ++failures;
-  }
-}
 
 std::vector<double> vals(const Tensor& t) { return t.to(DType::F64).contiguous().to_vector<double>(); }
 
 // t = (rank + 1) * [0, 1, ..., n-1] in dtype dt
 Tensor ramp(int64_t n, double factor, DType dt) {
   return (arange(n, {.dtype = DType::F64}) * factor).to(dt);
-}
-
-template <class F>
-void expect_error(F&& f, const std::string& needle, const std::string& what) {
-  try {
-    f();
-    check(false, what + ": no error");
-  } catch (const Error& e) {
-    check(std::string(e.what()).find(needle) != std::string::npos, what + ": the error '" + e.what() + "' lacks '" +
-                                                                         needle + "'");
-  }
 }
 
 void collectives() {

@@ -1,0 +1,398 @@
+// nn::DistributedDataParallel across real MPI ranks: CTest runs this program under mpirun with 1, 2 and 3 ranks
+// (tests/CMakeLists.txt). Every rank can compute every other rank's local gradients (same model, the other ranks'
+// batches), so the averaged gradients are checked bit for bit against their definitions. Exits 1 naming the first
+// failed check.
+//   mpirun -np 2 ddp_train              # equivalence with one process, buckets, hooks, no_sync, unused, scaler
+//   mpirun -np 2 ddp_train --timeout    # rank 1 reaches its backward late: rank 0's backward times out
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist_check.h"
+#include "halfgrad.h"
+
+using namespace hg;
+using dist_check::check;
+using dist_check::expect_error;
+using dist_check::failures;
+
+namespace {
+
+
+std::vector<float> floats(const Tensor& t) { return t.to(DType::F32).contiguous().to_vector<float>(); }
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const auto x = floats(a), y = floats(b);
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+// 64 -> 512 -> 512 -> 10: fc2's weight is 1 MiB, so the first bucket (cut at 1 MiB, as torch) holds fc1 and fc2's
+// weight; the rest is a second bucket at the default 25 MB, or a bucket each at a small bucket_cap_mb. `smooth`: tanh
+// in place of ReLU, for comparisons over many steps (a ReLU whose input is near 0 flips on a last-bit difference, and
+// the runs part by a learning rate times a gradient there).
+std::shared_ptr<nn::Sequential> make_model(uint64_t seed, int64_t hidden = 512, bool smooth = false) {
+  manual_seed(seed);
+  if (smooth)
+    return std::make_shared<nn::Sequential>(nn::Linear(64, 512), nn::Tanh(), nn::Linear(512, hidden), nn::Tanh(),
+                                            nn::Linear(hidden, 10));
+  return std::make_shared<nn::Sequential>(nn::Linear(64, 512), nn::ReLU(), nn::Linear(512, hidden), nn::ReLU(),
+                                          nn::Linear(hidden, 10));
+}
+
+constexpr int64_t kGlobalBatch = 24;  // divisible by 1, 2 and 3 ranks
+
+struct Batch {
+  Tensor x, y;
+};
+// The global batch of step `step`; rows [r * n / W, (r + 1) * n / W) are rank r's.
+Batch global_batch(int step) {
+  Generator g(static_cast<uint64_t>(1000 + step));
+  const Tensor x = randn({kGlobalBatch, 64}, {}, &g);
+  return {x, std::get<1>(x.narrow(1, 0, 10).max(1))};  // learnable: the largest of the first 10 inputs
+}
+Batch shard(const Batch& b, int rank, int world) {
+  const int64_t n = kGlobalBatch / world;
+  return {b.x.narrow(0, rank * n, n).contiguous(), b.y.narrow(0, rank * n, n).contiguous()};
+}
+
+// Rank q's local gradients for batch b, from a plain copy of the model (no DDP): what DDP averages.
+std::vector<Tensor> local_grads(nn::Module& plain, const Batch& b) {
+  plain.zero_grad();
+  cross_entropy(plain(b.x), b.y).backward();
+  std::vector<Tensor> g;
+  for (const Tensor& p : plain.parameters()) g.push_back(p.grad().clone());
+  return g;
+}
+
+void copy_params(nn::Module& dst, const nn::Module& src) { dst.load_state_dict(src.state_dict()); }
+
+// The definitions: per parameter, the ranks' local gradients combined in rank order.
+enum class Reduce { Default, AllreduceHook, Fp16, Bf16 };
+std::vector<Tensor> expected_average(const std::vector<std::vector<Tensor>>& per_rank, Reduce how) {
+  const int world = static_cast<int>(per_rank.size());
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < per_rank[0].size(); ++i) {
+    Tensor acc;
+    for (int q = 0; q < world; ++q) {
+      const Tensor& g = per_rank[q][i];
+      Tensor term;
+      switch (how) {
+        case Reduce::Default: term = g * (1.0 / world); break;        // torch's reducer: times 1/W into the bucket
+        case Reduce::AllreduceHook: term = g / double(world); break;  // allreduce_hook: div_ by W
+        case Reduce::Fp16: term = (g.to(DType::F16) / double(world)).to(DType::F32); break;
+        case Reduce::Bf16: term = (g.to(DType::BF16) / double(world)).to(DType::F32); break;
+      }
+      acc = q == 0 ? term : acc + term;  // rank order, left to right (halves: in F32, rounded once below)
+    }
+    if (how == Reduce::Fp16) acc = acc.to(DType::F16).to(DType::F32);
+    if (how == Reduce::Bf16) acc = acc.to(DType::BF16).to(DType::F32);
+    out.push_back(acc);
+  }
+  return out;
+}
+
+void averaged_gradients_match_their_definitions() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const Batch b = global_batch(0);
+  const auto plain = make_model(7);
+  std::vector<std::vector<Tensor>> per_rank;
+  for (int q = 0; q < world; ++q) per_rank.push_back(local_grads(*plain, shard(b, q, world)));
+  const struct {
+    Reduce how;
+    const char* name;
+    nn::CommHook hook;
+  } cases[] = {{Reduce::Default, "the default reduction", nullptr},
+               {Reduce::AllreduceHook, "allreduce_hook", nn::ddp_comm_hooks::allreduce_hook()},
+               {Reduce::Fp16, "fp16_compress_hook", nn::ddp_comm_hooks::fp16_compress_hook()},
+               {Reduce::Bf16, "bf16_compress_hook", nn::ddp_comm_hooks::bf16_compress_hook()}};
+  for (const auto& c : cases) {
+    for (double cap : {25.0, 0.001}) {
+      const auto model = make_model(7);
+      nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = cap});
+      if (c.hook) ddp.register_comm_hook(c.hook);
+      const Batch mine = shard(b, rank, world);
+      cross_entropy(ddp(mine.x), mine.y).backward();
+      const std::vector<Tensor> want = expected_average(per_rank, c.how);
+      const std::vector<Tensor> params = model->parameters();
+      bool ok = true;
+      for (size_t i = 0; i < params.size(); ++i) ok = ok && same_bits(params[i].grad(), want[i]);
+      check(ok, std::string(c.name) + ", bucket_cap_mb " + std::to_string(cap) + ": the averaged gradients are not "
+                "the definition's bits");
+      const size_t buckets = ddp.bucket_parameter_names().size();
+      check(buckets == (cap == 25.0 ? 2u : 4u), "bucket_cap_mb " + std::to_string(cap) + " gave " +
+                                                    std::to_string(buckets) + " buckets");
+      check(ddp.stats().backwards == 1 && ddp.stats().buckets_started_in_backward == static_cast<int64_t>(buckets),
+            std::string(c.name) + ": every bucket starts during the backward");
+    }
+  }
+  // reverse registration order: the last layer's parameters are reduced first
+  const auto model = make_model(7);
+  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.001});
+  const auto names = ddp.bucket_parameter_names();
+  check(names.size() == 4 && names[0] == std::vector<std::string>{"4.bias"} &&
+            names[3] == std::vector<std::string>{"0.weight", "0.bias", "2.weight"},
+        "buckets in reverse registration order, the first formed cut at 1 MiB");
+}
+
+// Training: 2 and 3 ranks against one process with the global batch, and bucket sizes bit for bit.
+void training_matches_one_process() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const auto single = make_model(11, 512, true), big = make_model(11, 512, true), small = make_model(11, 512, true);
+  nn::DistributedDataParallel ddp_big(big, {}), ddp_small(small, {.bucket_cap_mb = 0.001});
+  optim::SGD opt_single(single->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD opt_big(big->parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD opt_small(small->parameters(), {.lr = 0.05, .momentum = 0.9});
+  // the definition replayed in this process: every rank's local gradients, times 1/W, summed in rank order
+  const auto replay = make_model(11, 512, true);
+  optim::SGD opt_replay(replay->parameters(), {.lr = 0.05, .momentum = 0.9});
+  for (int step = 0; step < 100; ++step) {
+    const Batch b = global_batch(step), mine = shard(b, rank, world);
+    for (auto* o : {&opt_single, &opt_big, &opt_small}) o->zero_grad();
+    cross_entropy((*single)(b.x), b.y).backward();
+    cross_entropy(ddp_big(mine.x), mine.y).backward();
+    cross_entropy(ddp_small(mine.x), mine.y).backward();
+    std::vector<std::vector<Tensor>> per_rank;
+    for (int q = 0; q < world; ++q) per_rank.push_back(local_grads(*replay, shard(b, q, world)));
+    const std::vector<Tensor> avg = expected_average(per_rank, Reduce::Default);
+    std::vector<Tensor> rp = replay->parameters();
+    for (size_t i = 0; i < rp.size(); ++i) rp[i].set_grad(avg[i]);
+    for (auto* o : {&opt_single, &opt_big, &opt_small, &opt_replay}) o->step();
+  }
+  double worst = 0, scale = 0;
+  bool bits = true, replayed = true;
+  const auto ps = single->parameters(), pb = big->parameters(), pm = small->parameters(), pr = replay->parameters();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto s = floats(ps[i]), d = floats(pb[i]);
+    for (size_t k = 0; k < s.size(); ++k) {
+      worst = std::max(worst, std::abs(double(s[k]) - d[k]));
+      scale = std::max(scale, std::abs(double(s[k])));
+    }
+    bits = bits && same_bits(pb[i], pm[i]);
+    replayed = replayed && same_bits(pb[i], pr[i]);
+  }
+  if (rank == 0) std::printf("F32, %d rank(s), 100 SGD steps: max |DDP - one process| / max |w| = %.3g\n", world, worst / scale);
+  check(worst <= 1e-6 * scale, "F32 DDP after 100 steps differs from one process by " + std::to_string(worst / scale) +
+                                   " (relative to the largest weight), more than 1e-6");
+  check(bits, "DDP with 25 MB buckets and with 4 buckets are not equal bit for bit");
+  check(replayed, "100 DDP steps are not the definition's (replayed in one process) bit for bit");
+  // every rank holds the same parameters
+  const Tensor mine = pb[2].contiguous();
+  const Tensor all = empty({world * mine.numel()});
+  dist::all_gather_into_tensor(all, mine.view({-1}));
+  bool same = true;
+  for (int q = 1; q < world; ++q) same = same && same_bits(all.narrow(0, q * mine.numel(), mine.numel()), mine.view({-1}));
+  check(same, "every rank holds the same parameters after training");
+}
+
+// Mixed precision: autocast BF16 with a GradScaler, and F16 with the scaler, against one process (reduction order
+// apart, the losses agree), and the scaler's state equal on every rank.
+void amp_matches_one_process() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const auto single = make_model(13, 64), model = make_model(13, 64);
+    nn::DistributedDataParallel ddp(model, {});
+    optim::SGD opt_single(single->parameters(), {.lr = 0.05, .momentum = 0.9});
+    optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+    amp::GradScaler sc_single({.init_scale = 1024, .growth_interval = 10}), sc({.init_scale = 1024, .growth_interval = 10});
+    double loss_single = 0, loss_ddp = 0;
+    for (int step = 0; step < 60; ++step) {
+      const Batch b = global_batch(step), mine = shard(b, rank, world);
+      opt_single.zero_grad();
+      opt.zero_grad();
+      Tensor l1, l2;
+      {
+        amp::Autocast ac(DeviceType::CPU, dt);
+        l1 = cross_entropy((*single)(b.x), b.y);
+        l2 = cross_entropy(ddp(mine.x), mine.y);
+      }
+      sc_single.scale(l1).backward();
+      sc.scale(l2).backward();
+      sc_single.step(opt_single);
+      sc.step(opt);
+      sc_single.update();
+      sc.update();
+      if (step >= 50) {
+        loss_single += l1.item();
+        Tensor l = l2.detach().to(DType::F32).contiguous().clone();
+        dist::all_reduce(l, dist::ReduceOp::Avg);
+        loss_ddp += l.item();
+      }
+    }
+    const std::string name = dtype_name(dt);
+    if (rank == 0)
+      std::printf("%s autocast, %d rank(s): mean loss of steps 50-59 %.5f (DDP) vs %.5f (one process)\n", name.c_str(),
+                  world, loss_ddp / 10, loss_single / 10);
+    check(std::abs(loss_ddp - loss_single) / 10 < 0.02 * std::abs(loss_single / 10),
+          name + " autocast: the DDP run's loss is not within 2% of one process's");
+    Tensor s = full({1}, sc.get_scale(), {.dtype = DType::F64});
+    Tensor mx = s.clone(), mn = s.clone();
+    dist::all_reduce(mx, dist::ReduceOp::Max);
+    dist::all_reduce(mn, dist::ReduceOp::Min);
+    check(mx.item() == mn.item(), name + ": the loss scale differs across ranks");
+  }
+}
+
+// An inf in one rank's gradient reaches every rank through the average: every rank skips the step and backs off.
+void inf_on_one_rank_skips_every_rank() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const auto model = make_model(17, 64);
+  nn::DistributedDataParallel ddp(model, {});
+  optim::SGD opt(model->parameters(), {.lr = 0.05});
+  amp::GradScaler scaler({.init_scale = 1024});
+  const Tensor w = model->parameters()[0];
+  HookHandle h;
+  if (rank == world - 1)
+    h = w.register_hook([](const Tensor& g) {
+      Tensor r = g.clone();
+      r.narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+      return r;
+    });
+  const Tensor before = w.detach().clone();
+  const Batch mine = shard(global_batch(0), rank, world);
+  scaler.scale(cross_entropy(ddp(mine.x), mine.y)).backward();
+  const amp::StepResult r = scaler.step(opt);
+  scaler.update();
+  check(!r.stepped(), "the step with an inf on rank " + std::to_string(world - 1) + " was not skipped on this rank");
+  check(same_bits(w, before), "a skipped step changed the parameters");
+  check(scaler.get_scale() == 512, "the scale did not back off to 512 on this rank");
+}
+
+// no_sync: local accumulation, then one average of everything accumulated.
+void no_sync_accumulates() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const auto plain = make_model(19, 64), model = make_model(19, 64);
+  nn::DistributedDataParallel ddp(model, {});
+  std::vector<std::vector<Tensor>> per_rank;
+  for (int q = 0; q < world; ++q) {
+    plain->zero_grad();
+    for (int step : {1, 2}) {
+      const Batch s = shard(global_batch(step), q, world);
+      cross_entropy((*plain)(s.x), s.y).backward();
+    }
+    std::vector<Tensor> g;
+    for (const Tensor& p : plain->parameters()) g.push_back(p.grad().clone());
+    per_rank.push_back(g);
+  }
+  {
+    auto guard = ddp.no_sync();
+    const Batch s = shard(global_batch(1), rank, world);
+    cross_entropy(ddp(s.x), s.y).backward();
+  }
+  check(ddp.stats().backwards == 0, "a backward under no_sync averaged");
+  const Batch s = shard(global_batch(2), rank, world);
+  cross_entropy(ddp(s.x), s.y).backward();
+  const auto want = expected_average(per_rank, Reduce::Default);
+  const auto params = model->parameters();
+  bool ok = true;
+  for (size_t i = 0; i < params.size(); ++i) ok = ok && same_bits(params[i].grad(), want[i]);
+  check(ok, "no_sync then a synced backward: not the average of the accumulated gradients");
+}
+
+// A layer the forward does not use on some ranks (rank 0 only uses `extra`).
+struct Branchy : nn::Module {
+  std::shared_ptr<nn::Linear> body = register_module("body", std::make_shared<nn::Linear>(8, 4));
+  std::shared_ptr<nn::Linear> extra = register_module("extra", std::make_shared<nn::Linear>(4, 4));
+  std::shared_ptr<nn::Linear> never = register_module("never", std::make_shared<nn::Linear>(4, 4));
+  bool use_extra = false;
+  std::string type_name() const override { return "Branchy"; }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = (*body)(x);
+    return use_extra ? (*extra)(h) : h;
+  }
+};
+
+void unused_parameters() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  manual_seed(23);
+  auto m = std::make_shared<Branchy>();
+  {
+    nn::DistributedDataParallel ddp(m, {});
+    Tensor x = ones({2, 8});
+    expect_error([&] { ddp(x).sum().backward(); }, "find_unused_parameters", "a parameter without a gradient");
+  }
+  m->zero_grad();
+  m->use_extra = rank == 0;
+  nn::DistributedDataParallel ddp(m, {.find_unused_parameters = true});
+  Tensor x = ones({2, 8});
+  ddp(x).sum().backward();
+  check(!m->never->weight.grad().defined(), "a parameter no rank used was given a gradient");
+  check(m->extra->weight.grad().defined(), "a parameter rank 0 used has no averaged gradient on this rank");
+  // rank 0's gradient of `extra`, averaged with the other ranks' zeros
+  manual_seed(23);
+  Branchy ref;
+  ref.use_extra = true;
+  ref(ones({2, 8})).sum().backward();
+  check(same_bits(m->extra->weight.grad(), ref.extra->weight.grad() * (1.0 / world)),
+        "the partly used parameter's gradient is not rank 0's times 1/world size");
+}
+
+void misuse() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  if (world > 1) {
+    const auto m = make_model(29, rank == world - 1 ? 32 : 64);  // the last rank built another model
+    expect_error([&] { nn::DistributedDataParallel ddp(m, {}); }, "parameter 2 ('2.weight' here) is F32 [64, 512] on "
+                 "rank 0 but F32 [32, 512] on rank " + std::to_string(world - 1), "a model that differs across ranks");
+  }
+  const auto m = make_model(29, 64);
+  expect_error([&] { nn::DistributedDataParallel ddp(m, {.bucket_cap_mb = 0}); }, "bucket_cap_mb 0", "a zero bucket");
+  nn::DistributedDataParallel ddp(m, {});
+  const Batch mine = shard(global_batch(0), rank, world);
+  cross_entropy(ddp(mine.x), mine.y).backward();
+  expect_error([&] { ddp.register_comm_hook(nn::ddp_comm_hooks::fp16_compress_hook()); }, "before the first backward",
+               "a hook after a backward");
+  // grad mode off at the forward: the backward (here of a fresh forward) is not averaged, and nothing hangs
+  {
+    NoGradGuard ng;
+    (void)ddp(mine.x);
+  }
+  check(ddp.stats().backwards == 1, "a forward without grad mode changed the statistics");
+}
+
+void timeout_case() {
+  const int rank = dist::get_rank();
+  const auto m = make_model(31, 64);
+  nn::DistributedDataParallel ddp(m, {});
+  const Batch mine = shard(global_batch(0), rank, 2);
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // about twice the timeout
+  if (rank == 0)
+    expect_error([&] { cross_entropy(ddp(mine.x), mine.y).backward(); }, "did not finish on rank 0",
+                 "a backward whose all-reduce rank 1 joins late");
+  else
+    cross_entropy(ddp(mine.x), mine.y).backward();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool timeout = argc > 1 && std::string(argv[1]) == "--timeout";
+  try {
+    dist::init_process_group({.timeout = timeout ? std::chrono::milliseconds(1300) : std::chrono::minutes(2)});
+    if (timeout) {
+      if (dist::get_world_size() != 2) {
+        std::fprintf(stderr, "--timeout needs 2 ranks\n");
+        return 2;
+      }
+      timeout_case();
+    } else {
+      averaged_gradients_match_their_definitions();
+      training_matches_one_process();
+      amp_matches_one_process();
+      inf_on_one_rank_skips_every_rank();
+      no_sync_accumulates();
+      unused_parameters();
+      misuse();
+    }
+    const int rank = dist::get_rank();
+    dist::destroy_process_group();
+    if (failures) return 1;
+    if (rank == 0) std::printf("ddp_train: every check passed\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp_train: %s\n", e.what());
+    return 1;
+  }
+}
