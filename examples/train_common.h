@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -49,6 +50,8 @@ struct Args {
   std::string resume = {};     // continue the run saved in this checkpoint
   std::string inspect = {};    // the first step through PrecisionTrace and MemoryLedger, written here
   bool graph = false;          // CUDA: capture the training step once and replay it (cuda/graph.h)
+  bool ddp = false;            // data-parallel over the ranks of mpirun (nn::DistributedDataParallel); --batch is global
+  std::string ddp_hook = {};   // --ddp's communication hook: empty (the default average), fp16 or bf16 compression
 };
 
 // The precision a run trains in, resolved from --amp and --opt-level.
@@ -74,7 +77,7 @@ inline std::vector<Mode> compare_modes() {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
                "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16] [--opt-level O0|O1|O2|O3]\n"
-               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR] [--graph]\n"
+               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR] [--graph] [--ddp [--ddp-hook fp16|bf16]]\n"
                "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu (FP32)\n"
                "  --amp fp16|bf16   mixed precision; alone it means --opt-level O1 (autocast; fp16 adds a GradScaler)\n"
                "  --opt-level O2    F16 weights (batch norm F32) with FP32 master weights; O3 pure F16, no masters\n"
@@ -84,7 +87,11 @@ inline std::vector<Mode> compare_modes() {
                "  --inspect DIR     print the first step's precision trace and memory ledger; write them to DIR/<mode>\n"
                "  --graph           (with --device cuda) capture the step after two eager ones and replay it: one launch per\n"
                "                    step; the last partial batch of an epoch is dropped, the loss is read every 50 steps,\n"
-               "                    skipped steps are not counted (-1)\n",
+               "                    skipped steps are not counted (-1)\n"
+               "  --ddp             under mpirun: every rank trains on its share of each batch (--batch is the global\n"
+               "                    batch, split over the ranks) and the gradients are averaged (DistributedDataParallel);\n"
+               "                    the same steps as one process with that batch; one thread per rank unless --threads\n"
+               "  --ddp-hook H      average the gradients in F16 (fp16) or BF16 (bf16): half the bytes sent\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
 }
@@ -123,12 +130,20 @@ inline Args parse_args(int argc, char** argv, Args a) {
     else if (f == "--save") a.save = v;
     else if (f == "--resume") a.resume = v;
     else if (f == "--inspect") a.inspect = v;
+    else if (f == "--ddp-hook") a.ddp_hook = v;
     else return false;
     return true;
   };
-  const auto compare = switch_flag("--compare", a.compare), graph = switch_flag("--graph", a.graph);
-  parse_flags(argc, argv, [&](const std::string& f) { return compare(f) || graph(f); }, on_value,
+  const auto compare = switch_flag("--compare", a.compare), graph = switch_flag("--graph", a.graph),
+             ddp = switch_flag("--ddp", a.ddp);
+  parse_flags(argc, argv, [&](const std::string& f) { return compare(f) || graph(f) || ddp(f); }, on_value,
               [&](const std::string& problem) { usage(a, problem); });
+  if (!a.ddp_hook.empty() && !a.ddp) usage(a, "--ddp-hook picks how --ddp averages; add --ddp");
+  if (!a.ddp_hook.empty() && a.ddp_hook != "fp16" && a.ddp_hook != "bf16")
+    usage(a, "ddp-hook must be fp16 or bf16, got " + a.ddp_hook);
+  if (a.ddp && a.device != "cpu")
+    usage(a, "--ddp averages CPU tensors over MPI (NCCL for CUDA tensors is not built yet); drop --device cuda");
+  if (a.ddp && !a.inspect.empty()) usage(a, "--inspect looks at one process's step; drop --ddp or --inspect");
   if (a.graph && a.device != "cuda") usage(a, "--graph captures CUDA work; add --device cuda");
   if (a.graph && !a.inspect.empty()) usage(a, "--inspect looks at an eager step; drop --graph or --inspect");
   if (a.device != "cpu" && a.device != "cuda") usage(a, "device must be cpu or cuda, got " + a.device);
@@ -251,6 +266,26 @@ inline double evaluate(hg::nn::Module& model, const hg::data::TensorDataset& tes
   return static_cast<double>(correct) / static_cast<double>(test.size());
 }
 
+// Samples per second of the run: this process's, or under --ddp every rank's (printed by rank 0, one line each) and
+// the job's (every rank's samples over the slowest rank's time), which it returns.
+inline double throughput(int64_t samples, double seconds, bool ddp) {
+  if (!ddp) return static_cast<double>(samples) / seconds;
+  const int world = hg::dist::get_world_size();
+  const hg::Tensor mine = hg::from_vector(std::vector<double>{static_cast<double>(samples), seconds}, {2},
+                                          {.dtype = hg::DType::F64});
+  const hg::Tensor all = hg::empty({2 * world}, {.dtype = hg::DType::F64});
+  hg::dist::all_gather_into_tensor(all, mine);
+  const std::vector<double> v = all.to_vector<double>();
+  double total = 0, slowest = 0;
+  for (int r = 0; r < world; ++r) {
+    std::printf("rank %d: %.0f samples in %.2f s, %.0f samples/s\n", r, v[2 * r], v[2 * r + 1], v[2 * r] / v[2 * r + 1]);
+    total += v[2 * r];
+    slowest = std::max(slowest, v[2 * r + 1]);
+  }
+  std::printf("all %d ranks: %.0f samples/s\n", world, total / slowest);
+  return total / slowest;
+}
+
 struct Summary {
   std::string mode = "fp32";  // Mode::label()
   double accuracy = 0, ms_per_step_median = 0, ms_per_step_min = 0, ms_per_step_max = 0, total_s = 0;
@@ -259,6 +294,8 @@ struct Summary {
   int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients); -1: not counted (--graph)
   double final_scale = 1.0;            // the loss scale at the end (1: no scaling)
   double syncs_per_step = 0;           // times the host waited for a GPU while training, per step (cuda/counters.h)
+  int world_size = 1;                  // ranks (--ddp)
+  double samples_per_s = 0;            // training samples per second, of all ranks together
 };
 
 // The checkpoint of --save: model, optimizer (masters and moments included), scaler, RNG, the global
@@ -377,8 +414,26 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   const hg::amp::Properties props = hg::amp::initialize(model, opt, m.level, ov);
   const Precision prec(props);
   hg::amp::GradScaler scaler(props.scaler_options());
-  // a captured step has fixed shapes: --graph drops the last partial batch
-  hg::data::DataLoader loader(d.train, {.batch_size = a.batch, .shuffle = true, .seed = a.seed, .drop_last = a.graph});
+  // --ddp: the model wrapped after amp::initialize converted it (the buckets take the parameters' final dtypes);
+  // every rank built the same model from the same seed, and the wrapper checks that and broadcasts rank 0's
+  std::optional<hg::nn::DistributedDataParallel> ddp;
+  if (a.ddp) {
+    ddp.emplace(std::shared_ptr<hg::nn::Module>(&model, [](hg::nn::Module*) {}),
+                hg::nn::DDPOptions{.gradient_as_bucket_view = true});
+    if (a.ddp_hook == "fp16") ddp->register_comm_hook(hg::nn::ddp_comm_hooks::fp16_compress_hook());
+    if (a.ddp_hook == "bf16") ddp->register_comm_hook(hg::nn::ddp_comm_hooks::bf16_compress_hook());
+  }
+  hg::nn::Module& net = ddp ? static_cast<hg::nn::Module&>(*ddp) : model;
+  const int world = a.ddp ? hg::dist::get_world_size() : 1;
+  HG_CHECK(a.batch % world == 0, "--ddp: --batch ", a.batch, " (the global batch) does not split evenly over ", world,
+           " ranks; pick a multiple of ", world);
+  // a captured step has fixed shapes: --graph drops the last partial batch. --ddp: each rank reads its share of
+  // the same shuffled order (DistributedSampler), batch/world at a time, so the ranks' k-th batches together are
+  // one process's k-th batch
+  std::optional<hg::data::DistributedSampler> sampler;
+  if (a.ddp) sampler.emplace(d.train.size(), hg::data::DistributedSamplerOptions{.seed = a.seed});
+  hg::data::DataLoader loader(d.train, {.batch_size = a.batch / world, .shuffle = !a.ddp, .seed = a.seed,
+                                        .drop_last = a.graph, .sampler = sampler});
   GraphedStep graphed;
   int64_t global_step = 0;
   const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);
@@ -391,6 +446,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   std::vector<hg::Tensor> window_losses;
   std::vector<hg::amp::StepResult> window_results;
   Summary s{.mode = m.label()};
+  int64_t samples = 0;  // this rank's
   hg::memory::reset_peak(dev);
   const auto t_start = clock::now();
   const hg::cuda::Counters counted_from = hg::cuda::counters();
@@ -426,7 +482,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       if (a.graph && graphed.eager_steps == GraphedStep::kEagerSteps) {  // the captured step: one launch
         if (!graphed.graph) {
           graphed.capture(dev, x, y, opt, [&](const hg::Tensor& xg, const hg::Tensor& yg) {
-            const hg::Tensor loss = prec.loss(model, xg, yg);
+            const hg::Tensor loss = prec.loss(net, xg, yg);
             scaler.scale(loss).backward();
             scaler.step(opt);
             scaler.update();
@@ -434,6 +490,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
           });
         }
         graphed.run(dev, x, y);
+        samples += x.size(0);
         s.skipped = -1;
         ++step, ++global_step;
         if (window_ends()) end_window(true);
@@ -445,7 +502,8 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       const hg::Tensor xb = x.to(dev), yb = y.to(dev);
       std::optional<Inspection> inspection;
       if (!a.inspect.empty() && e == done + 1 && step == 0) inspection.emplace(a, m, model, opt);
-      const hg::Tensor loss = prec.loss(model, xb, yb);
+      const hg::Tensor loss = prec.loss(net, xb, yb);
+      samples += xb.size(0);
       if (inspection) inspection->after_forward();
       opt.zero_grad();
       scaler.scale(loss).backward();
@@ -459,9 +517,12 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       if (step == steps) break;
     }
     bar.finish();
-    if (!a.save.empty()) save_run(a, m, model, opt, scaler, e, global_step);
+    if (!a.save.empty() && (!a.ddp || hg::dist::get_rank() == 0)) save_run(a, m, model, opt, scaler, e, global_step);
+    if (a.ddp && !a.save.empty()) hg::dist::barrier();  // the file is whole before any rank goes on
   }
   s.total_s = std::chrono::duration<double>(clock::now() - t_start).count();
+  s.world_size = world;
+  s.samples_per_s = throughput(samples, s.total_s, a.ddp);
   s.steps = steps_timer.steps();
   if (s.steps > 0) s.syncs_per_step = static_cast<double>((hg::cuda::counters() - counted_from).syncs) / s.steps;
   s.final_scale = scaler.is_enabled() ? scaler.get_scale() : 1.0;
@@ -480,11 +541,12 @@ inline void print_summary(const Args& a, const Summary& s) {
               "\"threads\": %d, \"device\": \"%s\", \"test_accuracy\": %.4f, \"steps\": %lld, "
               "\"ms_per_step_median\": %.4f, \"ms_per_step_min\": %.4f, \"ms_per_step_max\": %.4f, "
               "\"total_seconds\": %.2f, \"peak_memory_bytes\": %lld, "
-              "\"skipped_steps\": %lld, \"final_scale\": %g, \"syncs_per_step\": %.3f}\n",
+              "\"skipped_steps\": %lld, \"final_scale\": %g, \"syncs_per_step\": %.3f, \"world_size\": %d, "
+              "\"samples_per_s\": %.1f}\n",
               a.name.c_str(), s.mode.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr,
               static_cast<unsigned long long>(a.seed), hg::get_num_threads(), a.device.c_str(), s.accuracy,
               static_cast<long long>(s.steps), s.ms_per_step_median, s.ms_per_step_min, s.ms_per_step_max, s.total_s, static_cast<long long>(s.peak_bytes),
-              static_cast<long long>(s.skipped), s.final_scale, s.syncs_per_step);
+              static_cast<long long>(s.skipped), s.final_scale, s.syncs_per_step, s.world_size, s.samples_per_s);
 }
 
 // The --compare table: one row per precision mode, accuracy also as points against the FP32 row.
@@ -499,6 +561,22 @@ inline void print_table(const std::vector<Summary>& rows) {
               "(no masters, no scaling); bf16-O1: autocast BF16, no scaling. Peak: tensor bytes while training.\n");
 }
 
+// --ddp: joins the ranks mpirun started; only rank 0 prints (the others' stdout goes to /dev/null; errors still
+// reach stderr); without --threads each rank takes its share of this machine's cores.
+inline void start_ranks(const Args& a) {
+  hg::dist::init_process_group();
+  if (hg::dist::get_rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    throw std::runtime_error("--ddp: cannot silence rank " + std::to_string(hg::dist::get_rank()) + "'s output");
+  if (a.threads == 0) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");  // ranks on this machine (Open MPI's mpirun)
+    const int here = local != nullptr ? std::max(1, std::atoi(local)) : hg::dist::get_world_size();
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    hg::set_num_threads(std::max(1, cores / here));
+  }
+  std::printf("--ddp: %d ranks (%s), %d thread(s) each\n", hg::dist::get_world_size(), hg::dist::backend_version().c_str(),
+              hg::get_num_threads());
+}
+
 // Parses flags, seeds, sets threads, loads data; returns nonzero on a clear error (printed). body builds
 // the model and optimizer for the given flags and trains them (with train()).
 inline int run_example(int argc, char** argv, Args defaults,
@@ -506,6 +584,7 @@ inline int run_example(int argc, char** argv, Args defaults,
   const std::string defaults_name = defaults.name;
   try {
     const Args a = parse_args(argc, argv, std::move(defaults));
+    if (a.ddp) start_ranks(a);
     if (a.threads > 0) hg::set_num_threads(a.threads);
     Data d = load_data(a);
     d.bytes_before_model = hg::memory::allocated(device_of(a));
@@ -515,6 +594,7 @@ inline int run_example(int argc, char** argv, Args defaults,
     if (!a.compare) {
       hg::manual_seed(a.seed);
       print_summary(a, body(a, d));
+      if (a.ddp) hg::dist::destroy_process_group();
       return 0;
     }
     std::vector<Summary> rows;
@@ -529,6 +609,7 @@ inline int run_example(int argc, char** argv, Args defaults,
       print_summary(am, rows.back());
     }
     print_table(rows);
+    if (a.ddp) hg::dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {  // hg::Error, std::filesystem::filesystem_error, std::bad_alloc...
     std::fprintf(stderr, "%s: error: %s\n", defaults_name.c_str(), e.what());

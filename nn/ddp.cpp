@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 #include <utility>
@@ -93,6 +94,9 @@ struct DistributedDataParallel::State {
   bool finalizing = false;
   int next_bucket = 0;            // buckets start in index order
   std::vector<int> unused;        // find_unused_parameters: not reached by the last forward's graph
+  std::vector<int> ready_order;   // the first averaging backward's order of gradients, for the rebuild
+  bool rebuilt = false;           // the buckets follow that order (torch's rebuild after the first iteration)
+  std::optional<autograd::ObserveBackward> progress;  // polls the started buckets after every node of a backward
   Stats stats;
 
   void reset_iteration() {
@@ -103,6 +107,7 @@ struct DistributedDataParallel::State {
     }
     next_bucket = 0;
     expect_hooks = backward_started = finalizing = false;
+    progress.reset();
   }
 };
 
@@ -132,6 +137,9 @@ void mark_ready(State& s, int i) {
   const Tensor slot = b.grads.buffer.narrow(0, p.offset, p.t.numel());
   const Tensor g = p.t.grad();
   if (g.defined()) {
+    HG_CHECK(g.dtype() == b.grads.buffer.dtype(), "DistributedDataParallel: the gradient of '", p.name, "' is ",
+             g.dtype(), " but its bucket was made for ", b.grads.buffer.dtype(), "; wrap the model after converting it "
+             "(amp::initialize, Module::to(DType)), not before");
     HG_CHECK(!p.t.grad_unscale().pending(), "DistributedDataParallel: the gradient of '", p.name, "' still carries a "
              "factor from GradScaler::unscale_; unscale after the backward that averages the gradients, not between "
              "no_sync steps");
@@ -162,6 +170,7 @@ void finalize(State& s) {
             names.str(), ". Their buckets could not be averaged (the other ranks wait for them). Use every parameter "
             "in the loss, or pass DDPOptions{.find_unused_parameters = true}");
   }
+  s.progress.reset();
   const auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : s.buckets) b.future.wait();
   s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -179,7 +188,8 @@ void finalize(State& s) {
     if (!used[i]) continue;
     const Tensor avg = s.buckets[p.bucket].grads.buffer.narrow(0, p.offset, p.t.numel()).view(p.t.shape());
     const Tensor g = p.t.grad();
-    if (g.defined()) g.copy_(avg);
+    if (s.options.gradient_as_bucket_view) p.t.set_grad(avg);
+    else if (g.defined()) g.copy_(avg);
     else p.t.set_grad(avg.clone());
   }
   ++s.stats.backwards;
@@ -198,8 +208,13 @@ void on_gradient(const std::weak_ptr<State>& weak, int i) {
     autograd::queue_callback([weak] {
       if (const auto st = weak.lock()) finalize(*st);
     });
+    // MPI moves a started collective on only inside its calls: poll after every node of the backward
+    s.progress.emplace([weak](const Node&, const Tensor&, const std::vector<Tensor>&) {
+      if (const auto st = weak.lock()) poll(*st);
+    });
     for (int u : s.unused) mark_ready(s, u);
   }
+  if (!s.rebuilt) s.ready_order.push_back(i);
   HG_CHECK(!s.params[i].ready, "DistributedDataParallel: parameter '", s.params[i].name, "' got a gradient twice in "
            "one averaging backward (used outside the wrapped module's forward, or a second backward through the same "
            "forward); run the forward again before each backward, or compute such terms inside the module");
@@ -253,10 +268,13 @@ void check_same_model(const std::vector<Param>& params, int world) {
   }
 }
 
-// torch's _compute_bucket_assignment_by_size: parameters in registration order, one open bucket per dtype, cut once
-// it holds `limit` bytes (1 MiB for a dtype's first bucket, then cap); buckets sorted by their first parameter and
-// reversed, so the last-registered parameters (the first gradients of a backward) are reduced first.
-std::vector<std::vector<int>> assign_buckets(const std::vector<Param>& params, int64_t cap) {
+// torch's _compute_bucket_assignment_by_size: the parameters in `order`, one open bucket per dtype, cut once it holds
+// `limit` bytes (1 MiB for a dtype's first bucket, then cap), the open ones last. At construction `order` is the
+// registration order and the buckets are then sorted by their first parameter and reversed, so the last-registered
+// parameters (the first gradients of a backward) are reduced first; the rebuild after the first backward passes the
+// order the gradients arrived in and keeps the buckets as formed.
+std::vector<std::vector<int>> assign_buckets(const std::vector<Param>& params, const std::vector<int>& order,
+                                             int64_t cap, bool reverse_registration) {
   constexpr int64_t kFirstBucketBytes = 1 << 20;
   struct Open {
     std::vector<int> members;
@@ -265,7 +283,7 @@ std::vector<std::vector<int>> assign_buckets(const std::vector<Param>& params, i
   };
   std::map<DType, Open> open;
   std::vector<std::vector<int>> out;
-  for (int i = 0; i < static_cast<int>(params.size()); ++i) {
+  for (int i : order) {
     Open& b = open[params[i].t.dtype()];
     b.members.push_back(i);
     b.bytes += static_cast<int64_t>(params[i].t.nbytes());
@@ -276,8 +294,48 @@ std::vector<std::vector<int>> assign_buckets(const std::vector<Param>& params, i
   }
   for (auto& [dt, b] : open)
     if (!b.members.empty()) out.push_back(std::move(b.members));
-  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.front() > y.front(); });
+  if (reverse_registration)
+    std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.front() > y.front(); });
   return out;
+}
+
+// The buckets of `groups`: each parameter's bucket and offset, zeroed buffers.
+void make_buckets(State& s, const std::vector<std::vector<int>>& groups) {
+  s.buckets.clear();
+  for (size_t bi = 0; bi < groups.size(); ++bi) {
+    Bucket b;
+    b.params = groups[bi];
+    int64_t n = 0;
+    for (int i : b.params) {
+      s.params[i].bucket = static_cast<int>(bi);
+      s.params[i].offset = n;
+      b.grads.parameters.push_back(s.params[i].t);
+      b.grads.offsets.push_back(n);
+      n += s.params[i].t.numel();
+    }
+    b.grads.index = static_cast<int>(bi);
+    b.grads.num_buckets = static_cast<int>(groups.size());
+    b.grads.buffer = zeros({n}, {.dtype = s.params[b.params.front()].t.dtype()});
+    s.buckets.push_back(std::move(b));
+  }
+  s.reset_iteration();
+}
+
+int64_t cap_bytes(const DDPOptions& o) { return static_cast<int64_t>(o.bucket_cap_mb * 1024 * 1024); }
+
+// torch's rebuild after the first averaging backward: the buckets re-formed in the order the gradients arrived (rank
+// 0's order, broadcast, so that every rank forms the same buckets), so the first full bucket is the first to start.
+// Not with find_unused_parameters (as torch).
+void rebuild_buckets(State& s) {
+  s.rebuilt = true;
+  const int64_t n = static_cast<int64_t>(s.params.size());
+  if (s.options.find_unused_parameters || static_cast<int64_t>(s.ready_order.size()) != n) return;
+  std::vector<int64_t> order(s.ready_order.begin(), s.ready_order.end());
+  const Tensor t = from_vector(order, {n}, {.dtype = DType::I64});
+  dist::broadcast(t, 0);
+  order = t.to_vector<int64_t>();
+  make_buckets(s, assign_buckets(s.params, std::vector<int>(order.begin(), order.end()), cap_bytes(s.options), false));
+  s.ready_order.clear();
 }
 
 }  // namespace
@@ -314,24 +372,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
       s.buffers.push_back(b);
     }
   }
-  const auto groups = assign_buckets(s.params, static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024));
-  for (size_t bi = 0; bi < groups.size(); ++bi) {
-    Bucket b;
-    b.params = groups[bi];
-    int64_t n = 0;
-    for (int i : b.params) {
-      s.params[i].bucket = static_cast<int>(bi);
-      s.params[i].offset = n;
-      b.grads.parameters.push_back(s.params[i].t);
-      b.grads.offsets.push_back(n);
-      n += s.params[i].t.numel();
-    }
-    b.grads.index = static_cast<int>(bi);
-    b.grads.num_buckets = static_cast<int>(groups.size());
-    b.grads.buffer = zeros({n}, {.dtype = s.params[b.params.front()].t.dtype()});
-    s.buckets.push_back(std::move(b));
-  }
-  s.reset_iteration();
+  std::vector<int> registration(s.params.size());
+  for (size_t i = 0; i < registration.size(); ++i) registration[i] = static_cast<int>(i);
+  make_buckets(s, assign_buckets(s.params, registration, cap_bytes(options), true));
   const std::weak_ptr<State> weak = s_;
   for (int i = 0; i < static_cast<int>(s.params.size()); ++i)
     s.hooks.push_back(s.params[i].t.register_post_accumulate_grad_hook([weak, i](const Tensor&) { on_gradient(weak, i); }));
@@ -354,6 +397,7 @@ Module& DistributedDataParallel::module() const { return *module_; }
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   State& s = *s_;
   s.reset_iteration();  // a forward whose backward never ran leaves nothing behind
+  if (!s.rebuilt && s.stats.backwards > 0) rebuild_buckets(s);
   if (s.options.broadcast_buffers && s.world > 1) {
     NoGradGuard no_grad;
     for (const Tensor& b : s.buffers) dist::broadcast(b, 0);

@@ -78,6 +78,9 @@ struct DDPOptions {
   // from earlier no_sync steps, or zero) and a parameter no rank used keeps its grad untouched (torch's).
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;  // rank 0's buffers (batch norm's statistics) copied to every rank each forward
+  // true: after the backward each parameter's grad is a view into its bucket (torch's gradient_as_bucket_view), which
+  // saves a copy per step; a grad kept across steps then changes with the next averaging backward
+  bool gradient_as_bucket_view = false;
 };
 
 class DistributedDataParallel : public Module {

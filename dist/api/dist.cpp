@@ -98,9 +98,10 @@ bool advance(Work::State& s, const BackendApi* api) {
 
 void wait_for(const std::shared_ptr<Work::State>& s) {
   Group& g = group();
-  const auto deadline = std::chrono::steady_clock::now() + g.timeout;
-  for (int spins = 0; !advance(*s, g.api); ++spins) {
-    if (std::chrono::steady_clock::now() > deadline) {
+  const auto start = std::chrono::steady_clock::now(), deadline = start + g.timeout;
+  while (!advance(*s, g.api)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
       g.abandoned.push_back(s);  // it may still finish; destroy_process_group waits for it
       g.broken = s->what + " did not finish on rank " + std::to_string(g.rank) + " within " +
                  std::to_string(g.timeout.count()) + " ms";
@@ -109,8 +110,11 @@ void wait_for(const std::shared_ptr<Work::State>& s) {
               "rank must call the same collectives in the same order. A slow rank needs a longer "
               "InitOptions::timeout");
     }
-    if (spins < 1000) std::this_thread::yield();  // a collective of a small tensor finishes in microseconds
-    else std::this_thread::sleep_for(std::chrono::microseconds(spins < 5000 ? 50 : 1000));
+    // Busy (yielding) for the first 20 ms: a transfer between ranks needs both to poll, so a rank that sleeps
+    // between polls adds its sleep to every step of the protocol. A rank waiting longer (for a slow rank) backs off.
+    const auto waited = now - start;
+    if (waited < std::chrono::milliseconds(20)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(waited < std::chrono::seconds(1) ? 50 : 1000));
   }
 }
 

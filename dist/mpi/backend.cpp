@@ -16,11 +16,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "dist/api/backend.h"
@@ -56,34 +58,56 @@ struct Request {
 std::deque<Request*> exchanging;  // all-reduces in their exchange, in the order they started
 
 // out[i] = in_0[i] op in_1[i] op ... op in_{ranks-1}[i], left to right; `in` holds the ranks' slices one after
-// another (stride n). Halves are combined in F32 and rounded once.
+// another (stride n). Halves are combined in F32 and rounded once. In chunks that stay in the L1 cache, a rank at a
+// time (a loop the compiler vectorizes); each element still sees the ranks in order.
+template <class T, class Acc, ReduceOp kOp>
+void combine_as(const T* src, T* dst, int64_t n, int ranks) {
+  constexpr int64_t kChunk = 2048;
+  constexpr bool kHalf = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+  Acc acc[kChunk], wide[kHalf ? kChunk : 1];
+  // halves widened and rounded by libhalfgrad's vector conversions (core/convert.h), exact and round-to-nearest-even
+  const auto widen = [&](const T* in, Acc* out, int64_t m) {
+    if constexpr (std::is_same_v<T, f16>) convert_f16_to_f32(in, out, m);
+    else if constexpr (std::is_same_v<T, bf16>) convert_bf16_to_f32(in, out, m);
+    else std::memcpy(out, in, static_cast<size_t>(m) * sizeof(T));  // not std::copy: a `rep movsq` that an
+                                                                   // unaligned slice makes slow on some CPUs
+  };
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t m = std::min(kChunk, n - at);
+    widen(src + at, acc, m);
+    for (int r = 1; r < ranks; ++r) {
+      const Acc* in = wide;
+      if constexpr (kHalf) widen(src + r * n + at, wide, m);
+      else in = src + r * n + at;
+      for (int64_t i = 0; i < m; ++i) {
+        // max and min as a plain comparison (a NaN operand's result is unspecified, as with MPI's MAX and MIN)
+        if constexpr (kOp == ReduceOp::Sum) acc[i] = acc[i] + in[i];
+        else if constexpr (kOp == ReduceOp::Max) acc[i] = in[i] > acc[i] ? in[i] : acc[i];
+        else acc[i] = in[i] < acc[i] ? in[i] : acc[i];
+      }
+    }
+    if constexpr (std::is_same_v<T, f16>) convert_f32_to_f16(acc, dst + at, m);
+    else if constexpr (std::is_same_v<T, bf16>) convert_f32_to_bf16(acc, dst + at, m);
+    else std::memcpy(dst + at, acc, static_cast<size_t>(m) * sizeof(T));
+  }
+}
+
 template <class T, class Acc>
-void combine_as(const void* in, void* out, int64_t n, int ranks, ReduceOp op) {
+void combine_typed(const void* in, void* out, int64_t n, int ranks, ReduceOp op) {
   const T* src = static_cast<const T*>(in);
   T* dst = static_cast<T*>(out);
-  const auto widen = [](T v) -> Acc {
-    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return to_float(v);
-    else return v;
-  };
-  for (int64_t i = 0; i < n; ++i) {
-    Acc a = widen(src[i]);
-    for (int r = 1; r < ranks; ++r) {
-      const Acc b = widen(src[r * n + i]);
-      // max and min as a plain comparison (a NaN operand's result is unspecified, as with MPI's MAX and MIN)
-      a = op == ReduceOp::Sum ? a + b : op == ReduceOp::Max ? (b > a ? b : a) : (b < a ? b : a);
-    }
-    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) dst[i] = from_float<T>(a);
-    else dst[i] = a;
-  }
+  if (op == ReduceOp::Max) combine_as<T, Acc, ReduceOp::Max>(src, dst, n, ranks);
+  else if (op == ReduceOp::Min) combine_as<T, Acc, ReduceOp::Min>(src, dst, n, ranks);
+  else combine_as<T, Acc, ReduceOp::Sum>(src, dst, n, ranks);
 }
 
 void combine(DType dt, const void* in, void* out, int64_t n, int ranks, ReduceOp op) {
   switch (dt) {
-    case DType::F32: return combine_as<float, float>(in, out, n, ranks, op);
-    case DType::F64: return combine_as<double, double>(in, out, n, ranks, op);
-    case DType::I64: return combine_as<int64_t, int64_t>(in, out, n, ranks, op);
-    case DType::F16: return combine_as<f16, float>(in, out, n, ranks, op);
-    default: return combine_as<bf16, float>(in, out, n, ranks, op);
+    case DType::F32: return combine_typed<float, float>(in, out, n, ranks, op);
+    case DType::F64: return combine_typed<double, double>(in, out, n, ranks, op);
+    case DType::I64: return combine_typed<int64_t, int64_t>(in, out, n, ranks, op);
+    case DType::F16: return combine_typed<f16, float>(in, out, n, ranks, op);
+    default: return combine_typed<bf16, float>(in, out, n, ranks, op);
   }
 }
 
@@ -137,6 +161,12 @@ MPI_Datatype mpi_type(DType dt) {
 void* start(const Collective& c, std::string* error) {
   auto* r = new Request;
   r->c = c;
+  if (world_size == 1) {  // nothing to exchange: a reduction of one rank is its value; a gather, a copy
+    if ((c.kind == Collective::AllGather || c.kind == Collective::ReduceScatter) && c.send != c.recv)
+      std::memcpy(c.recv, c.send, static_cast<size_t>(c.count) * dtype_size(static_cast<DType>(c.dtype)));
+    r->phase = 1;  // done: its req stays MPI_REQUEST_NULL, which MPI_Test reports finished
+    return r;
+  }
   const DType dt = static_cast<DType>(c.dtype);
   r->type = mpi_type(dt);
   const int n = static_cast<int>(c.count);
@@ -223,7 +253,7 @@ int test(void* request, std::string* error) {
     return -1;
   }
   if (!flag) return 0;
-  if (c.kind == Collective::ReduceScatter)
+  if (c.kind == Collective::ReduceScatter && world_size > 1)
     combine(static_cast<DType>(c.dtype), r->scratch.data(), c.recv, c.count, world_size, static_cast<ReduceOp>(c.op));
   delete r;
   return 1;

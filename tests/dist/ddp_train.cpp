@@ -132,10 +132,24 @@ void averaged_gradients_match_their_definitions() {
   // reverse registration order: the last layer's parameters are reduced first
   const auto model = make_model(7);
   nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.001});
-  const auto names = ddp.bucket_parameter_names();
+  auto names = ddp.bucket_parameter_names();
   check(names.size() == 4 && names[0] == std::vector<std::string>{"4.bias"} &&
             names[3] == std::vector<std::string>{"0.weight", "0.bias", "2.weight"},
         "buckets in reverse registration order, the first formed cut at 1 MiB");
+  // after the first backward they are re-formed in the order the gradients arrived (torch's rebuild): the first
+  // bucket, cut at 1 MiB, holds the last layer and fc2's weight, so it starts before fc1's backward
+  const Batch mine = shard(b, rank, world);
+  cross_entropy(ddp(mine.x), mine.y).backward();
+  (void)ddp(mine.x);  // the rebuild happens at the next forward
+  names = ddp.bucket_parameter_names();
+  std::string got;
+  for (const auto& bucket : names) {
+    got += "[";
+    for (const auto& n : bucket) got += n + " ";
+    got += "]";
+  }
+  check(names.size() == 4 && names[0].size() == 3 && names[0][0].rfind("4.", 0) == 0 && names[0][2] == "2.weight",
+        "the buckets rebuilt in gradient order (first: the last layer and 2.weight), got " + got);
 }
 
 // Training: 2 and 3 ranks against one process with the global batch, and bucket sizes bit for bit.
