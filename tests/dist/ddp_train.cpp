@@ -95,6 +95,25 @@ std::vector<Tensor> expected_average(const std::vector<std::vector<Tensor>>& per
   return out;
 }
 
+// Pre-division: a gradient of 40000 on every rank is 40000 after fp16_compress_hook. Summed first, two or more
+// ranks' 40000s would pass F16's largest finite value (65504) and arrive as inf: a step skipped for nothing.
+void compression_divides_before_the_sum() {
+  const int world = dist::get_world_size();
+  manual_seed(3);
+  auto m = std::make_shared<nn::Linear>(4, 1, false);
+  nn::DistributedDataParallel ddp(m, {});
+  ddp.register_comm_hook(nn::ddp_comm_hooks::fp16_compress_hook());
+  (ddp(ones({1, 4})) * 40000.0).sum().backward();  // d/dw = 40000 for every weight, on every rank
+  const std::vector<float> g = floats(m->weight.grad());
+  check(std::all_of(g.begin(), g.end(), [](float v) { return v == 40000.0f; }),
+        "fp16_compress_hook: " + std::to_string(world) + " ranks' 40000 averaged to " + std::to_string(g[0]));
+  if (world > 1) {  // the same sum without the division overflows F16
+    const Tensor sum = full({1}, 40000.0, {.dtype = DType::F16});
+    dist::all_reduce(sum);
+    check(std::isinf(sum.item()), "an F16 all_reduce of " + std::to_string(world) + " x 40000 did not overflow");
+  }
+}
+
 void averaged_gradients_match_their_definitions() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const Batch b = global_batch(0);
@@ -393,6 +412,7 @@ int main(int argc, char** argv) {
       timeout_case();
     } else {
       averaged_gradients_match_their_definitions();
+      compression_divides_before_the_sum();
       training_matches_one_process();
       amp_matches_one_process();
       inf_on_one_rank_skips_every_rank();
