@@ -33,6 +33,11 @@ expect 2 "bad value '20000' for --threads: it must be at most" $mlp --threads 20
 expect 2 "bad value '-1' for --threads: it must be at least 1" $mlp --threads -1
 expect 2 "bad value '4294967297' for --epochs: out of range for a 32-bit integer" $mlp --epochs 4294967297
 expect 2 "bad value '2147483648' for --epochs: out of range for a 32-bit integer" $mlp --epochs 2147483648
+# --ddp's flags: a hook without --ddp, an unknown hook, a device MPI cannot reduce, an inspector of one process
+expect 2 "--ddp-hook picks how --ddp averages; add --ddp" $mlp --ddp-hook fp16
+expect 2 "ddp-hook must be fp16 or bf16, got f8" $mlp --ddp --ddp-hook f8
+expect 2 "--ddp averages CPU tensors over MPI" $mlp --ddp --device cuda
+expect 2 "--inspect looks at one process's step" $mlp --ddp --inspect /tmp/x
 expect 2 "bad value '0' for --epochs: it must be at least 1" $mlp --epochs 0
 expect 2 "bad value '-1' for --seed: expected a whole number without a sign" $mlp --seed -1
 expect 2 "bad value '18446744073709551616' for --seed: out of range" $mlp --seed 18446744073709551616
