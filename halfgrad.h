@@ -53,3 +53,4 @@
 #include "optim/lr_scheduler.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
+#include "optim/zero.h"

@@ -52,6 +52,7 @@ struct Args {
   bool graph = false;          // CUDA: capture the training step once and replay it (cuda/graph.h)
   bool ddp = false;            // data-parallel over the ranks of mpirun (nn::DistributedDataParallel); --batch is global
   std::string ddp_hook = {};   // --ddp's communication hook: empty (the default average), fp16 or bf16 compression
+  bool zero = false;           // --ddp with the optimizer's state sharded over the ranks (ZeroRedundantOptimizer)
 };
 
 // The precision a run trains in, resolved from --amp and --opt-level.
@@ -77,7 +78,7 @@ inline std::vector<Mode> compare_modes() {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--epochs N] [--batch N] [--lr X] [--seed N] [--threads N] [--device cpu|cuda]\n"
                "          [--data DIR] [--limit N] [--max-steps N] [--amp off|fp16|bf16] [--opt-level O0|O1|O2|O3]\n"
-               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR] [--graph] [--ddp [--ddp-hook fp16|bf16]]\n"
+               "          [--compare] [--save FILE] [--resume FILE] [--inspect DIR] [--graph] [--ddp [--ddp-hook fp16|bf16] [--zero]]\n"
                "defaults: --epochs %d --batch %lld --lr %g --seed 0 --device cpu (FP32)\n"
                "  --amp fp16|bf16   mixed precision; alone it means --opt-level O1 (autocast; fp16 adds a GradScaler)\n"
                "  --opt-level O2    F16 weights (batch norm F32) with FP32 master weights; O3 pure F16, no masters\n"
@@ -91,7 +92,9 @@ inline std::vector<Mode> compare_modes() {
                "  --ddp             under mpirun: every rank trains on its share of each batch (--batch is the global\n"
                "                    batch, split over the ranks) and the gradients are averaged (DistributedDataParallel);\n"
                "                    the same steps as one process with that batch; one thread per rank unless --threads\n"
-               "  --ddp-hook H      average the gradients in F16 (fp16) or BF16 (bf16): half the bytes sent\n",
+               "  --ddp-hook H      average the gradients in F16 (fp16) or BF16 (bf16): half the bytes sent\n"
+               "  --zero            with --ddp: each rank keeps the optimizer state and masters of 1/N of the parameters\n"
+               "                    (ZeRO stage 1) and sends the ones it updated to the others\n",
                a.name.c_str(), problem.c_str(), a.name.c_str(), a.epochs, static_cast<long long>(a.batch), a.lr);
   std::exit(2);
 }
@@ -135,10 +138,14 @@ inline Args parse_args(int argc, char** argv, Args a) {
     return true;
   };
   const auto compare = switch_flag("--compare", a.compare), graph = switch_flag("--graph", a.graph),
-             ddp = switch_flag("--ddp", a.ddp);
-  parse_flags(argc, argv, [&](const std::string& f) { return compare(f) || graph(f) || ddp(f); }, on_value,
+             ddp = switch_flag("--ddp", a.ddp), zero = switch_flag("--zero", a.zero);
+  parse_flags(argc, argv, [&](const std::string& f) { return compare(f) || graph(f) || ddp(f) || zero(f); }, on_value,
               [&](const std::string& problem) { usage(a, problem); });
   if (!a.ddp_hook.empty() && !a.ddp) usage(a, "--ddp-hook picks how --ddp averages; add --ddp");
+  if (a.zero && !a.ddp) usage(a, "--zero shards the optimizer over the ranks of --ddp; add --ddp");
+  if (a.zero && (!a.save.empty() || !a.resume.empty()))
+    usage(a, "--zero splits the optimizer's state over the ranks, and per-rank checkpoints are not built yet; drop "
+             "--save/--resume or --zero");
   if (!a.ddp_hook.empty() && a.ddp_hook != "fp16" && a.ddp_hook != "bf16")
     usage(a, "ddp-hook must be fp16 or bf16, got " + a.ddp_hook);
   if (a.ddp && a.device != "cpu")
@@ -404,8 +411,13 @@ struct GraphedStep {
 // Trains with cross-entropy in the precision of --amp/--opt-level (amp::initialize converts the model and
 // sets the optimizer's master weights; a GradScaler scales the loss when the level asks for it and skips
 // steps whose gradients overflow), prints a progress bar per epoch, then the test accuracy.
-inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& opt, const Data& d) {
+inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer& given, const Data& d) {
   using clock = std::chrono::steady_clock;
+  // --zero: a copy of the example's optimizer over each rank's shard (optim/zero.h), before amp::initialize sets
+  // its master weights
+  std::optional<hg::optim::ZeroRedundantOptimizer> zero;
+  if (a.zero) zero.emplace(model.parameters(), given);
+  hg::optim::Optimizer& opt = zero ? static_cast<hg::optim::Optimizer&>(*zero) : given;
   const hg::Device dev = device_of(a);
   const Mode m = mode_of(a);
   hg::amp::Overrides ov{.verbose = !a.compare && m.level != hg::amp::OptLevel::O0};

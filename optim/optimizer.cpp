@@ -23,6 +23,11 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() { step(AmpStep{}); }
 
+std::unique_ptr<Optimizer> Optimizer::clone_for(std::vector<Tensor> params) const {
+  (void)params;
+  HG_FAIL("Optimizer.clone_for: this optimizer cannot make a copy of itself over other parameters");
+}
+
 void Optimizer::set_master_weights(MasterWeights mode) { precision_.set_master_weights(mode); }
 
 void Optimizer::set_param_rounding(ParamRounding rounding, uint64_t seed) {

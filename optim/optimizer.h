@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -79,8 +80,9 @@ class Optimizer {
   // Auto by default. Switching to Off drops the masters (the parameters keep their rounded values);
   // switching back makes new ones from the parameters at their next step.
   // (MasterWeights: optim/param_precision.h.)
-  void set_master_weights(MasterWeights mode);
-  MasterWeights master_weights() const { return precision_.master_weights(); }
+  // Virtual, as the accessors below: optim::ZeroRedundantOptimizer answers them from the optimizer of its shard.
+  virtual void set_master_weights(MasterWeights mode);
+  virtual MasterWeights master_weights() const { return precision_.master_weights(); }
   // How an F16/BF16 parameter without a master copy takes its update (core/stochastic_round.h): Nearest (the
   // default, Apex O3: an update below half an ulp of the weight is lost), Stochastic (rounded up with
   // probability equal to the distance, so updates survive in expectation; Philox bits from a generator
@@ -88,23 +90,28 @@ class Optimizer {
   // carries what each rounding lost into the next step: 2 more bytes per parameter). Stochastic and Kahan
   // need set_master_weights(MasterWeights::Off) first; F32/F64 parameters are not affected. Switching away
   // from Kahan drops the compensation buffers.
-  void set_param_rounding(ParamRounding rounding, uint64_t seed = 0);
-  ParamRounding param_rounding() const { return precision_.param_rounding(); }
+  virtual void set_param_rounding(ParamRounding rounding, uint64_t seed = 0);
+  virtual ParamRounding param_rounding() const { return precision_.param_rounding(); }
   // Parameter i's Kahan compensation (the live tensor); undefined unless it took a Kahan store.
-  Tensor compensation(size_t i) const;
+  virtual Tensor compensation(size_t i) const;
   // Parameter i's F32 master copy (shares storage: a view, not a snapshot); undefined for F32/F64
   // parameters, with masters Off, or before the parameter's first step.
-  Tensor master(size_t i) const;
+  virtual Tensor master(size_t i) const;
   // Parameter i's optimizer buffers (momentum; Adam's moments) -- the live tensors, not copies, for
   // inspectors (amp/inspect's MemoryLedger); empty before its first step. step_count(i) is its step
   // counter: steps() is the device counter (I64, one element) where the scaler's device path made one,
   // else undefined and `host` counts.
-  const std::vector<Tensor>& state_buffers(size_t i) const;
+  virtual const std::vector<Tensor>& state_buffers(size_t i) const;
   struct StepCount {
     int64_t host = 0;
     Tensor device;
   };
-  StepCount step_count(size_t i) const;
+  virtual StepCount step_count(size_t i) const;
+
+  // A new optimizer of the same kind over `params`: the options of this one's single group, its master-weight mode
+  // and rounding, no state (optim::ZeroRedundantOptimizer builds each rank's optimizer of its shard with it). An
+  // hg::Error for an optimizer with several groups, or one that cannot make copies.
+  virtual std::unique_ptr<Optimizer> clone_for(std::vector<Tensor> params) const;
 
   // A snapshot: the state is copied, so later steps do not change a saved dict.
   virtual StateDict state_dict() const = 0;
@@ -229,6 +236,18 @@ class OptimizerOf : public Optimizer {
     Derived::check_options(o);  // throws naming the bad value; the group keeps its options
     groups_[g].options = o;
     mirror_.upload_hyper(g, Derived::hyper(o));
+  }
+
+  std::unique_ptr<Optimizer> clone_for(std::vector<Tensor> params) const override {
+    HG_CHECK(groups_.size() == 1, Derived::kName, ".clone_for: the optimizer has ", groups_.size(), " parameter "
+             "groups; a copy takes the options of one group");
+    HG_CHECK(param_rounding() != ParamRounding::Stochastic, Derived::kName, ".clone_for: stochastic rounding draws "
+             "from one Philox stream in parameter order, which a copy over other parameters cannot continue; use "
+             "Nearest or Kahan rounding");
+    auto copy = std::make_unique<Derived>(std::move(params), groups_[0].options);
+    copy->set_master_weights(master_weights());
+    if (param_rounding() == ParamRounding::Kahan) copy->set_param_rounding(ParamRounding::Kahan);
+    return copy;
   }
 
   StateDict state_dict() const override {

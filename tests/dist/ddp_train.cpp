@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -112,6 +114,97 @@ void compression_divides_before_the_sum() {
     dist::all_reduce(sum);
     check(std::isinf(sum.item()), "an F16 all_reduce of " + std::to_string(world) + " x 40000 did not overflow");
   }
+}
+
+double over_ranks_sum(double v) {
+  const Tensor t = full({1}, v, {.dtype = DType::F64});
+  dist::all_reduce(t);
+  return t.item();
+}
+
+// ZeRO-1: each rank updates its shard and broadcasts it; the steps are plain DDP's bit for bit (SGD with momentum,
+// Adam, and O2's F16 parameters with F32 masters under a GradScaler), and each rank holds only its shard's state.
+void zero_matches_ddp() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const Make sgd = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::SGD>(std::move(ps), optim::SGDArgs{.lr = 0.05, .momentum = 0.9});
+  };
+  const Make adam = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+    return std::make_unique<optim::Adam>(std::move(ps), optim::AdamArgs{.lr = 1e-3});
+  };
+  for (const bool o2 : {false, true}) {
+    for (const auto& [name, make] : {std::pair<const char*, Make>{"SGD", sgd}, {"Adam", adam}}) {
+      const std::string what = std::string(name) + (o2 ? " O2" : "");
+      const auto a = make_model(37, 64), b = make_model(37, 64);
+      const auto plain = make(a->parameters());
+      optim::ZeroRedundantOptimizer zero(b->parameters(), *make(b->parameters()));
+      std::optional<amp::GradScaler> sa, sb;
+      if (o2) {  // F16 weights, F32 masters, dynamic loss scaling; DDP wraps the converted models
+        const amp::Properties pa = amp::initialize(*a, *plain, amp::OptLevel::O2);
+        const amp::Properties pb = amp::initialize(*b, zero, amp::OptLevel::O2);
+        sa.emplace(pa.scaler_options());
+        sb.emplace(pb.scaler_options());
+      }
+      nn::DistributedDataParallel da(a, {}), db(b, {});
+      for (int step = 0; step < 20; ++step) {
+        const Batch mine = shard(global_batch(step), rank, world);
+        plain->zero_grad();
+        zero.zero_grad();
+        const Tensor x = o2 ? mine.x.to(DType::F16) : mine.x;
+        const Tensor la = cross_entropy(da(x), mine.y), lb = cross_entropy(db(x), mine.y);
+        if (o2) {
+          sa->scale(la).backward();
+          sb->scale(lb).backward();
+          sa->step(*plain);
+          sb->step(zero);
+          sa->update();
+          sb->update();
+        } else {
+          la.backward();
+          lb.backward();
+          plain->step();
+          zero.step();
+        }
+      }
+      const auto pa = a->parameters(), pb = b->parameters();
+      bool same = true, state_ok = true;
+      int64_t mine = 0, total = 0;
+      for (size_t i = 0; i < pa.size(); ++i) {
+        same = same && same_bits(pa[i], pb[i]);
+        total += pb[i].numel();
+        const bool owned = zero.owner(i) == rank;
+        if (owned) mine += pb[i].numel();
+        state_ok = state_ok && zero.state_buffers(i).empty() != owned && zero.master(i).defined() == (owned && o2);
+        if (owned && o2) state_ok = state_ok && same_bits(zero.master(i), plain->master(i));
+      }
+      check(same, what + ": ZeroRedundantOptimizer's steps are not plain DDP's bit for bit");
+      // the memory ledger counts this rank's shard: optimizer state and masters a 1/world share, about
+      const amp::inspect::LedgerSnapshot full = amp::inspect::MemoryLedger({.model = a.get(), .optimizer = plain.get()}).snapshot("plain");
+      const amp::inspect::LedgerSnapshot part = amp::inspect::MemoryLedger({.model = b.get(), .optimizer = &zero}).snapshot("zero");
+      using amp::inspect::Role;
+      const int64_t f = full.role_bytes(Role::OptimizerState) + full.role_bytes(Role::Masters);
+      const int64_t z = part.role_bytes(Role::OptimizerState) + part.role_bytes(Role::Masters);
+      const int64_t z_all = static_cast<int64_t>(over_ranks_sum(static_cast<double>(z)));
+      if (rank == 0)
+        std::printf("%s, %d rank(s): optimizer state and masters %lld bytes per rank with ZeRO, %lld without\n",
+                    what.c_str(), world, static_cast<long long>(z), static_cast<long long>(f));
+      check(z_all == f && (world == 1 || z < f), what + ": the ledger's ZeRO shards (" + std::to_string(z) +
+                                                    " bytes here) do not add up to the plain optimizer's " + std::to_string(f));
+      check(state_ok, what + ": a rank holds state (or masters) outside its shard, or lacks them inside it");
+      check(world == 1 || mine < total, what + ": this rank's shard is the whole model");
+    }
+  }
+  const auto m = make_model(43, 64);
+  optim::ZeroRedundantOptimizer zero(m->parameters(), *sgd(m->parameters()));
+  expect_error([&] { (void)zero.state_dict(); }, "local().state_dict()", "ZeRO's state_dict");
+  // torch's partition: largest first, each to the rank with the fewest elements so far (the 512x64 weights first)
+  check(zero.owner(0) == 0 && (world == 1 || zero.owner(2) == 1), "the partition is torch's (largest first)");
+  if (world > 6) return;
+  auto tiny = std::make_shared<nn::Linear>(2, 2, false);  // one parameter for `world` ranks
+  if (world > 1)
+    expect_error([&] { optim::ZeroRedundantOptimizer z(tiny->parameters(), *sgd(tiny->parameters())); },
+                 "every rank needs at least one", "fewer parameters than ranks");
 }
 
 void averaged_gradients_match_their_definitions() {
@@ -417,6 +510,7 @@ int main(int argc, char** argv) {
       amp_matches_one_process();
       inf_on_one_rank_skips_every_rank();
       no_sync_accumulates();
+      zero_matches_ddp();
       unused_parameters();
       misuse();
     }

@@ -628,3 +628,28 @@ TEST_CASE("a step writes each updated parameter in place: its version rises and 
   CHECK(q.version() == vq);
   CHECK_THROWS_WITH(y.backward(), Catch::Contains("modified by an inplace operation"));
 }
+
+TEST_CASE("clone_for makes the same optimizer over other parameters, without state", "[optim]") {
+  Tensor a = from_vector(std::vector<float>{1, 2}, {2}).requires_grad_(), b = from_vector(std::vector<float>{3}, {1}).requires_grad_();
+  optim::Adam adam({a, b}, optim::AdamArgs{.lr = 0.5, .betas = {0.8, 0.9}, .weight_decay = 0.1});
+  adam.set_master_weights(optim::MasterWeights::Off);
+  a.set_grad(from_vector(std::vector<float>{1, 1}, {2}));
+  adam.step();  // state for a: the copy must not take it
+  const std::unique_ptr<optim::Optimizer> copy = adam.clone_for({b});
+  CHECK(copy->parameters().size() == 1);
+  CHECK(copy->parameters()[0].same(b));
+  CHECK(copy->lr(0) == 0.5);
+  CHECK(copy->momentum(0) == 0.8);
+  CHECK(copy->master_weights() == optim::MasterWeights::Off);
+  CHECK(copy->state_buffers(0).empty());
+  // the copy steps as the original would have on b
+  Tensor c = from_vector(std::vector<float>{3}, {1}).requires_grad_();
+  optim::Adam ref({c}, optim::AdamArgs{.lr = 0.5, .betas = {0.8, 0.9}, .weight_decay = 0.1});
+  b.set_grad(from_vector(std::vector<float>{2}, {1}));
+  c.set_grad(from_vector(std::vector<float>{2}, {1}));
+  copy->step();
+  ref.step();
+  CHECK(b.item() == c.item());
+  optim::SGD two({optim::SGD::Group{{a}, {.lr = 0.1}}, optim::SGD::Group{{b}, {.lr = 0.2}}});
+  CHECK_THROWS_WITH(two.clone_for({a}), Catch::Contains("2 parameter groups"));
+}
