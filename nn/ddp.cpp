@@ -166,6 +166,7 @@ void finalize(State& s) {
     for (size_t k = 0; k < missing.size() && k < 8; ++k) names << (k ? ", " : "") << "'" << missing[k] << "'";
     if (missing.size() > 8) names << " and " << missing.size() - 8 << " more";
     s.reset_iteration();
+    s.ready_order.clear();  // the rebuild takes the order of a complete backward
     HG_FAIL("DistributedDataParallel: ", missing.size(), " parameter(s) got no gradient in this backward: ",
             names.str(), ". Their buckets could not be averaged (the other ranks wait for them). Use every parameter "
             "in the loss, or pass DDPOptions{.find_unused_parameters = true}");
@@ -329,7 +330,11 @@ int64_t cap_bytes(const DDPOptions& o) { return static_cast<int64_t>(o.bucket_ca
 void rebuild_buckets(State& s) {
   s.rebuilt = true;
   const int64_t n = static_cast<int64_t>(s.params.size());
-  if (s.options.find_unused_parameters || static_cast<int64_t>(s.ready_order.size()) != n) return;
+  std::vector<char> seen(s.params.size(), 0);
+  for (int i : s.ready_order) seen[static_cast<size_t>(i)] = 1;
+  const bool complete = static_cast<int64_t>(s.ready_order.size()) == n &&
+                        std::all_of(seen.begin(), seen.end(), [](char c) { return c != 0; });
+  if (s.options.find_unused_parameters || !complete) return;
   std::vector<int64_t> order(s.ready_order.begin(), s.ready_order.end());
   const Tensor t = from_vector(order, {n}, {.dtype = DType::I64});
   dist::broadcast(t, 0);
