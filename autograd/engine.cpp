@@ -167,6 +167,19 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? g
 
 }  // namespace
 
+void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta* leaf)>& f) {
+  std::vector<const Node*> stack{&root};
+  std::unordered_set<const Node*> seen{&root};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->inputs) {
+      if (e.leaf) f(e.leaf.get());
+      else if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+}
+
 void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opts) {
   HG_CHECK(root.requires_grad(), "backward: this tensor does not require grad and has no grad_fn; call "
                                  "requires_grad_() on the inputs before computing it");
@@ -235,18 +248,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
   if (!root_meta->grad_fn) {
     add_leaf(root_meta, seed);
   } else {
-    {
-      std::vector<Node*> stack{root_meta->grad_fn.get()};
-      std::unordered_set<Node*> seen{root_meta->grad_fn.get()};
-      while (!stack.empty()) {
-        Node* n = stack.back();
-        stack.pop_back();
-        for (const Edge& e : n->inputs) {
-          if (e.leaf) ++pending[e.leaf.get()];
-          else if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-        }
-      }
-    }
+    for_each_leaf_edge(*root_meta->grad_fn, [&](AutogradMeta* leaf) { ++pending[leaf]; });
     std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
     std::unordered_map<Node*, Tensor> buffers;
     std::vector<std::shared_ptr<Node>> keep{root_meta->grad_fn};

@@ -140,6 +140,10 @@ class ObserveBackward {
 // inside a backward (a hook or a node's backward function): an hg::Error elsewhere.
 void queue_callback(std::function<void()> f);
 
+// Calls f once for every edge into a leaf from the nodes `root` reaches (root included, each node visited once),
+// with the leaf's metadata: the engine counts a leaf's edges with it, DDP finds the parameters a forward used.
+void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta* leaf)>& f);
+
 // Runs backward from `root` (autograd/engine.cpp).
 void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts);
 

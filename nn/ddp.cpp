@@ -18,16 +18,17 @@ namespace hg::nn {
 // ---- CommFuture and the built-in hooks ------------------------------------------------------------------
 
 bool CommFuture::is_completed() {
-  if (done_) return true;
-  if (!work_.is_completed()) return false;
-  done_ = true;
-  if (then_) std::exchange(then_, nullptr)();
-  return true;
+  if (!done_ && work_.is_completed()) finish();
+  return done_;
 }
 
 void CommFuture::wait() {
   if (done_) return;
   work_.wait();
+  finish();
+}
+
+void CommFuture::finish() {
   done_ = true;
   if (then_) std::exchange(then_, nullptr)();
 }
@@ -220,7 +221,7 @@ void on_gradient(const std::weak_ptr<State>& weak, int i) {
            "one averaging backward (used outside the wrapped module's forward, or a second backward through the same "
            "forward); run the forward again before each backward, or compute such terms inside the module");
   mark_ready(s, i);
-  poll(s);
+  poll(s);  // one MPI call right after a bucket may have started; the observer polls after each later node
 }
 
 // ---- construction ----------------------------------------------------------------------------------------
@@ -413,16 +414,7 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   if (s.expect_hooks && s.options.find_unused_parameters) {
     std::unordered_set<const AutogradMeta*> reached;
     if (const auto root = y.grad_fn()) {
-      std::vector<const Node*> stack{root.get()};
-      std::unordered_set<const Node*> seen{root.get()};
-      while (!stack.empty()) {
-        const Node* n = stack.back();
-        stack.pop_back();
-        for (const Edge& e : n->inputs) {
-          if (e.leaf) reached.insert(e.leaf.get());
-          else if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-        }
-      }
+      autograd::for_each_leaf_edge(*root, [&](AutogradMeta* leaf) { reached.insert(leaf); });
     } else if (y.requires_grad()) {
       reached.insert(y.unsafe_impl()->autograd.get());
     }

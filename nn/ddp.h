@@ -50,6 +50,7 @@ class CommFuture {
   void wait();
 
  private:
+  void finish();  // done: runs `then` once
   dist::Work work_;
   std::function<void()> then_;
   bool done_ = false;

@@ -69,8 +69,7 @@ void combine_as(const T* src, T* dst, int64_t n, int ranks) {
   const auto widen = [&](const T* in, Acc* out, int64_t m) {
     if constexpr (std::is_same_v<T, f16>) convert_f16_to_f32(in, out, m);
     else if constexpr (std::is_same_v<T, bf16>) convert_bf16_to_f32(in, out, m);
-    else std::memcpy(out, in, static_cast<size_t>(m) * sizeof(T));  // not std::copy: a `rep movsq` that an
-                                                                   // unaligned slice makes slow on some CPUs
+    else std::memcpy(out, in, static_cast<size_t>(m) * sizeof(T));
   };
   for (int64_t at = 0; at < n; at += kChunk) {
     const int64_t m = std::min(kChunk, n - at);
