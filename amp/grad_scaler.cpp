@@ -13,6 +13,7 @@
 
 #include "autograd/node.h"
 #include "core/parallel.h"
+#include "dist/dist.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/scaler.h"
 #include "ops/shape.h"
@@ -269,6 +270,11 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     if (deferred) params[i].set_grad_unscale({.host = inv_scale});
   }
   st.found_inf = found.any() || bad_inv;
+  if (opt.gradients_sharded()) {  // every rank checked its own gradients: one inf anywhere skips the step everywhere
+    const Tensor any = full({1}, st.found_inf ? 1.0 : 0.0, {.dtype = DType::F32});
+    dist::all_reduce(any, dist::ReduceOp::Max);
+    st.found_inf = any.item<float>() > 0;
+  }
   st.stage = Stage::Unscaled;
 }
 
@@ -293,6 +299,9 @@ void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
     if (deferred) params[i].set_grad_unscale({.inv_scale = inv, .inv_scale_memory = dev_.inv_scale});
   }
   calls.run(unscale_kernels());
+  // sharded gradients: found_inf agreed on over the ranks (MAX) before any rank steps (the MPI backend takes CPU
+  // tensors only, as ZeroRedundantOptimizer's parameters are)
+  if (opt.gradients_sharded()) dist::all_reduce(dev_.found_inf.narrow(0, slot, 1), dist::ReduceOp::Max);
   st.stage = Stage::Unscaled;
 }
 

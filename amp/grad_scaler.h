@@ -13,6 +13,10 @@
 // Per optimizer the scaler walks READY -> UNSCALED -> STEPPED; update() puts every optimizer back to
 // READY. unscale_ twice, step twice, or unscale_ after step throw hg::Error naming the misuse.
 //
+// An optimizer whose gradients are sharded over ranks (Optimizer::gradients_sharded(): ZeroRedundantOptimizer with
+// reduce_scatter_gradients) sees only its shard's infs: unscale_ then reduces found_inf with MAX over the process
+// group (torch's ShardedGradScaler), so every rank skips or steps together. Every rank must call it.
+//
 // F32/BF16/F64 gradients are unscaled in place (g * inv_scale, inv_scale = 1/scale in F32) with the
 // finite check in the same pass; F16 gradients stay scaled, carrying their factor (Tensor::grad_unscale),
 // and the update unscales them.

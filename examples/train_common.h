@@ -143,9 +143,6 @@ inline Args parse_args(int argc, char** argv, Args a) {
               [&](const std::string& problem) { usage(a, problem); });
   if (!a.ddp_hook.empty() && !a.ddp) usage(a, "--ddp-hook picks how --ddp averages; add --ddp");
   if (a.zero && !a.ddp) usage(a, "--zero shards the optimizer over the ranks of --ddp; add --ddp");
-  if (a.zero && (!a.save.empty() || !a.resume.empty()))
-    usage(a, "--zero splits the optimizer's state over the ranks, and per-rank checkpoints are not built yet; drop "
-             "--save/--resume or --zero");
   if (!a.ddp_hook.empty() && a.ddp_hook != "fp16" && a.ddp_hook != "bf16")
     usage(a, "ddp-hook must be fp16 or bf16, got " + a.ddp_hook);
   if (a.ddp && a.device != "cpu")
@@ -529,6 +526,7 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       if (step == steps) break;
     }
     bar.finish();
+    if (zero && !a.save.empty()) zero->consolidate_state_dict(0);  // every rank's shard of the state, on rank 0
     if (!a.save.empty() && (!a.ddp || hg::dist::get_rank() == 0)) save_run(a, m, model, opt, scaler, e, global_step);
     if (a.ddp && !a.save.empty()) hg::dist::barrier();  // the file is whole before any rank goes on
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "dist/dist.h"
 #include "ops/kernels/optim.h"
 
 namespace hg::optim {
@@ -20,9 +21,11 @@ void check_norm_type(double norm_type) {
 
 // F64 (3) on the gradients' device: the sum of every gradient's weighted |g|^p (or the max |g|), the
 // total norm, and the factor clip_coef makes of it. unscale[k] is the factor gradient k still carries.
+// across_ranks: the gradients are this rank's part of a process group's (ZeRO's sharded gradients), the sum (or
+// max) is taken over the ranks before the norm; a rank without gradients adds 0.
 Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradUnscale>& unscale, double norm_type,
-                       double max_norm) {
-  const Device dev = grads.front().device();
+                       double max_norm, bool across_ranks) {
+  const Device dev = grads.empty() ? Device::cpu() : grads.front().device();
   for (const Tensor& g : grads)
     HG_CHECK(g.device() == dev, "clip_grad_norm_: gradients on ", dev, " and on ", g.device(),
              "; clip the parameters of each device with their own call");
@@ -45,6 +48,8 @@ Tensor norm_and_factor(const std::vector<Tensor>& grads, const std::vector<GradU
                .host = f.host});
   }
   calls.run_consecutive(grad_norm_kernels());
+  if (across_ranks)
+    dist::all_reduce(buf.narrow(0, 0, 1), std::isinf(norm_type) ? dist::ReduceOp::Max : dist::ReduceOp::Sum);
   clip_coef_kernels().get(dev, DType::F64)({.acc = acc, .norm_type = norm_type, .max_norm = max_norm, .out = acc + 1});
   return buf;
 }
@@ -96,18 +101,22 @@ Grads defined_grads(const std::vector<Tensor>& params) {
   return out;
 }
 
-}  // namespace
-
-Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+Tensor clip(const std::vector<Tensor>& params, double max_norm, double norm_type, bool across_ranks) {
   check_norm_type(norm_type);
   NoGradGuard no_grad;
   Grads g = defined_grads(params);
-  if (g.grads.empty()) return zeros({}, {.dtype = DType::F64});
-  const Tensor buf = norm_and_factor(g.grads, g.unscale, norm_type, max_norm);
+  if (g.grads.empty() && !across_ranks) return zeros({}, {.dtype = DType::F64});
+  const Tensor buf = norm_and_factor(g.grads, g.unscale, norm_type, max_norm, across_ranks);
   BatchedCalls<GradTransformArgs> calls;  // one launch per dtype on a GPU
   for (size_t k = 0; k < g.grads.size(); ++k) scale_grad(g.params[k], g.grads[k], g.unscale[k], buf, calls);
   calls.run(grad_transform_kernels());
   return total_of(buf);
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_tensor_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  return clip(params, max_norm, norm_type, false);
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
@@ -115,11 +124,11 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 }
 
 Tensor clip_grad_norm_tensor_(const Optimizer& opt, double max_norm, double norm_type) {
-  return clip_grad_norm_tensor_(opt.parameters(), max_norm, norm_type);
+  return clip(opt.parameters(), max_norm, norm_type, opt.gradients_sharded());
 }
 
 double clip_grad_norm_(const Optimizer& opt, double max_norm, double norm_type) {
-  return clip_grad_norm_tensor_(opt.parameters(), max_norm, norm_type).item<double>();
+  return clip_grad_norm_tensor_(opt, max_norm, norm_type).item<double>();
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

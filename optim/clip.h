@@ -23,7 +23,10 @@ namespace hg::optim {
 // waits for the device.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
-// The same over opt's parameters (torch users write clip_grad_norm_(model.parameters(), ...): the same).
+// The same over opt's parameters (torch users write clip_grad_norm_(model.parameters(), ...): the same), except
+// for an optimizer whose gradients are sharded over ranks (Optimizer::gradients_sharded: ZeroRedundantOptimizer with
+// reduce_scatter_gradients), where the norm is that of every rank's gradients together (a collective: every rank
+// calls it); the parameters' form would see this rank's share only.
 double clip_grad_norm_(const Optimizer& opt, double max_norm, double norm_type = 2.0);
 
 // The two above without reading the norm back: it is returned as a 0-d F64 tensor on the gradients'

@@ -107,6 +107,10 @@ class Optimizer {
     Tensor device;
   };
   virtual StepCount step_count(size_t i) const;
+  // True when each rank of a process group holds the gradients of part of the parameters only
+  // (optim::ZeroRedundantOptimizer with reduce_scatter_gradients): amp::GradScaler then agrees on found_inf over
+  // the ranks (MAX) before any rank steps, and clip_grad_norm_(opt, ...) adds up the norm over the ranks.
+  virtual bool gradients_sharded() const { return false; }
 
   // A new optimizer of the same kind over `params`: the options of this one's single group, its master-weight mode
   // and rounding, no state (optim::ZeroRedundantOptimizer builds each rank's optimizer of its shard with it). An

@@ -1,24 +1,118 @@
-// optim::ZeroRedundantOptimizer (optim/zero.h): the partition, the shard's optimizer and the broadcast of the
-// updated parameters.
+// optim::ZeroRedundantOptimizer (optim/zero.h): the partition, the shard's optimizer, the collectives of the
+// parameters (all-gather) and, with reduce_scatter_gradients, of the gradients (reduce-scatter), and the
+// consolidated state dict.
 #include "optim/zero.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
+#include <string>
 
 #include "autograd/node.h"
 #include "core/error.h"
 #include "dist/dist.h"
 
 namespace hg::optim {
+namespace {
 
-ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, const Optimizer& like)
-    : ZeroRedundantOptimizer(std::move(params), [&like](std::vector<Tensor> shard) {
-        return like.clone_for(std::move(shard));
-      }) {}
+// A state dict's entries as bytes, for a broadcast: per entry its key, dtype, shape and bytes (8-byte aligned).
+struct Packed {
+  std::vector<uint8_t> header, payload;
+};
 
-ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, Factory make_shard_optimizer)
-    : params_(std::move(params)) {
+template <class T>
+void put(std::vector<uint8_t>& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+Packed pack(const StateDict& sd) {
+  Packed p;
+  put<uint64_t>(p.header, sd.size());
+  for (const auto& [key, t_in] : sd) {
+    const Tensor t = t_in.contiguous();
+    put<uint64_t>(p.header, key.size());
+    p.header.insert(p.header.end(), key.begin(), key.end());
+    put<uint8_t>(p.header, static_cast<uint8_t>(t.dtype()));
+    put<uint64_t>(p.header, static_cast<uint64_t>(t.ndim()));
+    for (int64_t d : t.shape()) put<int64_t>(p.header, d);
+    const size_t n = t.nbytes(), at = p.payload.size();
+    p.payload.resize(at + (n + 7) / 8 * 8, 0);
+    if (n > 0) std::memcpy(p.payload.data() + at, t.data_ptr(), n);
+  }
+  return p;
+}
+
+// Broadcasts `bytes` (from src; resized on the others) as an I64 tensor of `words` elements.
+void broadcast_bytes(std::vector<uint8_t>& bytes, int64_t words, int src) {
+  bytes.resize(static_cast<size_t>(words) * 8, 0);
+  if (words == 0) return;
+  const Tensor t = empty({words}, {.dtype = DType::I64});
+  if (dist::get_rank() == src) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  dist::broadcast(t, src);
+  std::memcpy(bytes.data(), t.data_ptr(), bytes.size());
+}
+
+StateDict unpack(const Packed& p) {
+  size_t at = 0, data = 0;
+  const auto get = [&]<class T>(T) {
+    T v;
+    std::memcpy(&v, p.header.data() + at, sizeof(T));
+    at += sizeof(T);
+    return v;
+  };
+  StateDict sd;
+  const uint64_t count = get(uint64_t{});
+  for (uint64_t e = 0; e < count; ++e) {
+    const uint64_t len = get(uint64_t{});
+    std::string key(reinterpret_cast<const char*>(p.header.data() + at), len);
+    at += len;
+    const auto dt = static_cast<DType>(get(uint8_t{}));
+    const uint64_t ndim = get(uint64_t{});
+    std::vector<int64_t> dims;
+    for (uint64_t d = 0; d < ndim; ++d) dims.push_back(get(int64_t{}));
+    Tensor t = empty(Shape(dims), {.dtype = dt});
+    const size_t n = t.nbytes();
+    if (n > 0) std::memcpy(t.data_ptr(), p.payload.data() + data, n);
+    data += (n + 7) / 8 * 8;
+    sd.emplace(std::move(key), std::move(t));
+  }
+  return sd;
+}
+
+// "state.<i>.<name>" -> i and name; false for any other key.
+bool parse_state_key(const std::string& key, int64_t& i, std::string& name) {
+  if (key.rfind("state.", 0) != 0) return false;
+  const size_t dot = key.find('.', 6);
+  if (dot == std::string::npos || dot == 6) return false;
+  const std::string digits = key.substr(6, dot - 6);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 12)
+    return false;
+  i = std::stoll(digits);
+  name = key.substr(dot + 1);
+  return true;
+}
+
+std::string state_key(int64_t i, const std::string& name) { return "state." + std::to_string(i) + "." + name; }
+
+Tensor indices(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), int64_t{0});
+  return from_vector(v, {n});
+}
+
+}  // namespace
+
+ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, const Optimizer& like, ZeroOptions options)
+    : ZeroRedundantOptimizer(
+          std::move(params), [&like](std::vector<Tensor> shard) { return like.clone_for(std::move(shard)); },
+          options) {}
+
+ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, Factory make_shard_optimizer,
+                                               ZeroOptions options)
+    : options_(options), params_(std::move(params)) {
   HG_CHECK(dist::is_initialized(), "ZeroRedundantOptimizer: the process group is not initialized; call "
            "hg::dist::init_process_group() first (every rank, launched with mpirun)");
   HG_CHECK(make_shard_optimizer != nullptr, "ZeroRedundantOptimizer: the optimizer factory is empty");
@@ -32,7 +126,7 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, Facto
     HG_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), "ZeroRedundantOptimizer: parameter ", i,
              " is not a leaf tensor that requires grad");
     HG_CHECK(p.is_cpu() && p.is_contiguous(), "ZeroRedundantOptimizer: parameter ", i, " must be a contiguous CPU "
-             "tensor (the MPI backend broadcasts CPU tensors)");
+             "tensor (the MPI backend exchanges CPU tensors)");
   }
   // torch's partition: largest first (ties in order), each to the rank with the fewest elements so far
   std::vector<size_t> order(params_.size());
@@ -55,32 +149,126 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, Facto
     }
   local_ = make_shard_optimizer(std::move(shard));
   HG_CHECK(local_ != nullptr, "ZeroRedundantOptimizer: the factory returned no optimizer");
+  if (!gradients_sharded()) return;
+  {  // no DDP makes the ranks' parameters equal: rank 0's, as DDP would
+    NoGradGuard no_grad;
+    for (const Tensor& p : params_) dist::broadcast(p, 0);
+  }
+  fresh_.assign(params_.size(), 0);
+  held_.assign(params_.size(), Tensor());
+  // Each parameter's gradient hook runs before the backward adds the new gradient to grad(): the gradient this rank
+  // already holds (its shard's reduced average, from an earlier backward) is set aside, so that grad() receives this
+  // backward's local gradient alone, which is what the reduction must see.
+  for (size_t i = 0; i < params_.size(); ++i)
+    hooks_.push_back(params_[i].register_hook([this, i](const Tensor&) {
+      if (!fresh_[i]) {
+        fresh_[i] = 1;
+        held_[i] = params_[i].grad();
+        params_[i].zero_grad();
+      }
+      if (!reduce_queued_) {
+        reduce_queued_ = true;  // once per backward, after every gradient is in place
+        autograd::queue_callback([this] {
+          reduce_queued_ = false;
+          reduce_scatter_grads();
+        });
+      }
+      return Tensor();
+    }));
+}
+
+// From the parameters' dtypes now (amp::initialize may convert them after construction): one slab per dtype, in
+// the order the dtypes first appear.
+std::vector<ZeroRedundantOptimizer::Slab> ZeroRedundantOptimizer::slabs() const {
+  std::vector<Slab> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto s = std::find_if(out.begin(), out.end(), [&](const Slab& x) { return x.dtype == params_[i].dtype(); });
+    if (s == out.end()) {
+      out.push_back({.dtype = params_[i].dtype(), .members = std::vector<std::vector<size_t>>(
+                                                      static_cast<size_t>(world_))});
+      s = out.end() - 1;
+    }
+    s->members[static_cast<size_t>(owner_[i])].push_back(i);
+  }
+  for (Slab& s : out)
+    for (const auto& m : s.members) {
+      int64_t n = 0;
+      for (size_t i : m) n += params_[i].numel();
+      s.per_rank = std::max(s.per_rank, n);
+    }
+  return out;
+}
+
+ZeroRedundantOptimizer::~ZeroRedundantOptimizer() {
+  for (HookHandle& h : hooks_) h.remove();
+}
+
+// Every rank's gradients of this backward, slab by slab, each divided by the world size (as DDP's default reduction
+// does), summed over the ranks part by part: rank r receives part r, the averaged gradients of its own parameters,
+// added to what it held before the backward (gradient accumulation). A parameter this backward gave no gradient
+// adds zeros; the other ranks' parameters' gradients are dropped.
+void ZeroRedundantOptimizer::reduce_scatter_grads() {
+  NoGradGuard no_grad;
+  for (const Slab& s : slabs()) {
+    const Tensor flat = zeros({s.per_rank * world_}, {.dtype = s.dtype});
+    for (int r = 0; r < world_; ++r) {
+      int64_t at = r * s.per_rank;
+      for (size_t i : s.members[static_cast<size_t>(r)]) {
+        const Tensor& p = params_[i];
+        const Tensor g = fresh_[i] ? p.grad() : Tensor();
+        if (g.defined()) {
+          HG_CHECK(g.dtype() == p.dtype() && g.numel() == p.numel() && g.is_cpu(), "ZeroRedundantOptimizer: the "
+                   "gradient of parameter ", i, " is ", g.dtype(), " ", g.shape(), " on ", g.device(), " but the "
+                   "parameter is ", p.dtype(), " ", p.shape(), " on the CPU");
+          flat.narrow(0, at, p.numel()).copy_(g.reshape({-1}));
+        }
+        at += p.numel();
+      }
+    }
+    flat.mul_(1.0 / world_);
+    const Tensor mine = empty({s.per_rank}, {.dtype = s.dtype});
+    dist::reduce_scatter_tensor(mine, flat, dist::ReduceOp::Sum);
+    int64_t at = 0;
+    for (size_t i : s.members[static_cast<size_t>(rank_)]) {
+      Tensor p = params_[i];
+      const Tensor avg = mine.narrow(0, at, p.numel()).view(p.shape());
+      at += p.numel();
+      const Tensor before = fresh_[i] ? held_[i] : p.grad();
+      if (before.defined()) {
+        before.add_(avg);
+        p.set_grad(before);
+      } else {
+        p.set_grad(avg);
+      }
+    }
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_)
+        for (size_t i : s.members[static_cast<size_t>(r)]) params_[i].zero_grad();
+  }
+  std::fill(fresh_.begin(), fresh_.end(), 0);
+  std::fill(held_.begin(), held_.end(), Tensor());
 }
 
 void ZeroRedundantOptimizer::step(const AmpStep& amp) {
   local_->step(amp);
-  // every rank's shard, one dtype at a time, broadcast from its owner into the others' copies
+  ++steps_;
+  if (world_ == 1) return;
+  // every rank's updated part of each slab, gathered into every rank's copies of the others' parameters
   NoGradGuard no_grad;
-  for (int r = 0; r < world_; ++r) {
-    std::map<DType, std::vector<size_t>> by_dtype;
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (owner_[i] == r) by_dtype[params_[i].dtype()].push_back(i);
-    for (const auto& [dt, idx] : by_dtype) {
-      int64_t n = 0;
-      for (size_t i : idx) n += params_[i].numel();
-      const Tensor flat = empty({n}, {.dtype = dt});
-      if (r == rank_) {
-        int64_t at = 0;
-        for (size_t i : idx) {
-          flat.narrow(0, at, params_[i].numel()).copy_(params_[i].reshape({-1}));
-          at += params_[i].numel();
-        }
-      }
-      dist::broadcast(flat, r);
+  for (const Slab& s : slabs()) {
+    const Tensor mine = zeros({s.per_rank}, {.dtype = s.dtype});
+    int64_t at = 0;
+    for (size_t i : s.members[static_cast<size_t>(rank_)]) {
+      mine.narrow(0, at, params_[i].numel()).copy_(params_[i].reshape({-1}));
+      at += params_[i].numel();
+    }
+    const Tensor all = empty({s.per_rank * world_}, {.dtype = s.dtype});
+    dist::all_gather_into_tensor(all, mine);
+    for (int r = 0; r < world_; ++r) {
       if (r == rank_) continue;
-      int64_t at = 0;
-      for (size_t i : idx) {
-        params_[i].copy_(flat.narrow(0, at, params_[i].numel()).view(params_[i].shape()));
+      at = r * s.per_rank;
+      for (size_t i : s.members[static_cast<size_t>(r)]) {
+        params_[i].copy_(all.narrow(0, at, params_[i].numel()).view(params_[i].shape()));
         at += params_[i].numel();
       }
     }
@@ -135,14 +323,99 @@ Optimizer::StepCount ZeroRedundantOptimizer::step_count(size_t i) const {
   return owner(i) == rank_ ? local_->step_count(static_cast<size_t>(local_i_[i])) : StepCount{};
 }
 
-StateDict ZeroRedundantOptimizer::state_dict() const {
-  HG_FAIL("ZeroRedundantOptimizer.state_dict: each rank holds the state of its own shard only; save every rank's "
-          "local().state_dict() (one file per rank) and load it into the same rank's local() on the same world size");
+// Each rank in turn broadcasts its shard's state entries, renamed to the parameters' global indices (torch also
+// broadcasts every rank's state); rank `to` keeps them.
+void ZeroRedundantOptimizer::consolidate_state_dict(int to) {
+  HG_CHECK(to >= 0 && to < world_, "ZeroRedundantOptimizer.consolidate_state_dict: rank ", to, " does not exist; "
+           "the world has ", world_, " rank(s)");
+  std::vector<int64_t> global;  // local index -> global index
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] == rank_) global.push_back(static_cast<int64_t>(i));
+  StateDict mine;
+  for (auto& [key, t] : local_->state_dict()) {
+    int64_t j = 0;
+    std::string name;
+    if (parse_state_key(key, j, name)) mine.emplace(state_key(global.at(static_cast<size_t>(j)), name), t);
+  }
+  StateDict all;
+  for (int r = 0; r < world_; ++r) {
+    Packed p;
+    if (r == rank_) p = pack(mine);
+    const Tensor words = from_vector(std::vector<int64_t>{static_cast<int64_t>((p.header.size() + 7) / 8),
+                                                          static_cast<int64_t>(p.payload.size() / 8)},
+                                     {2});
+    if (world_ > 1) dist::broadcast(words, r);
+    const auto* w = static_cast<const int64_t*>(words.data_ptr());
+    if (world_ > 1) {
+      broadcast_bytes(p.header, w[0], r);
+      broadcast_bytes(p.payload, w[1], r);
+    }
+    if (rank_ == to) all.merge(unpack(p));
+  }
+  consolidated_.clear();
+  consolidated_to_ = to;
+  consolidated_at_ = steps_;
+  if (rank_ == to) consolidated_ = std::move(all);
 }
+
+StateDict ZeroRedundantOptimizer::state_dict() const {
+  HG_CHECK(consolidated_to_ >= 0, "ZeroRedundantOptimizer.state_dict: each rank holds the state of its own shard; "
+           "call consolidate_state_dict(to) on every rank first, then state_dict() on rank `to` (torch's protocol)");
+  HG_CHECK(consolidated_to_ == rank_, "ZeroRedundantOptimizer.state_dict: the state was consolidated on rank ",
+           consolidated_to_, ", not on this rank ", rank_, "; call state_dict() there, or consolidate_state_dict(",
+           rank_, ") on every rank");
+  HG_CHECK(consolidated_at_ == steps_, "ZeroRedundantOptimizer.state_dict: ", steps_ - consolidated_at_,
+           " step(s) were taken since consolidate_state_dict(); consolidate again (every rank) before saving");
+  StateDict sd = consolidated_;
+  for (auto& [key, t] : local_->state_dict())  // the options (now: a scheduler may have changed lr since)
+    if (key.rfind("group.", 0) == 0) sd[key] = t;
+  sd["group.0.params"] = indices(static_cast<int64_t>(params_.size()));
+  return sd;
+}
+
 void ZeroRedundantOptimizer::load_state_dict(const StateDict& sd) {
-  (void)sd;
-  HG_FAIL("ZeroRedundantOptimizer.load_state_dict: each rank holds the state of its own shard only; load every "
-          "rank's own file into its local() (world size and parameters as when it was saved)");
+  const int64_t n = static_cast<int64_t>(params_.size());
+  StateDict shard;
+  for (const auto& [key, t] : sd) {
+    int64_t i = 0;
+    std::string name;
+    if (parse_state_key(key, i, name)) {
+      HG_CHECK(i < n, "ZeroRedundantOptimizer.load_state_dict: entry '", key, "' is for parameter ", i, " but the "
+               "optimizer has ", n, "; the state dict belongs to other parameters");
+      if (owner_[static_cast<size_t>(i)] == rank_) shard.emplace(state_key(local_i_[static_cast<size_t>(i)], name), t);
+    } else if (key == "group.0.params") {
+      const Tensor want = indices(n);
+      HG_CHECK(t.defined() && t.dtype() == DType::I64 && t.ndim() == 1 && t.numel() == n &&
+                   std::memcmp(t.contiguous().data_ptr(), want.data_ptr(), static_cast<size_t>(n) * 8) == 0,
+               "ZeroRedundantOptimizer.load_state_dict: entry 'group.0.params' lists ",
+               t.defined() ? t.numel() : 0, " parameter(s), but the optimizer has ", n, " (indices 0 to ", n - 1,
+               "); the state dict belongs to other parameters");
+      shard.emplace(key, indices(static_cast<int64_t>(local_->parameters().size())));
+    } else {
+      shard.emplace(key, t);  // options, and what the shard's optimizer rejects by name
+    }
+  }
+  // all or nothing over the ranks too: an entry only its owner checks fails there, and every rank keeps its state
+  const StateDict before = world_ > 1 ? local_->state_dict() : StateDict{};
+  std::string failed;
+  try {
+    local_->load_state_dict(shard);
+  } catch (const Error& e) {
+    failed = e.what();
+  }
+  if (world_ > 1) {
+    const Tensor bad = full({1}, failed.empty() ? -1.0 : static_cast<double>(rank_), {.dtype = DType::F64});
+    dist::all_reduce(bad, dist::ReduceOp::Max);
+    const int first = static_cast<int>(bad.item<double>());
+    if (failed.empty() && first >= 0) {
+      local_->load_state_dict(before);
+      HG_FAIL("ZeroRedundantOptimizer.load_state_dict: rank ", first, " (the highest that failed) rejected its shard of the state dict (its "
+              "error says why); no rank changed its state");
+    }
+  }
+  if (!failed.empty()) throw Error(failed);
+  consolidated_to_ = -1;
+  consolidated_.clear();
 }
 
 }  // namespace hg::optim

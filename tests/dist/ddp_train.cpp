@@ -32,6 +32,21 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
+// Same dtype, shape and bytes.
+bool identical(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+bool identical(const StateDict& a, const StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [k, t] : a) {
+    const auto it = b.find(k);
+    if (it == b.end() || !identical(t, it->second)) return false;
+  }
+  return true;
+}
+
 // 64 -> 512 -> 512 -> 10: fc2's weight is 1 MiB, so the first bucket (cut at 1 MiB, as torch) holds fc1 and fc2's
 // weight; the rest is a second bucket at the default 25 MB, or a bucket each at a small bucket_cap_mb. `smooth`: tanh
 // in place of ReLU, for comparisons over many steps (a ReLU whose input is near 0 flips on a last-bit difference, and
@@ -122,63 +137,82 @@ double over_ranks_sum(double v) {
   return t.item();
 }
 
-// ZeRO-1: each rank updates its shard and broadcasts it; the steps are plain DDP's bit for bit (SGD with momentum,
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+const MakeOptimizer kSgd = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+  return std::make_unique<optim::SGD>(std::move(ps), optim::SGDArgs{.lr = 0.05, .momentum = 0.9});
+};
+const MakeOptimizer kAdam = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
+  return std::make_unique<optim::Adam>(std::move(ps), optim::AdamArgs{.lr = 1e-3});
+};
+
+// One training run: a model with its optimizer (and, under O2, its GradScaler); `ddp` when it averages through DDP
+// (else the optimizer reduces: ZeroRedundantOptimizer's reduce_scatter_gradients).
+struct Run {
+  std::shared_ptr<nn::Sequential> model;
+  optim::Optimizer* opt = nullptr;
+  std::optional<amp::GradScaler> scaler;
+  std::optional<nn::DistributedDataParallel> ddp;
+  Run(std::shared_ptr<nn::Sequential> m, optim::Optimizer& o, bool o2) : model(std::move(m)), opt(&o) {
+    if (o2) scaler.emplace(amp::initialize(*model, o, amp::OptLevel::O2).scaler_options());  // F16, F32 masters
+  }
+  // steps [from, to) of the global batches; returns whether each step was taken
+  std::vector<bool> train(int from, int to) {
+    const int rank = dist::get_rank(), world = dist::get_world_size();
+    std::vector<bool> stepped;
+    for (int step = from; step < to; ++step) {
+      const Batch mine = shard(global_batch(step), rank, world);
+      opt->zero_grad();
+      const Tensor x = scaler ? mine.x.to(DType::F16) : mine.x;
+      const Tensor loss = cross_entropy(ddp ? (*ddp)(x) : (*model)(x), mine.y);
+      if (scaler) {
+        scaler->scale(loss).backward();
+        stepped.push_back(scaler->step(*opt).stepped());
+        scaler->update();
+      } else {
+        loss.backward();
+        opt->step();
+        stepped.push_back(true);
+      }
+    }
+    return stepped;
+  }
+};
+
+bool same_params(nn::Module& a, nn::Module& b) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  bool same = pa.size() == pb.size();
+  for (size_t i = 0; same && i < pa.size(); ++i) same = same_bits(pa[i], pb[i]);
+  return same;
+}
+
+// ZeRO-1: each rank updates its shard and all-gathers it; the steps are plain DDP's bit for bit (SGD with momentum,
 // Adam, and O2's F16 parameters with F32 masters under a GradScaler), and each rank holds only its shard's state.
+// The consolidated state dict is the plain optimizer's, bit for bit, and the plain optimizer's state dict loaded
+// into a new ZeroRedundantOptimizer (whatever the world size: it is re-sharded) continues as the plain one does.
 void zero_matches_ddp() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
-  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
-  const Make sgd = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<optim::SGD>(std::move(ps), optim::SGDArgs{.lr = 0.05, .momentum = 0.9});
-  };
-  const Make adam = [](std::vector<Tensor> ps) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<optim::Adam>(std::move(ps), optim::AdamArgs{.lr = 1e-3});
-  };
   for (const bool o2 : {false, true}) {
-    for (const auto& [name, make] : {std::pair<const char*, Make>{"SGD", sgd}, {"Adam", adam}}) {
+    for (const auto& [name, make] : {std::pair<const char*, MakeOptimizer>{"SGD", kSgd}, {"Adam", kAdam}}) {
       const std::string what = std::string(name) + (o2 ? " O2" : "");
       const auto a = make_model(37, 64), b = make_model(37, 64);
       const auto plain = make(a->parameters());
       optim::ZeroRedundantOptimizer zero(b->parameters(), *make(b->parameters()));
-      std::optional<amp::GradScaler> sa, sb;
-      if (o2) {  // F16 weights, F32 masters, dynamic loss scaling; DDP wraps the converted models
-        const amp::Properties pa = amp::initialize(*a, *plain, amp::OptLevel::O2);
-        const amp::Properties pb = amp::initialize(*b, zero, amp::OptLevel::O2);
-        sa.emplace(pa.scaler_options());
-        sb.emplace(pb.scaler_options());
-      }
-      nn::DistributedDataParallel da(a, {}), db(b, {});
-      for (int step = 0; step < 20; ++step) {
-        const Batch mine = shard(global_batch(step), rank, world);
-        plain->zero_grad();
-        zero.zero_grad();
-        const Tensor x = o2 ? mine.x.to(DType::F16) : mine.x;
-        const Tensor la = cross_entropy(da(x), mine.y), lb = cross_entropy(db(x), mine.y);
-        if (o2) {
-          sa->scale(la).backward();
-          sb->scale(lb).backward();
-          sa->step(*plain);
-          sb->step(zero);
-          sa->update();
-          sb->update();
-        } else {
-          la.backward();
-          lb.backward();
-          plain->step();
-          zero.step();
-        }
-      }
+      Run ra(a, *plain, o2), rb(b, zero, o2);
+      ra.ddp.emplace(a, nn::DDPOptions{});
+      rb.ddp.emplace(b, nn::DDPOptions{});
+      ra.train(0, 20);
+      rb.train(0, 20);
       const auto pa = a->parameters(), pb = b->parameters();
-      bool same = true, state_ok = true;
+      bool state_ok = true;
       int64_t mine = 0, total = 0;
       for (size_t i = 0; i < pa.size(); ++i) {
-        same = same && same_bits(pa[i], pb[i]);
         total += pb[i].numel();
         const bool owned = zero.owner(i) == rank;
         if (owned) mine += pb[i].numel();
         state_ok = state_ok && zero.state_buffers(i).empty() != owned && zero.master(i).defined() == (owned && o2);
         if (owned && o2) state_ok = state_ok && same_bits(zero.master(i), plain->master(i));
       }
-      check(same, what + ": ZeroRedundantOptimizer's steps are not plain DDP's bit for bit");
+      check(same_params(*a, *b), what + ": ZeroRedundantOptimizer's steps are not plain DDP's bit for bit");
       // the memory ledger counts this rank's shard: optimizer state and masters a 1/world share, about
       const amp::inspect::LedgerSnapshot full = amp::inspect::MemoryLedger({.model = a.get(), .optimizer = plain.get()}).snapshot("plain");
       const amp::inspect::LedgerSnapshot part = amp::inspect::MemoryLedger({.model = b.get(), .optimizer = &zero}).snapshot("zero");
@@ -193,18 +227,147 @@ void zero_matches_ddp() {
                                                     " bytes here) do not add up to the plain optimizer's " + std::to_string(f));
       check(state_ok, what + ": a rank holds state (or masters) outside its shard, or lacks them inside it");
       check(world == 1 || mine < total, what + ": this rank's shard is the whole model");
+
+      // checkpoints: consolidated on the last rank, the plain optimizer's state dict
+      const int to = world - 1;
+      zero.consolidate_state_dict(to);
+      if (rank == to)
+        check(identical(zero.state_dict(), plain->state_dict()), what + ": the consolidated state dict is not the "
+                                                                         "plain optimizer's bit for bit");
+      else
+        expect_error([&] { (void)zero.state_dict(); }, "consolidated on rank", what + ": state_dict off rank `to`");
+      // resumed from the plain optimizer's state: a new model and ZeroRedundantOptimizer go on as the plain one
+      const auto c = make_model(99, 64);
+      optim::ZeroRedundantOptimizer resumed(c->parameters(), *make(c->parameters()));
+      Run rc(c, resumed, o2);
+      copy_params(*c, *a);
+      resumed.load_state_dict(plain->state_dict());
+      if (o2) rc.scaler->load_state_dict(ra.scaler->state_dict());
+      rc.ddp.emplace(c, nn::DDPOptions{});
+      resumed.consolidate_state_dict(0);
+      ra.train(20, 25);
+      rc.train(20, 25);
+      check(same_params(*a, *c), what + ": resumed from the plain optimizer's state dict, the steps differ");
+      if (rank == 0)
+        expect_error([&] { (void)resumed.state_dict(); }, "consolidate again", what + ": a stale consolidation");
     }
   }
   const auto m = make_model(43, 64);
-  optim::ZeroRedundantOptimizer zero(m->parameters(), *sgd(m->parameters()));
-  expect_error([&] { (void)zero.state_dict(); }, "local().state_dict()", "ZeRO's state_dict");
+  optim::ZeroRedundantOptimizer zero(m->parameters(), *kSgd(m->parameters()));
+  expect_error([&] { (void)zero.state_dict(); }, "consolidate_state_dict(to) on every rank", "ZeRO's state_dict");
   // torch's partition: largest first, each to the rank with the fewest elements so far (the 512x64 weights first)
   check(zero.owner(0) == 0 && (world == 1 || zero.owner(2) == 1), "the partition is torch's (largest first)");
+  {  // a state dict of other parameters changes nothing on any rank
+    const auto other = std::make_shared<nn::Linear>(3, 3);
+    optim::SGD o(other->parameters(), {.lr = 0.1, .momentum = 0.9});
+    (*other)(ones({1, 3})).sum().backward();
+    o.step();
+    expect_error([&] { zero.load_state_dict(o.state_dict()); }, "belongs to other parameters", "a foreign state dict");
+    StateDict sd = kSgd(m->parameters())->state_dict();
+    sd["state.4.momentum_buffer"] = zeros({7});  // parameter 4 (fc3's weight, 10x64) with a wrong shape
+    const int owner = zero.owner(4);
+    expect_error([&] { zero.load_state_dict(sd); }, rank == owner ? "momentum_buffer" : "rejected its shard",
+                 "a bad entry of one rank's shard");
+  }
   if (world > 6) return;
   auto tiny = std::make_shared<nn::Linear>(2, 2, false);  // one parameter for `world` ranks
   if (world > 1)
-    expect_error([&] { optim::ZeroRedundantOptimizer z(tiny->parameters(), *sgd(tiny->parameters())); },
+    expect_error([&] { optim::ZeroRedundantOptimizer z(tiny->parameters(), *kSgd(tiny->parameters())); },
                  "every rank needs at least one", "fewer parameters than ranks");
+}
+
+// ZeRO with sharded gradients (no DDP): the backward's end reduce-scatters, each rank holds its shard's averaged
+// gradients only, bit for bit DDP's; 20 steps bit for bit plain DDP's, in F32 and O2, with an inf injected on one
+// rank into a gradient another rank owns at step 7 (only that rank finds it: the scaler's consensus must skip the
+// step everywhere, as DDP's average does).
+void zero_reduce_scatter_matches_ddp() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  for (const bool o2 : {false, true}) {
+    for (const auto& [name, make] : {std::pair<const char*, MakeOptimizer>{"SGD", kSgd}, {"Adam", kAdam}}) {
+      const std::string what = std::string("reduce-scatter ") + name + (o2 ? " O2" : "");
+      const auto a = make_model(41, 64), b = make_model(41, 64);
+      const auto plain = make(a->parameters());
+      optim::ZeroRedundantOptimizer zero(b->parameters(), *make(b->parameters()), {.reduce_scatter_gradients = true});
+      check(zero.gradients_sharded() == (world > 1), what + ": gradients_sharded()");
+      Run ra(a, *plain, o2), rb(b, zero, o2);
+      ra.ddp.emplace(a, nn::DDPOptions{});
+      // the gradients after one backward: this rank's shard averaged as DDP averages, the others' dropped
+      for (Run* r : {&ra, &rb}) {
+        const Batch mine = shard(global_batch(0), rank, world);
+        const Tensor x = o2 ? mine.x.to(DType::F16) : mine.x;
+        cross_entropy(r->ddp ? (*r->ddp)(x) : (*r->model)(x), mine.y).backward();
+      }
+      const auto pa = a->parameters(), pb = b->parameters();
+      bool grads_ok = true;
+      for (size_t i = 0; i < pa.size(); ++i)
+        grads_ok = grads_ok && (zero.owner(i) == rank ? same_bits(pb[i].grad(), pa[i].grad())
+                                                      : world > 1 && !pb[i].grad().defined());
+      check(grads_ok, what + ": the reduce-scattered gradients are not DDP's average of this rank's shard");
+      // an inf on the last rank in the gradient of a parameter rank 0 owns (fc1's weight: the largest)
+      const int64_t target = 0;
+      check(zero.owner(static_cast<size_t>(target)) == 0, what + ": fc1's weight is rank 0's");
+      std::vector<HookHandle> hooks;
+      int step_now = 0;
+      if (o2 && rank == world - 1)
+        for (const Tensor& p : {pa[target], pb[target]})
+          hooks.push_back(p.register_hook([&step_now](const Tensor& g) {
+            if (step_now != 7) return Tensor();
+            Tensor r = g.clone();
+            r.narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+            return r;
+          }));
+      std::vector<bool> sa, sb;
+      for (step_now = 0; step_now < 20; ++step_now) {
+        sa.push_back(ra.train(step_now, step_now + 1)[0]);
+        sb.push_back(rb.train(step_now, step_now + 1)[0]);
+      }
+      check(same_params(*a, *b), what + ": the steps are not plain DDP's bit for bit");
+      check(sa == sb && (!o2 || !sb[7]), what + ": the steps taken differ from DDP's (step 7 holds an inf on rank " +
+                                             std::to_string(world - 1) + ")");
+      if (o2) check(ra.scaler->get_scale() == rb.scaler->get_scale(), what + ": the loss scale differs from DDP's");
+    }
+  }
+}
+
+// Sharded gradients accumulate over several backwards (each reduces what it added), and clip_grad_norm_(opt)
+// clips by the norm of every rank's gradients together: against DDP with no_sync over the first micro-batch.
+void zero_reduce_scatter_accumulates_and_clips() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  const auto a = make_model(47, 64, true), b = make_model(47, 64, true);
+  optim::SGD plain(a->parameters(), {.lr = 0.05});
+  optim::SGD like(b->parameters(), {.lr = 0.05});
+  optim::ZeroRedundantOptimizer zero(b->parameters(), like, {.reduce_scatter_gradients = true});
+  nn::DistributedDataParallel ddp(a, {});
+  double worst_norm = 0;
+  for (int step = 0; step < 5; ++step) {
+    const Batch first = shard(global_batch(2 * step), rank, world), second = shard(global_batch(2 * step + 1), rank, world);
+    plain.zero_grad();
+    zero.zero_grad();
+    {
+      auto guard = ddp.no_sync();
+      cross_entropy(ddp(first.x), first.y).backward();
+    }
+    cross_entropy(ddp(second.x), second.y).backward();
+    cross_entropy((*b)(first.x), first.y).backward();
+    cross_entropy((*b)(second.x), second.y).backward();
+    const double na = optim::clip_grad_norm_(plain, 0.5), nb = optim::clip_grad_norm_(zero, 0.5);
+    worst_norm = std::max(worst_norm, std::abs(na - nb) / na);
+    plain.step();
+    zero.step();
+  }
+  check(worst_norm < 1e-6, "reduce-scatter: the clipped norm differs from DDP's by " + std::to_string(worst_norm) +
+                               " (relative)");
+  float largest = 0, diff = 0;
+  const auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto x = floats(pa[i]), y = floats(pb[i]);
+    for (size_t k = 0; k < x.size(); ++k) {
+      largest = std::max(largest, std::abs(x[k]));
+      diff = std::max(diff, std::abs(x[k] - y[k]));
+    }
+  }
+  check(diff <= 1e-6f * largest, "reduce-scatter: accumulated and clipped, the weights part from DDP's by " +
+                                     std::to_string(diff / largest) + " of the largest");
 }
 
 void averaged_gradients_match_their_definitions() {
@@ -511,6 +674,8 @@ int main(int argc, char** argv) {
       inf_on_one_rank_skips_every_rank();
       no_sync_accumulates();
       zero_matches_ddp();
+      zero_reduce_scatter_matches_ddp();
+      zero_reduce_scatter_accumulates_and_clips();
       unused_parameters();
       misuse();
     }

@@ -38,7 +38,6 @@ expect 2 "--ddp-hook picks how --ddp averages; add --ddp" $mlp --ddp-hook fp16
 expect 2 "ddp-hook must be fp16 or bf16, got f8" $mlp --ddp --ddp-hook f8
 expect 2 "--ddp averages CPU tensors over MPI" $mlp --ddp --device cuda
 expect 2 "--zero shards the optimizer over the ranks of --ddp; add --ddp" $mlp --zero
-expect 2 "per-rank checkpoints are not built yet" $mlp --ddp --zero --save /tmp/zero.safetensors
 expect 2 "--inspect looks at one process's step" $mlp --ddp --inspect /tmp/x
 expect 2 "bad value '0' for --epochs: it must be at least 1" $mlp --epochs 0
 expect 2 "bad value '-1' for --seed: expected a whole number without a sign" $mlp --seed -1

@@ -3,6 +3,8 @@
 # with the same weights up to the order of the gradients' sums: 2 epochs straight on 2 ranks against 1 epoch on 2
 # ranks + --resume for the second on 2 ranks (byte-identical checkpoints), on 3 ranks and in one process (the
 # weights' largest difference to the straight run under a twentieth of what the second epoch changed).
+# With --zero among the flags (ZeroRedundantOptimizer: rank 0 saves the state consolidated from every rank's shard),
+# the straight run's checkpoint is also byte-identical to one without --zero, and the one-process run drops --zero.
 #   resume_ddp.sh MPIEXEC EXE [example flags...]
 # Uses the first 3000 training images of /usr/share/datasets/fashion-mnist; the global batch is 48 (1, 2 and 3 ranks).
 set -euo pipefail
@@ -10,10 +12,15 @@ mpiexec="$1" exe="$2"
 shift 2
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-run() {  # run RANKS ARGS...: RANKS 0 is one process without --ddp
+zero=0
+for f in "$@"; do [ "$f" = --zero ] && zero=1; done
+run() {  # run RANKS ARGS...: RANKS 0 is one process without --ddp (nor --zero)
   local ranks="$1"
   shift
-  if [ "$ranks" = 0 ]; then "$exe" "$@" --limit 3000 --batch 48 --threads 1 >"$dir/log" 2>&1 || { cat "$dir/log"; exit 1; }
+  if [ "$ranks" = 0 ]; then
+    local plain=()
+    for f in "$@"; do [ "$f" = --zero ] || plain+=("$f"); done
+    "$exe" "${plain[@]}" --limit 3000 --batch 48 --threads 1 >"$dir/log" 2>&1 || { cat "$dir/log"; exit 1; }
   else "$mpiexec" -np "$ranks" "$exe" "$@" --ddp --limit 3000 --batch 48 >"$dir/log" 2>&1 || { cat "$dir/log"; exit 1; }
   fi
 }
@@ -24,6 +31,15 @@ grep -q "resumed from" "$dir/log" || { echo "resume_ddp.sh: the run did not say 
 if ! cmp "$dir/straight.safetensors" "$dir/resumed2.safetensors"; then
   echo "resume_ddp.sh: FAILED: resumed on 2 ranks, the checkpoint differs from the straight run's ($*)"
   exit 1
+fi
+if [ "$zero" = 1 ]; then
+  plain=()
+  for f in "$@"; do [ "$f" = --zero ] || plain+=("$f"); done
+  run 2 "${plain[@]}" --epochs 2 --save "$dir/plain.safetensors"
+  if ! cmp "$dir/straight.safetensors" "$dir/plain.safetensors"; then
+    echo "resume_ddp.sh: FAILED: the --zero run's checkpoint differs from the same run's without --zero ($*)"
+    exit 1
+  fi
 fi
 run 3 "$@" --epochs 2 --resume "$dir/first.safetensors" --save "$dir/resumed3.safetensors"
 run 0 "$@" --epochs 2 --resume "$dir/first.safetensors" --save "$dir/resumed1.safetensors"
