@@ -553,16 +553,24 @@ std::vector<OpCase> op_cases() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only_op, only_dtype;
+  std::string only_op, only_dtype, uncovered;
   bool list = false, verbose = false;
+  int shard = 0, shards = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-o" && i + 1 < argc) only_op = argv[++i];
     else if (a == "-t" && i + 1 < argc) only_dtype = argv[++i];
+    else if (a == "--shard" && i + 1 < argc && std::sscanf(argv[i + 1], "%d/%d", &shard, &shards) == 2 && shards > 0 &&
+             shard >= 0 && shard < shards)
+      ++i;
+    else if (a == "--uncovered" && i + 1 < argc) uncovered = argv[++i];
     else if (a == "--list") list = true;
     else if (a == "-v") verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [-o SUBSTRING] [-t F32|F16|BF16|F64|I64] [--list] [-v]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [-o SUBSTRING] [-t F32|F16|BF16|F64|I64] [--shard K/N] [--uncovered FILE] "
+                   "[--list] [-v]\n  --shard K/N      only the ops whose index is K modulo N (CTest runs two shards side "
+                   "by side)\n  --uncovered FILE the kernel slots that never ran, one per line (the shards' lists must "
+                   "have no line in common)\n", argv[0]);
       return 2;
     }
   }
@@ -581,7 +589,9 @@ int main(int argc, char** argv) {
   }
   const Device gpu = Device::cuda();
   int cases = 0, failed = 0;
-  for (const OpCase& op : ops) {
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const OpCase& op = ops[k];
+    if (static_cast<int>(k % static_cast<size_t>(shards)) != shard) continue;
     if (!only_op.empty() && op.name.find(only_op) == std::string::npos) continue;
     const auto t0 = std::chrono::steady_clock::now();
     std::string line = op.name;
@@ -612,7 +622,17 @@ int main(int argc, char** argv) {
   }
   std::printf("backend ops: %d cases, %d passed, %d failed\n", cases, cases - failed, failed);
   const int never_ran = test::print_cuda_coverage();
-  if (only_op.empty() && only_dtype.empty() && never_ran > 0) {
+  if (!uncovered.empty()) {
+    std::FILE* f = std::fopen(uncovered.c_str(), "w");
+    if (f == nullptr) {
+      std::printf("FAILED: cannot write %s\n", uncovered.c_str());
+      return 1;
+    }
+    for (const KernelCoverage& row : kernel_coverage(DeviceType::CUDA))
+      for (DType t : row.missing) std::fprintf(f, "%s %s\n", row.table.c_str(), dtype_name(t));
+    std::fclose(f);
+  }
+  if (only_op.empty() && only_dtype.empty() && shards == 1 && never_ran > 0) {
     std::printf("FAILED: %d registered CUDA kernel(s) have no case here: add one to tests/backend_ops/ (main.cpp or a family file)\n",
                 never_ran);
     return 1;
