@@ -13,7 +13,9 @@
 // summed in F32 and rounded once; Avg is the sum divided by the world size, rounded once), so the result does not
 // depend on how a tensor is split into calls or on MPI's algorithms (dist/mpi/backend.cpp). Every wait has a deadline
 // (InitOptions::timeout): a rank that never joins a collective turns into an hg::Error on the others naming
-// the collective, the rank and the fix, not a hang. Not differentiable (as torch.distributed's are not). Call
+// the collective, the missing ranks and the fix, not a hang. The missing ranks come from a roll call at the
+// timeout: every rank that waits in a collective answers with the number of collectives it has started, so the
+// error names the ranks that do not answer (dead, hung, computing) and those behind or ahead of this one. Not differentiable (as torch.distributed's are not). Call
 // every function from the thread that called init_process_group (MPI is initialized MPI_THREAD_FUNNELED, and
 // the group's state has no lock); halfgrad's own worker threads never call it.
 #include <chrono>

@@ -8,7 +8,7 @@
 namespace hg::dist {
 
 // Bump whenever BackendApi or Collective changes: the loader refuses a backend built against another layout.
-constexpr int kBackendAbi = 2;
+constexpr int kBackendAbi = 3;
 
 // One collective over count elements of elem_size bytes; dtype is a DType as int, op a ReduceOp as int (Avg is
 // done by the caller: the backend sums).
@@ -31,6 +31,10 @@ struct BackendApi {
   // Advances a request: 1 finished (and freed), 0 pending, -1 failed (*error set, freed).
   int (*test)(void* request, std::string* error) = nullptr;
   std::string (*version)() = nullptr;  // "Open MPI v4.1.4, ..." (MPI_Get_library_version)
+  // After a timeout: asks every other rank how many collectives it has started and the kind of its last
+  // (Collective::Kind); answers[2 r] and [2 r + 1] are rank r's, -1 when it did not answer within grace_ms. A rank
+  // answers while it waits for a collective (test() answers every roll call that has arrived) or runs one itself.
+  void (*roll_call)(int64_t* answers, int grace_ms) = nullptr;
 };
 
 }  // namespace hg::dist

@@ -2,9 +2,11 @@
 // and the MPI backend (dist/api/backend.h) loaded on init_process_group.
 #include "dist/dist.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -96,6 +98,53 @@ bool advance(Work::State& s, const BackendApi* api) {
   return true;
 }
 
+const char* kind_name(int64_t kind) {
+  switch (kind) {
+    case Collective::AllReduce: return "all_reduce";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::Barrier: return "barrier";
+    default: return "none";
+  }
+}
+
+// After a timeout: which ranks are missing from the collective, from every rank's count of collectives started
+// (the backend's roll call; a rank answers while it waits in a collective, so one that computes, hangs or died
+// does not).
+std::string roll_call(const Group& g) {
+  const auto grace = std::clamp<int64_t>(g.timeout.count() / 4, 50, 2000);
+  std::vector<int64_t> a(static_cast<size_t>(2 * g.size), -1);
+  g.api->roll_call(a.data(), static_cast<int>(grace));
+  const int64_t mine = a[static_cast<size_t>(2 * g.rank)];
+  std::vector<std::string> silent, behind, ahead, waiting;
+  for (int r = 0; r < g.size; ++r) {
+    if (r == g.rank) continue;
+    const int64_t n = a[static_cast<size_t>(2 * r)], kind = a[static_cast<size_t>(2 * r + 1)];
+    const std::string who = "rank " + std::to_string(r);
+    if (n < 0) silent.push_back(who);
+    else if (n == mine) waiting.push_back(who);
+    else (n < mine ? behind : ahead)
+        .push_back(who + " (at call " + std::to_string(n) + ", a " + kind_name(kind) + ")");
+  }
+  const auto list = [](const std::vector<std::string>& v) {
+    std::string o;
+    for (size_t i = 0; i < v.size(); ++i) o += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+    return o;
+  };
+  std::ostringstream o;
+  if (!silent.empty())
+    o << list(silent)
+      << (silent.size() == 1 ? " does not answer (within " : " do not answer (within ") << grace
+      << (silent.size() == 1 ? " ms): it died, hangs, or computes instead of joining. "
+                             : " ms): they died, hang, or compute instead of joining. ");
+  if (!behind.empty()) o << "Behind this rank: " << list(behind) << ". ";
+  if (!ahead.empty()) o << "Ahead of it: " << list(ahead) << ". ";
+  if (!waiting.empty()) o << "In the same collective: " << list(waiting);
+  else o << "No other rank is in the same collective";
+  return o.str();
+}
+
 void wait_for(const std::shared_ptr<Work::State>& s) {
   Group& g = group();
   const auto start = std::chrono::steady_clock::now(), deadline = start + g.timeout;
@@ -105,10 +154,9 @@ void wait_for(const std::shared_ptr<Work::State>& s) {
       g.abandoned.push_back(s);  // it may still finish; destroy_process_group waits for it
       g.broken = s->what + " did not finish on rank " + std::to_string(g.rank) + " within " +
                  std::to_string(g.timeout.count()) + " ms";
-      HG_FAIL("dist: ", s->what, " did not finish on rank ", g.rank, " within ", g.timeout.count(), " ms: one of the ",
-              g.size, " ranks has not joined it (it died, hangs, or calls the collectives in another order); every "
-              "rank must call the same collectives in the same order. A slow rank needs a longer "
-              "InitOptions::timeout");
+      HG_FAIL("dist: ", s->what, " did not finish on rank ", g.rank, " within ", g.timeout.count(), " ms: ",
+              roll_call(g), "; every rank must call the same collectives in the same order. A slow rank needs a "
+              "longer InitOptions::timeout");
     }
     // Busy (yielding) for the first 20 ms: a transfer between ranks needs both to poll, so a rank that sleeps
     // between polls adds its sleep to every step of the protocol. A rank waiting longer (for a slow rank) backs off.

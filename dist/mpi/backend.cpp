@@ -16,9 +16,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -32,6 +34,10 @@ namespace {
 
 int world_rank = 0, world_size = 1;  // read once at init
 MPI_Comm gather_comm = MPI_COMM_NULL;  // the all-reduces' gathers (a duplicate of MPI_COMM_WORLD)
+MPI_Comm roll_comm = MPI_COMM_NULL;    // roll calls after a timeout (another duplicate)
+int64_t started = 0;                   // collectives this rank has started
+int64_t last_kind = -1;                // the kind of the last one
+constexpr int kAsk = 1, kReply = 2;    // roll_comm's tags
 
 // An all-reduce's or reduce-scatter's slices: rank j owns elements [displ[j], displ[j] + counts[j]).
 struct Slices {
@@ -131,16 +137,18 @@ std::string init(int* rank, int* size) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
   world_rank = *rank;
   world_size = *size;
-  if (gather_comm == MPI_COMM_NULL) {
-    const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &gather_comm);
-    if (rc != MPI_SUCCESS) return "MPI_Comm_dup failed: " + mpi_error(rc);
-    MPI_Comm_set_errhandler(gather_comm, MPI_ERRORS_RETURN);
-  }
+  for (MPI_Comm* c : {&gather_comm, &roll_comm})
+    if (*c == MPI_COMM_NULL) {
+      const int rc = MPI_Comm_dup(MPI_COMM_WORLD, c);
+      if (rc != MPI_SUCCESS) return "MPI_Comm_dup failed: " + mpi_error(rc);
+      MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+    }
   return "";
 }
 
 void finalize() {
-  if (gather_comm != MPI_COMM_NULL) MPI_Comm_free(&gather_comm);
+  for (MPI_Comm* c : {&gather_comm, &roll_comm})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -160,6 +168,8 @@ MPI_Datatype mpi_type(DType dt) {
 void* start(const Collective& c, std::string* error) {
   auto* r = new Request;
   r->c = c;
+  ++started;
+  last_kind = c.kind;
   if (world_size == 1) {  // nothing to exchange: a reduction of one rank is its value; a gather, a copy
     if ((c.kind == Collective::AllGather || c.kind == Collective::ReduceScatter) && c.send != c.recv)
       std::memcpy(c.recv, c.send, static_cast<size_t>(c.count) * dtype_size(static_cast<DType>(c.dtype)));
@@ -233,8 +243,57 @@ void advance_exchanges() {
   }
 }
 
+// Replies to every roll call that has arrived: {collectives started, the last one's kind} (a small message: MPI
+// sends it eagerly, and the asker waits for it).
+void answer_roll_calls() {
+  if (roll_comm == MPI_COMM_NULL) return;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kAsk, roll_comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+    int64_t ask = 0;
+    if (MPI_Recv(&ask, 1, MPI_INT64_T, st.MPI_SOURCE, kAsk, roll_comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    int64_t reply[2] = {started, last_kind};
+    MPI_Send(reply, 2, MPI_INT64_T, st.MPI_SOURCE, kReply, roll_comm);
+  }
+}
+
+void roll_call(int64_t* answers, int grace_ms) {
+  static int64_t ask = 0;  // the asks' buffer outlives their sends, which are never waited for (a rank may be gone)
+  std::vector<int64_t> got(static_cast<size_t>(2 * world_size), -1);
+  std::vector<MPI_Request> replies(static_cast<size_t>(world_size), MPI_REQUEST_NULL);
+  for (int r = 0; r < world_size; ++r) {
+    if (r == world_rank) continue;
+    MPI_Request send = MPI_REQUEST_NULL;
+    if (MPI_Isend(&ask, 1, MPI_INT64_T, r, kAsk, roll_comm, &send) == MPI_SUCCESS) MPI_Request_free(&send);
+    MPI_Irecv(&got[static_cast<size_t>(2 * r)], 2, MPI_INT64_T, r, kReply, roll_comm, &replies[static_cast<size_t>(r)]);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  for (;;) {
+    answer_roll_calls();  // ranks that time out together ask each other
+    int done = 0;
+    MPI_Testall(world_size, replies.data(), &done, MPI_STATUSES_IGNORE);
+    if (done || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (int r = 0; r < world_size; ++r) {
+    MPI_Request& q = replies[static_cast<size_t>(r)];
+    if (q == MPI_REQUEST_NULL) continue;
+    MPI_Status st;
+    MPI_Cancel(&q);  // no answer yet: withdrawn (unless it arrives meanwhile)
+    MPI_Wait(&q, &st);
+    int cancelled = 0;
+    MPI_Test_cancelled(&st, &cancelled);
+    if (cancelled) got[static_cast<size_t>(2 * r)] = got[static_cast<size_t>(2 * r + 1)] = -1;
+  }
+  got[static_cast<size_t>(2 * world_rank)] = started;
+  got[static_cast<size_t>(2 * world_rank + 1)] = last_kind;
+  std::copy(got.begin(), got.end(), answers);
+}
+
 int test(void* request, std::string* error) {
   auto* r = static_cast<Request*>(request);
+  answer_roll_calls();
   advance_exchanges();
   if (!r->failed.empty()) {
     *error = r->failed;
@@ -268,7 +327,7 @@ std::string version() {
 }
 
 const BackendApi kApi{.abi = kBackendAbi, .init = &init, .finalize = &finalize, .abort = &abort_all,
-                      .start = &start, .test = &test, .version = &version};
+                      .start = &start, .test = &test, .version = &version, .roll_call = &roll_call};
 
 }  // namespace
 }  // namespace hg::dist
