@@ -1,7 +1,7 @@
 // PyTorch's "Automatic Mixed Precision" recipe, in halfgrad: a stack of Linear+ReLU layers, MSE loss,
 // SGD lr 1e-3 on random data, timed in default precision (F32) and under autocast (BF16, and F16).
 //   ./build/amp_recipe [--width 1024] [--batch 256] [--layers 3] [--batches 20] [--epochs 2] [--full]
-//                      [--runs N] [--threads N] [--device cpu|cuda] [--graph]
+//                      [--runs N] [--threads N] [--device cpu|cuda] [--graph] [--ddp [--zero]]
 // --full uses the recipe's own sizes (width 4096, batch 512, 3 layers, 50 batches, 3 epochs).
 // Timing as benchmarks/torch/amp_recipe.py's: one untimed warm-up step, then the device synchronized before
 // and after the timed epochs (benchmarks/bench_util.h). --runs N times the epochs N times over and prints
@@ -9,6 +9,10 @@
 // epoch's steps are captured once after the warm-up step (cuda/graph.h) and each epoch is one replay.
 // After the timed runs, one more (untimed) training step of each is taken apart by amp::inspect::MemoryLedger:
 // bytes by role and dtype after forward and after backward, side by side.
+// --ddp (under mpirun -np N): nn::DistributedDataParallel; --batch stays the global batch, each rank trains on its
+// rows of the same random data (so the steps are one process's), rank 0 prints, and each precision's lines add every
+// rank's samples per second and the job's (the slowest rank's time). --zero shards the optimizer (ZeroRedundantOptimizer).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -33,6 +37,7 @@ struct Config {
   int runs = 1;
   hg::Device device = hg::Device::cpu();
   bool graph = false;  // replay a captured epoch (CUDA)
+  bool ddp = false, zero = false;  // data-parallel over the ranks of mpirun; the optimizer sharded too
 };
 
 // The recipe's make_model: (layers - 1) x [Linear(w, w), ReLU] then Linear(w, w).
@@ -65,7 +70,7 @@ struct LedgerProbe {
 
 // One training step of the recipe (autocast forward and loss, scaled backward, step, update), with a
 // ledger probe for the untimed step after the timed loop.
-void train_step(const Config& c, std::optional<hg::DType> amp, hg::nn::Sequential& net, hg::optim::Optimizer& opt,
+void train_step(const Config& c, std::optional<hg::DType> amp, hg::nn::Module& net, hg::optim::Optimizer& opt,
                 hg::amp::GradScaler& scaler, const Tensor& x, const Tensor& target, LedgerProbe* probe = nullptr) {
   if (probe) probe->ledger.begin_forward();
   Tensor loss;
@@ -87,18 +92,25 @@ void train_step(const Config& c, std::optional<hg::DType> amp, hg::nn::Sequentia
 Result run(const Config& c, std::optional<hg::DType> amp, const char* label, const char* name) {
   hg::manual_seed(0);
   auto net = make_model(c);
-  hg::optim::SGD opt(net->parameters(), {.lr = 1e-3});
+  hg::optim::SGD sgd(net->parameters(), {.lr = 1e-3});
+  std::optional<hg::optim::ZeroRedundantOptimizer> zero;
+  if (c.zero) zero.emplace(net->parameters(), sgd);
+  hg::optim::Optimizer& opt = zero ? static_cast<hg::optim::Optimizer&>(*zero) : sgd;
+  std::shared_ptr<hg::nn::Module> model = net;
+  if (c.ddp) model = std::make_shared<hg::nn::DistributedDataParallel>(net, hg::nn::DDPOptions{});
   hg::amp::GradScaler scaler({.enabled = amp == hg::DType::F16});
+  const int rank = c.ddp ? hg::dist::get_rank() : 0, world = c.ddp ? hg::dist::get_world_size() : 1;
+  const int64_t rows = c.batch / world;  // this rank's rows of each global batch
   std::vector<Tensor> data, targets;
   for (int64_t i = 0; i < c.batches; ++i) {
-    data.push_back(hg::randn({c.batch, c.width}, {.device = c.device}));
-    targets.push_back(hg::randn({c.batch, c.width}, {.device = c.device}));
+    data.push_back(hg::randn({c.batch, c.width}, {.device = c.device}).narrow(0, rank * rows, rows).contiguous());
+    targets.push_back(hg::randn({c.batch, c.width}, {.device = c.device}).narrow(0, rank * rows, rows).contiguous());
   }
   hg::memory::reset_peak(c.device);
   const int64_t base = hg::memory::allocated(c.device);
-  train_step(c, amp, *net, opt, scaler, data.front(), targets.front());  // warm-up: kernels chosen, handles made
+  train_step(c, amp, *model, opt, scaler, data.front(), targets.front());  // warm-up: kernels chosen, handles made
   auto epoch = [&] {
-    for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *net, opt, scaler, data[i], targets[i]);
+    for (size_t i = 0; i < data.size(); ++i) train_step(c, amp, *model, opt, scaler, data[i], targets[i]);
   };
   std::optional<hg::cuda::Graph> graph;
   if (c.graph) {  // the warm-up made the state; every step ends with zero_grad, so the graph frees what it allocates
@@ -116,11 +128,20 @@ Result run(const Config& c, std::optional<hg::DType> amp, const char* label, con
   std::printf("%s\nTotal execution time = %.3f sec\nMax memory used by tensors = %lld bytes\n", label, r.seconds,
               static_cast<long long>(r.peak_bytes));
   if (t.samples > 1) std::printf("(median of %d runs; fastest %.3f sec, slowest %.3f sec)\n", t.samples, t.min, t.max);
+  if (c.ddp) {  // every rank's samples per second, and the job's (all ranks' samples over the slowest rank's time)
+    const double samples = static_cast<double>(c.batches * c.epochs * rows);
+    const Tensor each = hg::empty({world}, {.dtype = hg::DType::F64});
+    hg::dist::all_gather_into_tensor(each, hg::full({1}, r.seconds, {.dtype = hg::DType::F64}));
+    const std::vector<double> secs = each.to_vector<double>();
+    std::printf("samples/s per rank:");
+    for (int q = 0; q < world; ++q) std::printf(" %.0f", samples / secs[static_cast<size_t>(q)]);
+    std::printf("; job (%d ranks) %.0f\n", world, samples * world / *std::max_element(secs.begin(), secs.end()));
+  }
   // One more step, untimed and after the peak was read, taken apart by the memory ledger.
   hg::amp::inspect::MemoryLedger ledger({.model = net.get(), .optimizer = &opt, .device = c.device});
   hg::memory::reset_peak(c.device);
   LedgerProbe probe{ledger, name, r};
-  train_step(c, amp, *net, opt, scaler, data.front(), targets.front(), &probe);
+  train_step(c, amp, *model, opt, scaler, data.front(), targets.front(), &probe);
   return r;
 }
 
@@ -151,16 +172,18 @@ void print_ledgers(const Result& f32, const Result& bf16, const Result& f16) {
 }  // namespace
 
 [[noreturn]] void usage(const std::string& problem) {
-  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--runs N] [--threads N] [--device cpu|cuda] [--graph]");
+  example::exit_with_usage("amp_recipe", problem, "[--width N] [--batch N] [--layers N] [--batches N] [--epochs N] [--full] [--runs N] [--threads N] [--device cpu|cuda] [--graph] [--ddp [--zero]]");
 }
 
 int main(int argc, char** argv) {
   Config c;
   auto on_switch = [&](const std::string& f) {
     if (f == "--graph") c.graph = true;
+    else if (f == "--ddp") c.ddp = true;
+    else if (f == "--zero") c.zero = true;
     else if (f == "--full")
       c = {.width = 4096, .batch = 512, .layers = 3, .batches = 50, .epochs = 3, .runs = c.runs, .device = c.device,
-           .graph = c.graph};
+           .graph = c.graph, .ddp = c.ddp, .zero = c.zero};
     else return false;
     return true;
   };
@@ -180,13 +203,28 @@ int main(int argc, char** argv) {
   };
   example::parse_flags(argc, argv, on_switch, on_value, usage);
   if (c.graph && !c.device.is_cuda()) usage("--graph captures CUDA work: add --device cuda");
+  if (c.zero && !c.ddp) usage("--zero shards the optimizer over the ranks of --ddp; add --ddp");
+  if (c.ddp && !c.device.is_cpu()) usage("--ddp averages CPU tensors over MPI (NCCL for CUDA tensors is not built yet)");
+  if (c.ddp && c.graph) usage("--graph captures one process's CUDA work; drop --ddp");
   return example::guarded_main("amp_recipe", [&] {
+    if (c.ddp) {
+      hg::dist::init_process_group();
+      const int world = hg::dist::get_world_size();
+      HG_CHECK(c.batch % world == 0, "--ddp: --batch ", c.batch, " is the global batch and must divide evenly over ",
+               world, " ranks; pass a multiple of ", world);
+      if (hg::dist::get_rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)  // rank 0 prints
+        throw hg::Error("--ddp: cannot silence stdout on the other ranks");
+    }
     std::printf("amp_recipe on %s; BF16 GEMM engine %s\n", hg::cpu_summary().c_str(),
                 hg::cpu::gemm_engine(hg::DType::BF16).c_str());
     std::printf("width %lld, batch %lld, %lld layers, %lld batches x %lld epochs, %d thread(s), %s%s\n",
                 static_cast<long long>(c.width), static_cast<long long>(c.batch), static_cast<long long>(c.layers),
                 static_cast<long long>(c.batches), static_cast<long long>(c.epochs), hg::get_num_threads(),
                 c.device.is_cpu() ? "cpu" : "cuda", c.graph ? ", each epoch one graph replay" : "");
+    if (c.ddp)
+      std::printf("data-parallel over %d rank(s) (each %lld rows of a batch)%s\n", hg::dist::get_world_size(),
+                  static_cast<long long>(c.batch / hg::dist::get_world_size()),
+                  c.zero ? ", the optimizer sharded (ZeroRedundantOptimizer)" : "");
     const Result f32 = run(c, std::nullopt, "Default precision (F32):", "F32");
     const Result bf16 = run(c, hg::DType::BF16, "Mixed precision (autocast BF16):", "BF16");
     const Result f16 = run(c, hg::DType::F16, "Mixed precision (autocast F16):", "F16");
@@ -200,6 +238,7 @@ int main(int argc, char** argv) {
     std::printf("(autocast adds a BF16 copy of each weight and saves the layers' activations in BF16, half the\n"
                 " bytes, while the loss runs in F32: the ledger below splits it)\n");
     print_ledgers(f32, bf16, f16);
+    if (c.ddp) hg::dist::destroy_process_group();
     return 0;
   });
 }

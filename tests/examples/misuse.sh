@@ -54,6 +54,8 @@ expect 2 "bad value '10abc' for --hidden: expected a 32-bit integer, the whole v
 expect 2 "bad value '2000000000' for --hidden: it must be at most 1048576" mlp_demo --hidden 2000000000
 expect 2 "bad value '100000' for --threads: it must be at most" amp_recipe --threads 100000
 expect 2 "bad value 'gpu' for --device: expected cpu or cuda" amp_recipe --device gpu
+expect 2 "--zero shards the optimizer over the ranks of --ddp; add --ddp" amp_recipe --zero
+expect 2 "--ddp averages CPU tensors over MPI" amp_recipe --ddp --device cuda
 expect 2 "bad value '0' for --steps: it must be at least 1" bench_train --steps 0
 expect 2 "bad value '1.5' for --steps" amp_underflow --steps 1.5 --out "$dir/u"
 # --save is checked before training: a directory, a device, a FIFO, a folder that does not exist
