@@ -204,7 +204,6 @@ int main(int argc, char** argv) {
   example::parse_flags(argc, argv, on_switch, on_value, usage);
   if (c.graph && !c.device.is_cuda()) usage("--graph captures CUDA work: add --device cuda");
   if (c.zero && !c.ddp) usage("--zero shards the optimizer over the ranks of --ddp; add --ddp");
-  if (c.ddp && !c.device.is_cpu()) usage("--ddp averages CPU tensors over MPI (NCCL for CUDA tensors is not built yet)");
   if (c.ddp && c.graph) usage("--graph captures one process's CUDA work; drop --ddp");
   return example::guarded_main("amp_recipe", [&] {
     if (c.ddp) {

@@ -1,6 +1,8 @@
 #pragma once
 // hg::dist: collectives across processes, as torch.distributed names them. A process group spans the ranks
-// an MPI launcher started (`mpirun -np 2 ./program`); CPU tensors go through MPI. The MPI backend is its
+// an MPI launcher started (`mpirun -np 2 ./program`); CPU tensors go through MPI, and CUDA tensors too, staged
+// through host memory (copied to the host, which waits for the device, reduced there, copied back once the
+// collective finished: NCCL is not built yet). The MPI backend is its
 // own library, libhalfgrad_mpi, which libhalfgrad loads with dlopen() at init_process_group: a program that
 // never calls it needs no MPI library, and halfgrad builds without MPI (dist/api/loader.cpp says why then).
 //
@@ -8,7 +10,7 @@
 //   hg::dist::all_reduce(grad, hg::dist::ReduceOp::Avg);
 //   hg::dist::Work w = hg::dist::all_reduce(t, hg::dist::ReduceOp::Sum, /*async_op=*/true);  ... w.wait();
 //
-// Collectives act in place on contiguous tensors of one dtype (F32, F16, BF16, F64, I64) and give every rank
+// Collectives act in place on contiguous tensors (CPU or CUDA) of one dtype (F32, F16, BF16, F64, I64) and give every rank
 // the same bits: each element is reduced once, by one rank, in rank order (rank 0's value + rank 1's + ...; F16/BF16
 // summed in F32 and rounded once; Avg is the sum divided by the world size, rounded once), so the result does not
 // depend on how a tensor is split into calls or on MPI's algorithms (dist/mpi/backend.cpp). Every wait has a deadline

@@ -145,8 +145,8 @@ inline Args parse_args(int argc, char** argv, Args a) {
   if (a.zero && !a.ddp) usage(a, "--zero shards the optimizer over the ranks of --ddp; add --ddp");
   if (!a.ddp_hook.empty() && a.ddp_hook != "fp16" && a.ddp_hook != "bf16")
     usage(a, "ddp-hook must be fp16 or bf16, got " + a.ddp_hook);
-  if (a.ddp && a.device != "cpu")
-    usage(a, "--ddp averages CPU tensors over MPI (NCCL for CUDA tensors is not built yet); drop --device cuda");
+  if (a.ddp && a.graph)  // a captured step cannot wait for other processes: the all-reduce polls from the host
+    usage(a, "--graph captures one process's step, and --ddp's all-reduces wait for the other ranks; drop one");
   if (a.ddp && !a.inspect.empty()) usage(a, "--inspect looks at one process's step; drop --ddp or --inspect");
   if (a.graph && a.device != "cuda") usage(a, "--graph captures CUDA work; add --device cuda");
   if (a.graph && !a.inspect.empty()) usage(a, "--inspect looks at an eager step; drop --graph or --inspect");

@@ -317,7 +317,8 @@ void make_buckets(State& s, const std::vector<std::vector<int>>& groups) {
     }
     b.grads.index = static_cast<int>(bi);
     b.grads.num_buckets = static_cast<int>(groups.size());
-    b.grads.buffer = zeros({n}, {.dtype = s.params[b.params.front()].t.dtype()});
+    const Tensor& first = s.params[b.params.front()].t;
+    b.grads.buffer = zeros({n}, {.dtype = first.dtype(), .device = first.device()});
     s.buckets.push_back(std::move(b));
   }
   s.reset_iteration();
@@ -360,8 +361,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   std::unordered_set<const TensorImpl*> seen;  // a parameter shared by two layers is averaged once
   for (auto& [name, t] : module_->named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.unsafe_impl()).second) continue;
-    HG_CHECK(t.is_cpu(), "DistributedDataParallel: parameter '", name, "' is on ", t.device().str(), "; the MPI backend "
-             "averages CPU tensors (NCCL for CUDA tensors is not built yet)");
+    HG_CHECK(s.params.empty() || t.device() == s.params.front().t.device(), "DistributedDataParallel: parameter '",
+             name, "' is on ", t.device().str(), " but '", s.params.front().name, "' on ",
+             s.params.front().t.device().str(), "; keep the module on one device (one process per device)");
     HG_CHECK(t.is_contiguous(), "DistributedDataParallel: parameter '", name, "' is not contiguous");
     s.params.push_back(Param{.t = t, .name = name});
   }
@@ -372,8 +374,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     NoGradGuard no_grad;
     for (const Param& p : s.params) dist::broadcast(p.t, 0);
     for (auto& [name, b] : module_->named_buffers()) {
-      HG_CHECK(b.is_cpu() && b.is_contiguous(), "DistributedDataParallel: buffer '", name, "' must be a contiguous "
-               "CPU tensor to be broadcast");
+      HG_CHECK(b.is_contiguous(), "DistributedDataParallel: buffer '", name, "' must be contiguous to be broadcast");
       dist::broadcast(b, 0);
       s.buffers.push_back(b);
     }

@@ -17,7 +17,8 @@
 // their gradients. A post-accumulate-grad hook on every parameter copies its gradient into its bucket; a full
 // bucket's all-reduce starts at once, while the backward goes on with earlier layers, and buckets start in
 // order (index 0 first) on every rank. At the end of the backward (autograd::queue_callback) every bucket is
-// waited for and the averages are written into the parameters' grad. CPU tensors (the MPI backend).
+// waited for and the averages are written into the parameters' grad. CPU tensors go through MPI; a module on a CUDA
+// device too, its buckets staged through host memory (hg::dist without NCCL).
 #include <chrono>
 #include <functional>
 #include <memory>

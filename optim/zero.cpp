@@ -32,7 +32,7 @@ Packed pack(const StateDict& sd) {
   Packed p;
   put<uint64_t>(p.header, sd.size());
   for (const auto& [key, t_in] : sd) {
-    const Tensor t = t_in.contiguous();
+    const Tensor t = t_in.contiguous().cpu();
     put<uint64_t>(p.header, key.size());
     p.header.insert(p.header.end(), key.begin(), key.end());
     put<uint8_t>(p.header, static_cast<uint8_t>(t.dtype()));
@@ -125,8 +125,9 @@ ZeroRedundantOptimizer::ZeroRedundantOptimizer(std::vector<Tensor> params, Facto
     const Tensor& p = params_[i];
     HG_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), "ZeroRedundantOptimizer: parameter ", i,
              " is not a leaf tensor that requires grad");
-    HG_CHECK(p.is_cpu() && p.is_contiguous(), "ZeroRedundantOptimizer: parameter ", i, " must be a contiguous CPU "
-             "tensor (the MPI backend exchanges CPU tensors)");
+    HG_CHECK(p.is_contiguous(), "ZeroRedundantOptimizer: parameter ", i, " is not contiguous");
+    HG_CHECK(p.device() == params_.front().device(), "ZeroRedundantOptimizer: parameter ", i, " is on ",
+             p.device().str(), " but parameter 0 on ", params_.front().device().str(), "; keep the model on one device");
   }
   // torch's partition: largest first (ties in order), each to the rank with the fewest elements so far
   std::vector<size_t> order(params_.size());
@@ -210,23 +211,23 @@ ZeroRedundantOptimizer::~ZeroRedundantOptimizer() {
 void ZeroRedundantOptimizer::reduce_scatter_grads() {
   NoGradGuard no_grad;
   for (const Slab& s : slabs()) {
-    const Tensor flat = zeros({s.per_rank * world_}, {.dtype = s.dtype});
+    const Tensor flat = zeros({s.per_rank * world_}, {.dtype = s.dtype, .device = params_.front().device()});
     for (int r = 0; r < world_; ++r) {
       int64_t at = r * s.per_rank;
       for (size_t i : s.members[static_cast<size_t>(r)]) {
         const Tensor& p = params_[i];
         const Tensor g = fresh_[i] ? p.grad() : Tensor();
         if (g.defined()) {
-          HG_CHECK(g.dtype() == p.dtype() && g.numel() == p.numel() && g.is_cpu(), "ZeroRedundantOptimizer: the "
-                   "gradient of parameter ", i, " is ", g.dtype(), " ", g.shape(), " on ", g.device(), " but the "
-                   "parameter is ", p.dtype(), " ", p.shape(), " on the CPU");
+          HG_CHECK(g.dtype() == p.dtype() && g.numel() == p.numel() && g.device() == p.device(), "ZeroRedundantOptimizer: "
+                   "the gradient of parameter ", i, " is ", g.dtype(), " ", g.shape(), " on ", g.device(), " but the "
+                   "parameter is ", p.dtype(), " ", p.shape(), " on ", p.device());
           flat.narrow(0, at, p.numel()).copy_(g.reshape({-1}));
         }
         at += p.numel();
       }
     }
     flat.mul_(1.0 / world_);
-    const Tensor mine = empty({s.per_rank}, {.dtype = s.dtype});
+    const Tensor mine = empty({s.per_rank}, {.dtype = s.dtype, .device = params_.front().device()});
     dist::reduce_scatter_tensor(mine, flat, dist::ReduceOp::Sum);
     int64_t at = 0;
     for (size_t i : s.members[static_cast<size_t>(rank_)]) {
@@ -256,13 +257,13 @@ void ZeroRedundantOptimizer::step(const AmpStep& amp) {
   // every rank's updated part of each slab, gathered into every rank's copies of the others' parameters
   NoGradGuard no_grad;
   for (const Slab& s : slabs()) {
-    const Tensor mine = zeros({s.per_rank}, {.dtype = s.dtype});
+    const Tensor mine = zeros({s.per_rank}, {.dtype = s.dtype, .device = params_.front().device()});
     int64_t at = 0;
     for (size_t i : s.members[static_cast<size_t>(rank_)]) {
       mine.narrow(0, at, params_[i].numel()).copy_(params_[i].reshape({-1}));
       at += params_[i].numel();
     }
-    const Tensor all = empty({s.per_rank * world_}, {.dtype = s.dtype});
+    const Tensor all = empty({s.per_rank * world_}, {.dtype = s.dtype, .device = params_.front().device()});
     dist::all_gather_into_tensor(all, mine);
     for (int r = 0; r < world_; ++r) {
       if (r == rank_) continue;

@@ -22,6 +22,7 @@ struct Work::State {
   std::string what;         // "all_reduce (call 3 of this group, 1024 F32 elements)"
   Tensor avg;               // divided by the world size once the sum arrived (ReduceOp::Avg)
   std::vector<Tensor> keep;  // the tensors MPI reads and writes: alive until it is done, even if abandoned
+  std::vector<std::pair<Tensor, Tensor>> copy_back;  // (a device tensor, its host copy): written back once done
   bool done = false;
 };
 
@@ -90,11 +91,13 @@ bool advance(Work::State& s, const BackendApi* api) {
   s.done = true;
   s.keep.clear();
   HG_CHECK(r == 1, "dist: ", s.what, " failed: ", error);
-  if (s.avg.defined()) {
-    NoGradGuard no_grad;  // the sum arrived: the average, computed in the tensor's compute type, rounded once
+  NoGradGuard no_grad;
+  if (s.avg.defined()) {  // the sum arrived: the average, computed in the tensor's compute type, rounded once
     s.avg.div_(static_cast<double>(group().size));
     s.avg = Tensor();
   }
+  for (auto& [device, host] : s.copy_back) device.copy_(host);  // host staging: the result to the device
+  s.copy_back.clear();
   return true;
 }
 
@@ -168,8 +171,8 @@ void wait_for(const std::shared_ptr<Work::State>& s) {
 
 DType checked(const Tensor& t, const char* op, const char* name) {
   HG_CHECK(t.defined(), "dist.", op, ": ", name, " is an undefined tensor");
-  HG_CHECK(t.is_cpu(), "dist.", op, ": ", name, " is on ", t.device().str(),
-           "; the MPI backend reduces CPU tensors: move it with .cpu() (NCCL for CUDA tensors is not built yet)");
+  HG_CHECK(t.is_cpu() || t.is_cuda(), "dist.", op, ": ", name, " is on ", t.device().str(),
+           "; collectives take CPU and CUDA tensors");
   HG_CHECK(t.is_contiguous(), "dist.", op, ": ", name, " is not contiguous (a view); collectives write in place into "
            "dense storage: pass t.contiguous() and copy the result back");
   const DType dt = t.dtype();
@@ -178,6 +181,16 @@ DType checked(const Tensor& t, const char* op, const char* name) {
   HG_CHECK(t.numel() <= std::numeric_limits<int>::max(), "dist.", op, ": ", name, " has ", t.numel(),
            " elements, more than MPI's int count allows; split it into pieces of at most 2^31-1 elements");
   return dt;
+}
+
+// The tensor MPI works on: t itself on the CPU; for a device tensor (no NCCL: staged through host memory) a host
+// copy, holding t's values when `read`, and recorded in `back` when the collective writes it.
+Tensor host_side(const Tensor& t, bool read, bool written, std::vector<std::pair<Tensor, Tensor>>& back) {
+  if (t.is_cpu()) return t;
+  NoGradGuard no_grad;
+  Tensor h = read ? t.to(Device::cpu()) : empty(t.shape(), {.dtype = t.dtype()});
+  if (written) back.emplace_back(t, h);
+  return h;
 }
 
 // The backend's operation for r: Avg arrives as Sum (the caller divides), after refusing Avg of integers.
@@ -201,9 +214,11 @@ DType checked_pair(const char* op, const Tensor& output, const Tensor& input, bo
   return dt;
 }
 
-Work start(Collective c, const char* op, std::vector<Tensor> keep, Tensor avg, bool async_op) {
+Work start(Collective c, const char* op, std::vector<Tensor> keep, Tensor avg, bool async_op,
+           std::vector<std::pair<Tensor, Tensor>> copy_back = {}) {
   Group& g = ready(op);
   auto s = std::make_shared<Work::State>();
+  s->copy_back = std::move(copy_back);
   const Tensor shown = keep.empty() ? Tensor() : keep.front();
   s->keep = std::move(keep);
   s->what = std::string(op) + " (call " + std::to_string(++g.calls) + " of this process group, " +
@@ -303,25 +318,33 @@ Work::~Work() {
 
 Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
   const DType dt = checked(tensor, "all_reduce", "tensor");
-  Collective c{.kind = Collective::AllReduce, .dtype = static_cast<int>(dt), .op = backend_op("all_reduce", op, dt),
-               .send = tensor.data_ptr(), .recv = tensor.data_ptr(), .count = tensor.numel()};
-  return start(c, "all_reduce", {tensor}, op == ReduceOp::Avg ? tensor : Tensor(), async_op);
+  const int bop = backend_op("all_reduce", op, dt);
+  std::vector<std::pair<Tensor, Tensor>> back;
+  const Tensor h = host_side(tensor, true, true, back);
+  Collective c{.kind = Collective::AllReduce, .dtype = static_cast<int>(dt), .op = bop, .send = h.data_ptr(),
+               .recv = h.data_ptr(), .count = h.numel()};
+  return start(c, "all_reduce", {h}, op == ReduceOp::Avg ? h : Tensor(), async_op, std::move(back));
 }
 
 Work broadcast(const Tensor& tensor, int src, bool async_op) {
   const DType dt = checked(tensor, "broadcast", "tensor");
   const int size = ready("broadcast").size;
   HG_CHECK(src >= 0 && src < size, "dist.broadcast: src ", src, " is not a rank of this group (0..", size - 1, ")");
-  Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = tensor.data_ptr(),
-               .recv = tensor.data_ptr(), .count = tensor.numel()};
-  return start(c, "broadcast", {tensor}, Tensor(), async_op);
+  const bool root = group().rank == src;
+  std::vector<std::pair<Tensor, Tensor>> back;
+  const Tensor h = host_side(tensor, root, !root, back);
+  Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = h.data_ptr(),
+               .recv = h.data_ptr(), .count = h.numel()};
+  return start(c, "broadcast", {h}, Tensor(), async_op, std::move(back));
 }
 
 Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
   const DType dt = checked_pair("all_gather_into_tensor", output, input, true);
-  Collective c{.kind = Collective::AllGather, .dtype = static_cast<int>(dt), .send = input.data_ptr(),
-               .recv = output.data_ptr(), .count = input.numel()};
-  return start(c, "all_gather_into_tensor", {input, output}, Tensor(), async_op);
+  std::vector<std::pair<Tensor, Tensor>> back;
+  const Tensor in = host_side(input, true, false, back), out = host_side(output, false, true, back);
+  Collective c{.kind = Collective::AllGather, .dtype = static_cast<int>(dt), .send = in.data_ptr(),
+               .recv = out.data_ptr(), .count = in.numel()};
+  return start(c, "all_gather_into_tensor", {in, out}, Tensor(), async_op, std::move(back));
 }
 
 Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
@@ -345,10 +368,13 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool as
 
 Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, bool async_op) {
   const DType dt = checked_pair("reduce_scatter_tensor", output, input, false);
-  Collective c{.kind = Collective::ReduceScatter, .dtype = static_cast<int>(dt),
-               .op = backend_op("reduce_scatter_tensor", op, dt), .send = input.data_ptr(), .recv = output.data_ptr(),
-               .count = output.numel()};
-  return start(c, "reduce_scatter_tensor", {input, output}, op == ReduceOp::Avg ? output : Tensor(), async_op);
+  const int bop = backend_op("reduce_scatter_tensor", op, dt);
+  std::vector<std::pair<Tensor, Tensor>> back;
+  const Tensor in = host_side(input, true, false, back), out = host_side(output, false, true, back);
+  Collective c{.kind = Collective::ReduceScatter, .dtype = static_cast<int>(dt), .op = bop, .send = in.data_ptr(),
+               .recv = out.data_ptr(), .count = out.numel()};
+  return start(c, "reduce_scatter_tensor", {in, out}, op == ReduceOp::Avg ? out : Tensor(), async_op,
+               std::move(back));
 }
 
 void barrier() { start(Collective{.kind = Collective::Barrier}, "barrier", {}, Tensor(), false); }

@@ -6,16 +6,27 @@
 # device path included, run by halfgrad's own kernels on the CPU. Exits 77 (skipped) on a machine without
 # a CUDA device.
 # With --graph the CUDA run replays a captured step (examples/train_common.h's GraphedStep).
-#   device_training.sh EXE [example flags...]       e.g. device_training.sh build/fashion_mnist_mlp --amp fp16
+# With --mpi MPIEXEC first, the CUDA run is data-parallel on 2 ranks sharing the device (--ddp, one thread each;
+# its collectives staged through host memory) and the CPU run is one process with the same global batch.
+#   device_training.sh [--mpi MPIEXEC] EXE [example flags...]   e.g. device_training.sh build/fashion_mnist_mlp --amp fp16
 set -euo pipefail
+mpi=""
+if [ "$1" = --mpi ]; then
+  mpi="$2"
+  shift 2
+fi
 exe="$1"
 shift
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 train() {  # train TAG FLAGS...: one short epoch; the test accuracy goes to $dir/acc.TAG
-  local tag="$1"
+  local tag="$1" run=("$exe") threads=2
   shift
-  if ! "$exe" "$@" --epochs 1 --limit 2000 --threads 2 >"$dir/log.$tag" 2>&1; then
+  if [ -n "$mpi" ] && [ "$tag" = cuda ]; then
+    run=("$mpi" -np 2 "$exe" --ddp)
+    threads=1
+  fi
+  if ! "${run[@]}" "$@" --epochs 1 --limit 2000 --threads "$threads" >"$dir/log.$tag" 2>&1; then
     # a machine without a GPU (and a build without the emulated device): nothing to compare with
     grep -q "no CUDA device is available" "$dir/log.$tag" && { echo "device_training.sh: skipped: no CUDA device"; exit 77; }
     cat "$dir/log.$tag"
@@ -25,7 +36,7 @@ train() {  # train TAG FLAGS...: one short epoch; the test accuracy goes to $dir
 }
 train cuda "$@" --device cuda
 cpu_flags=()  # --graph is CUDA's: the CPU run trains eagerly (and keeps its last partial batch)
-for f in "$@"; do [ "$f" = --graph ] || cpu_flags+=("$f"); done
+for f in "$@"; do [ "$f" = --graph ] || [ "$f" = --zero ] || cpu_flags+=("$f"); done
 train cpu "${cpu_flags[@]}" --device cpu
 cpu="$(cat "$dir/acc.cpu")"
 cuda="$(cat "$dir/acc.cuda")"
@@ -34,7 +45,7 @@ if [ -z "$cpu" ] || [ -z "$cuda" ]; then
   cat "$dir"/log.*
   exit 1
 fi
-echo "device_training.sh: test accuracy cpu $cpu, cuda $cuda ($*)"
+echo "device_training.sh: test accuracy cpu $cpu, cuda $cuda ($*${mpi:+; the CUDA run on 2 ranks})"
 grep -h '"device"' "$dir/log.cuda" | head -n 1
 if ! awk -v a="$cpu" -v b="$cuda" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.3) }'; then
   echo "device_training.sh: FAILED: the accuracies differ by more than 0.02 (or the CPU run did not learn)"

@@ -33,10 +33,10 @@ expect 2 "bad value '20000' for --threads: it must be at most" $mlp --threads 20
 expect 2 "bad value '-1' for --threads: it must be at least 1" $mlp --threads -1
 expect 2 "bad value '4294967297' for --epochs: out of range for a 32-bit integer" $mlp --epochs 4294967297
 expect 2 "bad value '2147483648' for --epochs: out of range for a 32-bit integer" $mlp --epochs 2147483648
-# --ddp's flags: a hook without --ddp, an unknown hook, a device MPI cannot reduce, an inspector of one process
+# --ddp's flags: a hook without --ddp, an unknown hook, a captured step, an inspector of one process
 expect 2 "--ddp-hook picks how --ddp averages; add --ddp" $mlp --ddp-hook fp16
 expect 2 "ddp-hook must be fp16 or bf16, got f8" $mlp --ddp --ddp-hook f8
-expect 2 "--ddp averages CPU tensors over MPI" $mlp --ddp --device cuda
+expect 2 "--graph captures one process's step, and --ddp's all-reduces wait" $mlp --ddp --graph --device cuda
 expect 2 "--zero shards the optimizer over the ranks of --ddp; add --ddp" $mlp --zero
 expect 2 "--inspect looks at one process's step" $mlp --ddp --inspect /tmp/x
 expect 2 "bad value '0' for --epochs: it must be at least 1" $mlp --epochs 0
@@ -55,7 +55,6 @@ expect 2 "bad value '2000000000' for --hidden: it must be at most 1048576" mlp_d
 expect 2 "bad value '100000' for --threads: it must be at most" amp_recipe --threads 100000
 expect 2 "bad value 'gpu' for --device: expected cpu or cuda" amp_recipe --device gpu
 expect 2 "--zero shards the optimizer over the ranks of --ddp; add --ddp" amp_recipe --zero
-expect 2 "--ddp averages CPU tensors over MPI" amp_recipe --ddp --device cuda
 expect 2 "bad value '0' for --steps: it must be at least 1" bench_train --steps 0
 expect 2 "bad value '1.5' for --steps" amp_underflow --steps 1.5 --out "$dir/u"
 # --save is checked before training: a directory, a device, a FIFO, a folder that does not exist
