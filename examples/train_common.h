@@ -297,6 +297,7 @@ struct Summary {
                                        // optimizer state, activations (not the datasets)
   int64_t skipped = 0;                 // steps the GradScaler skipped (inf/NaN gradients); -1: not counted (--graph)
   double final_scale = 1.0;            // the loss scale at the end (1: no scaling)
+  std::optional<hg::amp::inspect::LedgerSnapshot> inspected = {};  // --inspect: the first step's ledger after forward
   double syncs_per_step = 0;           // times the host waited for a GPU while training, per step (cuda/counters.h)
   int world_size = 1;                  // ranks (--ddp)
   double samples_per_s = 0;            // training samples per second, of all ranks together
@@ -360,6 +361,12 @@ class Inspection {
     trace_->write_json((dir_ / "trace.json").string());
     trace_.reset();
     forward_ = ledger_.snapshot("after forward");
+  }
+  // The ledger after forward, labelled with the mode (--compare --inspect puts every mode's side by side).
+  hg::amp::inspect::LedgerSnapshot forward(const std::string& mode) const {
+    hg::amp::inspect::LedgerSnapshot f = forward_;
+    f.label = mode;
+    return f;
   }
   void after_backward() {
     const hg::amp::inspect::LedgerSnapshot backward = ledger_.snapshot("after backward");
@@ -516,7 +523,10 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
       if (inspection) inspection->after_forward();
       opt.zero_grad();
       scaler.scale(loss).backward();
-      if (inspection) inspection->after_backward();
+      if (inspection) {
+        inspection->after_backward();
+        s.inspected = inspection->forward(m.label());
+      }
       window_results.push_back(scaler.step(opt));
       scaler.update();
       window_losses.push_back(loss.detach());
@@ -619,6 +629,13 @@ inline int run_example(int argc, char** argv, Args defaults,
       print_summary(am, rows.back());
     }
     print_table(rows);
+    if (!a.inspect.empty()) {  // what each precision keeps in memory at the same point of the same step
+      std::vector<hg::amp::inspect::LedgerSnapshot> forwards;
+      for (const Summary& r : rows)
+        if (r.inspected) forwards.push_back(*r.inspected);
+      std::printf("\nMemory ledger after the first step's forward, every mode:\n");
+      hg::amp::inspect::print_ledgers(std::cout, forwards);
+    }
     if (a.ddp) hg::dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {  // hg::Error, std::filesystem::filesystem_error, std::bad_alloc...

@@ -4,13 +4,16 @@
 #
 #   bash scripts/make_figures.sh [BUILD_DIR]      (default ./build)
 #   HG_FIGURES="fp8_training" bash scripts/make_figures.sh build   # only these examples' figures
+#   HG_FIGURES="inspect amp_overflow" bash ...                      # section 9's inspector outputs only
 #
 # Builds nothing: BUILD_DIR must already hold precision_formats, amp_underflow, amp_overflow, amp_master_weights,
-# pure_bf16, fp8_training, bench_fp8 and fashion_mnist_mlp (cmake -DHG_BUILD_EXAMPLES=ON ...; cmake --build BUILD_DIR --target
-# precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp). Runs each once with its defaults into a
+# pure_bf16, fp8_training, bench_fp8, fashion_mnist_mlp and fashion_mnist_cnn (cmake -DHG_BUILD_EXAMPLES=ON ...;
+# cmake --build BUILD_DIR --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16
+# fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn). Runs each once with its defaults into a
 # temporary directory, renders the PNGs with scripts/plot.py into docs/figures/, and runs the seed sweeps behind the
 # pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
-# amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn. On the 2-core AMD EPYC Zen 4 the whole
+# amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn; `inspect` runs the MLP's and the CNN's
+# first step of every precision mode through the inspectors (section 9). On the 2-core AMD EPYC Zen 4 the whole
 # run takes about 25 minutes (the underflow sweep 8, the FP8 sweep 8, the CNN 3). Then scripts/doc_tables.py
 # rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib
 # (Debian: python3-matplotlib); when the `python3` on PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used.
@@ -22,14 +25,18 @@ build="${1:-build}"
 figures="$root/docs/figures"
 plot="$root/scripts/plot.py"
 
-only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp}"
+only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp inspect}"
 want() { [[ " $only " == *" $1 "* ]]; }
-for prog in $only; do
-  if [[ ! -x "$build/$prog" ]]; then
-    echo "make_figures: $build/$prog not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp" >&2
-    exit 2
-  fi
+for part in $only; do
+  progs="$part"
+  [[ "$part" == inspect ]] && progs="fashion_mnist_mlp fashion_mnist_cnn"
+  for prog in $progs; do
+    if [[ ! -x "$build/$prog" ]]; then
+      echo "make_figures: $build/$prog not found; build it first:" >&2
+      echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn" >&2
+      exit 2
+    fi
+  done
 done
 
 # A python3 that can import matplotlib: the one on PATH, else the system one.
@@ -170,6 +177,14 @@ fi
 if want fashion_mnist_mlp; then  # section 6's table of every precision mode, and the README's
 logged "$tmp/fashion_mnist_mlp.log" "$build/fashion_mnist_mlp" --compare --threads 2
 sed -n '/^mode /,$p' "$tmp/fashion_mnist_mlp.log"
+fi
+
+if want inspect; then  # section 9: the first step of every precision mode through the inspectors, MLP and CNN
+for net in mlp cnn; do
+  logged "$tmp/fashion_mnist_${net}_inspect.log" "$build/fashion_mnist_$net" --compare --max-steps 1 \
+    --inspect "$tmp/inspect/$net" --threads 2
+done
+sed -n "/^Memory ledger after the first step's forward/,\$p" "$tmp/fashion_mnist_cnn_inspect.log"
 fi
 
 # the blocks of the programs run above (the others keep their text)
