@@ -448,8 +448,9 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
   // one process's k-th batch
   std::optional<hg::data::DistributedSampler> sampler;
   if (a.ddp) sampler.emplace(d.train.size(), hg::data::DistributedSamplerOptions{.seed = a.seed});
+  // --inspect: no prefetch thread, whose next batch would land in the ledger's activations of the inspected step
   hg::data::DataLoader loader(d.train, {.batch_size = a.batch / world, .shuffle = !a.ddp, .seed = a.seed,
-                                        .drop_last = a.graph, .sampler = sampler});
+                                        .drop_last = a.graph, .prefetch = a.inspect.empty(), .sampler = sampler});
   GraphedStep graphed;
   int64_t global_step = 0;
   const int done = a.resume.empty() ? 0 : resume_run(a, m, model, opt, scaler, loader, global_step);

@@ -174,7 +174,7 @@ void check_case(const Case& cs, uint32_t seed = 1) {
 
 }  // namespace
 
-TEST_CASE("gemm: every dtype, transpose, odd size and padded ld matches the reference", "[cpu][gemm]") {
+TEST_CASE("gemm: every dtype, transpose, odd size and padded ld matches the reference", "[cpu][gemm][slow]") {
   const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 784, 256}};
   for (DType dt : kFloatTypes)
     for (Trans ta : kTrans)
@@ -186,7 +186,7 @@ TEST_CASE("gemm: every dtype, transpose, odd size and padded ld matches the refe
 
 // An F32 C from F16/BF16 operands (the FP8 GEMM's decoded operands): every path (oneDNN's native BF16,
 // the widened F16 and the tiles of a large problem) writes the F32 accumulator without a 16-bit rounding.
-TEST_CASE("gemm: F16 and BF16 operands into an F32 C", "[cpu][gemm]") {
+TEST_CASE("gemm: F16 and BF16 operands into an F32 C", "[cpu][gemm][slow]") {
   const int64_t sizes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {300, 200, 784}};
   for (DType dt : {DType::F16, DType::BF16})
     for (Trans ta : kTrans)
