@@ -14,7 +14,7 @@
 # pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
 # amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn; `inspect` runs the MLP's and the CNN's
 # first step of every precision mode through the inspectors (section 9). On the 2-core AMD EPYC Zen 4 the whole
-# run takes about 25 minutes (the underflow sweep 8, the FP8 sweep 8, the CNN 3). Then scripts/doc_tables.py
+# run took 8 minutes at commit 6d7b9eb. Then scripts/doc_tables.py
 # rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib
 # (Debian: python3-matplotlib); when the `python3` on PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used.
 set -euo pipefail
