@@ -12,6 +12,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "dist/dist.h"
+#include "optim/state_entries.h"
 
 namespace hg::optim {
 namespace {
@@ -94,8 +95,6 @@ bool parse_state_key(const std::string& key, int64_t& i, std::string& name) {
   name = key.substr(dot + 1);
   return true;
 }
-
-std::string state_key(int64_t i, const std::string& name) { return "state." + std::to_string(i) + "." + name; }
 
 Tensor indices(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
@@ -336,7 +335,8 @@ void ZeroRedundantOptimizer::consolidate_state_dict(int to) {
   for (auto& [key, t] : local_->state_dict()) {
     int64_t j = 0;
     std::string name;
-    if (parse_state_key(key, j, name)) mine.emplace(state_key(global.at(static_cast<size_t>(j)), name), t);
+    if (parse_state_key(key, j, name))
+      mine.emplace(detail::state_key(static_cast<size_t>(global.at(static_cast<size_t>(j))), name.c_str()), t);
   }
   StateDict all;
   for (int r = 0; r < world_; ++r) {
@@ -383,7 +383,8 @@ void ZeroRedundantOptimizer::load_state_dict(const StateDict& sd) {
     if (parse_state_key(key, i, name)) {
       HG_CHECK(i < n, "ZeroRedundantOptimizer.load_state_dict: entry '", key, "' is for parameter ", i, " but the "
                "optimizer has ", n, "; the state dict belongs to other parameters");
-      if (owner_[static_cast<size_t>(i)] == rank_) shard.emplace(state_key(local_i_[static_cast<size_t>(i)], name), t);
+      if (owner_[static_cast<size_t>(i)] == rank_)
+        shard.emplace(detail::state_key(static_cast<size_t>(local_i_[static_cast<size_t>(i)]), name.c_str()), t);
     } else if (key == "group.0.params") {
       const Tensor want = indices(n);
       HG_CHECK(t.defined() && t.dtype() == DType::I64 && t.ndim() == 1 && t.numel() == n &&

@@ -22,6 +22,7 @@ using namespace hg;
 using dist_check::check;
 using dist_check::expect_error;
 using dist_check::failures;
+using dist_check::identical;
 
 namespace {
 
@@ -32,17 +33,11 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
-// Same dtype, shape and bytes.
-bool identical(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
 bool identical(const StateDict& a, const StateDict& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [k, t] : a) {
     const auto it = b.find(k);
-    if (it == b.end() || !identical(t, it->second)) return false;
+    if (it == b.end() || !dist_check::identical(t, it->second)) return false;
   }
   return true;
 }

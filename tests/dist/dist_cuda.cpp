@@ -18,14 +18,9 @@
 using namespace hg;
 using dist_check::check;
 using dist_check::failures;
+using dist_check::identical;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
-  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
-         std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
 
 // (rank + 1) * [0, 1, ..., n-1] - n/2 in dtype dt, on the CPU
 Tensor ramp(int64_t n, int rank, DType dt) {
@@ -45,25 +40,25 @@ void collectives_match_the_cpu() {
       dist::all_reduce(c, op);
       dist::Work w = dist::all_reduce(d, op, /*async_op=*/true);
       w.wait();
-      check(d.is_cuda() && same_bits(d, c), name + " all_reduce " + dist::reduce_op_name(op) + " of a CUDA tensor");
+      check(d.is_cuda() && identical(d, c), name + " all_reduce " + dist::reduce_op_name(op) + " of a CUDA tensor");
     }
     {
       const Tensor c = ramp(n, rank, dt), d = c.to(gpu);
       dist::broadcast(c, world - 1);
       dist::broadcast(d, world - 1);
-      check(same_bits(d, c), name + " broadcast of a CUDA tensor");
+      check(identical(d, c), name + " broadcast of a CUDA tensor");
     }
     {
       const Tensor in = ramp(n, rank, dt), out_c = empty({world * n}, {.dtype = dt}),
                    out_d = empty({world * n}, {.dtype = dt, .device = gpu});
       dist::all_gather_into_tensor(out_c, in);
       dist::all_gather_into_tensor(out_d, in.to(gpu));
-      check(same_bits(out_d, out_c), name + " all_gather_into_tensor of CUDA tensors");
+      check(identical(out_d, out_c), name + " all_gather_into_tensor of CUDA tensors");
       std::vector<Tensor> outs;
       for (int r = 0; r < world; ++r) outs.push_back(empty({n}, {.dtype = dt, .device = gpu}));
       dist::all_gather(outs, in.to(gpu));
       bool ok = true;
-      for (int r = 0; r < world; ++r) ok = ok && same_bits(outs[r], out_c.narrow(0, r * n, n));
+      for (int r = 0; r < world; ++r) ok = ok && identical(outs[r], out_c.narrow(0, r * n, n));
       check(ok, name + " all_gather into CUDA tensors");
     }
     {
@@ -71,7 +66,7 @@ void collectives_match_the_cpu() {
                    out_d = empty({n}, {.dtype = dt, .device = gpu});
       dist::reduce_scatter_tensor(out_c, in);
       dist::reduce_scatter_tensor(out_d, in.to(gpu));
-      check(same_bits(out_d, out_c), name + " reduce_scatter_tensor of CUDA tensors");
+      check(identical(out_d, out_c), name + " reduce_scatter_tensor of CUDA tensors");
     }
   }
 }
@@ -114,7 +109,7 @@ void ddp_gradients_on_the_device() {
   cross_entropy(ddp(mine.x), mine.y).backward();
   const auto ps = model->parameters();
   bool ok = true;
-  for (size_t i = 0; i < ps.size(); ++i) ok = ok && ps[i].grad().is_cuda() && same_bits(ps[i].grad(), expected[i]);
+  for (size_t i = 0; i < ps.size(); ++i) ok = ok && ps[i].grad().is_cuda() && identical(ps[i].grad(), expected[i]);
   check(ok, "DDP of a model on the device: the averaged gradients are not their definition's bit for bit");
 }
 
@@ -141,7 +136,7 @@ void zero_consensus_on_the_device() {
   scaler.update();
   check(scaler.on_device(), "the scaler of a CUDA loss runs on the device");
   check(!r.stepped(), "sharded gradients on the device: the step with an inf in rank 0's shard was not skipped here");
-  check(same_bits(w, before), "a skipped step changed the parameters");
+  check(identical(w, before), "a skipped step changed the parameters");
   check(scaler.get_scale() == 512, "the scale did not back off to 512 on this rank");
 }
 
