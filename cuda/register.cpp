@@ -20,6 +20,7 @@ void stream_synchronize(int device);  // cuda/graph.cpp: cuda/graph.h's work
 void* graph_capture(int device, const std::function<void()>& body);
 void graph_launch(void* exec, int device);
 void graph_destroy(void* exec);
+const hg::dist::DeviceBackendApi* nccl_api();  // cuda/nccl.cpp
 
 namespace {
 
@@ -68,6 +69,7 @@ extern "C" const hg::cuda::BackendApi* hg_cuda_backend_api() {
                               .synchronize = &stream_synchronize,
                               .graph_capture = &graph_capture,
                               .graph_launch = &graph_launch,
-                              .graph_destroy = &graph_destroy};
+                              .graph_destroy = &graph_destroy,
+                              .nccl = &nccl_api};
   return &api;
 }

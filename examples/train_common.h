@@ -181,7 +181,18 @@ inline Args parse_args(int argc, char** argv, Args a) {
   return a;
 }
 
-inline hg::Device device_of(const Args& a) { return a.device == "cuda" ? hg::Device::cuda() : hg::Device::cpu(); }
+// --device cuda: cuda:0, or under --ddp on a machine with several GPUs cuda:<local rank % GPUs> (torch's one GPU per
+// rank, which NCCL needs; ranks on one GPU share it, their CUDA tensors staged through MPI)
+inline hg::Device device_of(const Args& a) {
+  if (a.device != "cuda") return hg::Device::cpu();
+  if (!a.ddp) return hg::Device::cuda();
+  static const int index = [] {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");  // Open MPI's mpirun
+    const int gpus = std::max(1, hg::cuda::device_count());
+    return (local != nullptr ? std::atoi(local) : hg::dist::get_rank()) % gpus;
+  }();
+  return hg::Device::cuda(index);
+}
 
 struct Data {
   hg::data::TensorDataset train, test;
@@ -438,6 +449,8 @@ inline Summary train(const Args& a, hg::nn::Module& model, hg::optim::Optimizer&
                 hg::nn::DDPOptions{.gradient_as_bucket_view = true});
     if (a.ddp_hook == "fp16") ddp->register_comm_hook(hg::nn::ddp_comm_hooks::fp16_compress_hook());
     if (a.ddp_hook == "bf16") ddp->register_comm_hook(hg::nn::ddp_comm_hooks::bf16_compress_hook());
+    if (dev.is_cuda())  // decided by the wrapper's first broadcast
+      std::printf("--ddp: CUDA tensors through %s\n", hg::dist::device_backend().c_str());
   }
   hg::nn::Module& net = ddp ? static_cast<hg::nn::Module&>(*ddp) : model;
   const int world = a.ddp ? hg::dist::get_world_size() : 1;

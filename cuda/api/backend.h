@@ -7,10 +7,14 @@
 #include <functional>
 #include <string>
 
+namespace hg::dist {
+struct DeviceBackendApi;  // dist/api/backend.h
+}
+
 namespace hg::cuda {
 
 // Bump whenever BackendApi changes: the loader refuses a backend built against another layout.
-constexpr int kBackendAbi = 1;
+constexpr int kBackendAbi = 2;
 
 struct BackendApi {
   int abi = kBackendAbi;
@@ -22,6 +26,7 @@ struct BackendApi {
   void* (*graph_capture)(int device, const std::function<void()>& body) = nullptr;  // a cudaGraphExec_t
   void (*graph_launch)(void* exec, int device) = nullptr;
   void (*graph_destroy)(void* exec) = nullptr;  // never throws
+  const hg::dist::DeviceBackendApi* (*nccl)() = nullptr;  // hg::dist's NCCL transport (cuda/nccl.cpp)
 };
 
 // libhalfgrad's side (cuda/api/loader.cpp): the backend's table, loaded on first call; throws hg::Error

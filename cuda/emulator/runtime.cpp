@@ -12,6 +12,9 @@
 //   (a quarantine), so a use after free reads NaN instead of someone else's data. Copies check that
 //   their device side is a live allocation.
 // - A broken rule inside a kernel (executor.cpp) makes the error sticky, as a fault does on a GPU.
+// - Work that waits on other processes (the NCCL stand-in's collectives, cuda/emulator/nccl.cpp) is held on its
+//   stream (hold()) instead of run: events recorded behind it complete, and streams told to wait for those events
+//   (cudaStreamWaitEvent) go on, once it is ready; a kernel or copy enqueued behind it waits for it on the host.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -22,15 +25,26 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "cuda/emulator/runtime.h"
+
+namespace hg::emu {
+struct Held {  // work held on a stream until ready() says it is done (hold())
+  std::function<bool()> ready;
+  bool done = false;
+};
+using HeldList = std::vector<std::shared_ptr<Held>>;
+}  // namespace hg::emu
 
 struct CUstream_st {
   unsigned flags = 0;
   bool capturing = false;
   bool invalidated = false;
   cudaGraph_t graph = nullptr;  // being recorded
+  hg::emu::HeldList held;       // in order; the work enqueued behind them waits
 };
 
 // Graph memory as the driver has it: an allocation node's address is fixed for the graph's life. An
@@ -53,6 +67,7 @@ struct CUgraphExec_st {
 
 struct CUevent_st {
   unsigned flags = 0;
+  hg::emu::HeldList after;  // recorded behind held work: complete once these are done
 };
 
 struct CUmemPoolHandle_st {
@@ -84,6 +99,7 @@ struct State {
   std::map<uintptr_t, size_t> pinned;  // cudaHostAlloc'd host memory, by start address
   std::atomic<long> stream_syncs{0};    // host waits for a whole stream or the device
   std::vector<CUstream_st*> captures;  // streams being captured
+  std::vector<CUstream_st*> holding;   // streams with held work
   CUstream_st legacy;                // the default stream (0 / cudaStreamLegacy)
   CUmemPoolHandle_st pool;
 };
@@ -243,6 +259,43 @@ cudaError_t check_device(const void* p, size_t bytes, const char* what, const ch
 
 }  // namespace
 
+namespace {
+// Whether every task of `tasks` is done: polled in order, each only once the ones before it are done.
+bool settle(HeldList& tasks) {
+  for (auto& t : tasks) {
+    if (t->done) continue;
+    if (!t->ready()) return false;
+    t->done = true;
+  }
+  tasks.clear();
+  return true;
+}
+
+bool settle_stream(CUstream_st* q) {
+  if (q->held.empty()) return true;
+  if (!settle(q->held)) return false;
+  std::erase(st().holding, q);
+  return true;
+}
+// The host waits for q's held work (as a GPU stream runs its work in order).
+void wait_stream(CUstream_st* q) {
+  while (!settle_stream(q)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+}  // namespace
+
+cudaError_t hold(cudaStream_t s, std::function<bool()> ready) {
+  State& S = st();
+  if (S.sticky != cudaSuccess) return S.sticky;
+  CUstream_st* q = stream_of(s);
+  if (q->capturing) {
+    q->invalidated = true;
+    return ret(cudaErrorStreamCaptureUnsupported);
+  }
+  if (q->held.empty()) S.holding.push_back(q);
+  q->held.push_back(std::make_shared<Held>(Held{std::move(ready)}));
+  return cudaSuccess;
+}
+
 cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work) {
   State& S = st();
   if (S.sticky != cudaSuccess) return S.sticky;
@@ -252,6 +305,7 @@ cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work
     return cudaSuccess;
   }
   (void)what;
+  wait_stream(q);
   work();
   return S.sticky;
 }
@@ -318,6 +372,16 @@ cudaError_t cudaDriverGetVersion(int* v) { return hg::emu::put(v, CUDART_VERSION
 cudaError_t cudaGetDeviceCount(int* n) { return hg::emu::put(n, 1); }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : hg::emu::ret(cudaErrorInvalidDevice); }
 cudaError_t cudaGetDevice(int* d) { return hg::emu::put(d, 0); }
+// Where the device sits: one GPU that every process on this host shares, or with HG_EMU_GPU_PER_PROCESS=1 one of
+// its own per process (a machine with a GPU per rank, as NCCL needs).
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
+  if (id == nullptr || len <= 0) return hg::emu::ret(cudaErrorInvalidValue);
+  if (device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
+  const char* per = std::getenv("HG_EMU_GPU_PER_PROCESS");
+  const bool own = per != nullptr && std::strcmp(per, "1") == 0;
+  std::snprintf(id, static_cast<size_t>(len), "%08X:%02X:00.0", own ? static_cast<unsigned>(getpid()) : 0u, 0x18);
+  return cudaSuccess;
+}
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   if (value == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
   if (device != 0) return hg::emu::ret(cudaErrorInvalidDevice);
@@ -351,6 +415,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 cudaError_t cudaDeviceSynchronize(void) {
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
+  while (!st().holding.empty()) hg::emu::wait_stream(st().holding.front());
   ++st().stream_syncs;
   return st().sticky;
 }
@@ -364,6 +429,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (s == nullptr || s->capturing) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  hg::emu::wait_stream(s);  // the driver lets its work finish first
   delete s;
   return cudaSuccess;
 }
@@ -375,6 +441,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   }
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
+  hg::emu::wait_stream(q);
   ++st().stream_syncs;
   return st().sticky;
 }
@@ -616,10 +683,10 @@ cudaError_t cudaFreeHost(void* p) {
   return cudaSuccess;
 }
 
-// ---- events: work runs when it is enqueued, so a recorded event has always completed ----
+// ---- events: work runs when it is enqueued, so a recorded event has completed unless held work is before it ----
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
   if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidValue);
-  *ev = new CUevent_st{flags};
+  *ev = new CUevent_st{flags, {}};
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
@@ -629,17 +696,32 @@ cudaError_t cudaEventDestroy(cudaEvent_t ev) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
   if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
+  CUstream_st* q = hg::emu::stream_of(s);
+  ev->after.clear();
+  if (!q->capturing && !hg::emu::settle_stream(q)) {  // behind held work: completes with it
+    ev->after = q->held;
+    return st().sticky;
+  }
   return hg::emu::enqueue(s, "cudaEventRecord", [] {});
 }
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
   if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
-  return st().sticky;
+  if (st().sticky != cudaSuccess) return st().sticky;
+  return hg::emu::settle(ev->after) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
+  while (!hg::emu::settle(ev->after)) std::this_thread::sleep_for(std::chrono::microseconds(50));
   return st().sticky;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags) {
+  if (ev == nullptr || flags != 0) return hg::emu::ret(ev == nullptr ? cudaErrorInvalidResourceHandle
+                                                                     : cudaErrorInvalidValue);
+  if (hg::emu::settle(ev->after)) return st().sticky;  // complete: nothing to wait for
+  hg::emu::HeldList after = ev->after;
+  return hg::emu::hold(s, [after]() mutable { return hg::emu::settle(after); });
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {

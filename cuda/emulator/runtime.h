@@ -21,6 +21,12 @@ namespace hg::emu {
 // error of an earlier failed kernel (then `work` does not run). `what` names the work in errors.
 cudaError_t enqueue(cudaStream_t s, const char* what, std::function<void()> work);
 
+// Holds s: the work enqueued on s from now on waits until ready() returns true (polled in order with s's other held
+// work, by cudaEventQuery, cudaStreamSynchronize and the enqueues behind it; an event recorded on s completes, and a
+// stream told to wait for it goes on, only then). For work that waits on other processes (cuda/emulator/nccl.cpp).
+// Refused during a capture (cudaErrorStreamCaptureUnsupported). Call from the thread that uses s.
+cudaError_t hold(cudaStream_t s, std::function<bool()> ready);
+
 // Whether [p, p + bytes) lies inside one live allocation of the emulated device (bytes 0: p is inside
 // or one past the end of one).
 bool is_device_range(const void* p, size_t bytes);

@@ -1,5 +1,6 @@
 // hg::dist in libhalfgrad (dist/dist.h): argument checks, the process group's state, waiting with a deadline,
-// and the MPI backend (dist/api/backend.h) loaded on init_process_group.
+// the MPI backend (dist/api/backend.h) loaded on init_process_group, and the choice of transport for CUDA tensors
+// (NCCL from the CUDA backend, or MPI with host staging) at the first collective of one.
 #include "dist/dist.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/plugin.h"
+#include "cuda/api/backend.h"
 #include "dist/api/backend.h"
 
 namespace hg::dist {
@@ -24,6 +26,7 @@ struct Work::State {
   std::vector<Tensor> keep;  // the tensors MPI reads and writes: alive until it is done, even if abandoned
   std::vector<std::pair<Tensor, Tensor>> copy_back;  // (a device tensor, its host copy): written back once done
   bool done = false;
+  bool nccl = false;  // the request is the NCCL communicator's (else MPI's)
 };
 
 namespace {
@@ -36,6 +39,13 @@ struct Group {
   int64_t calls = 0;    // collectives started: names a call in errors
   std::string broken;   // why the group may not be used any more (a collective that timed out)
   std::vector<std::shared_ptr<Work::State>> abandoned;  // requests of timed-out collectives, still pending
+  // CUDA tensors: InitOptions::device_backend, then what the first collective of a CUDA tensor decided
+  std::string device_choice = "auto";
+  enum class Transport { Undecided, Nccl, Staging } transport = Transport::Undecided;
+  std::string transport_note;  // NCCL's version, or why CUDA tensors are staged
+  const DeviceBackendApi* nccl_api = nullptr;
+  void* nccl = nullptr;  // this rank's communicator
+  int nccl_device = -1;
 };
 
 Group& group() {
@@ -81,16 +91,34 @@ Group& ready(const char* op) {
   return g;
 }
 
+// NCCL's communicator is unusable after an error: it is aborted, and the group broken.
+void abandon_nccl(const std::string& what, const std::string& error) {
+  Group& g = group();
+  if (g.nccl == nullptr) return;
+  g.nccl_api->abort(g.nccl);
+  g.nccl = nullptr;
+  g.broken = what + " failed on NCCL (" + error + "), and the communicator was aborted";
+}
+
 // Advances s; true once finished. Throws hg::Error when the backend reports a failure.
 bool advance(Work::State& s, const BackendApi* api) {
   if (s.done) return true;
   std::string error;
-  const int r = api->test(s.request, &error);
+  const Group& g = group();
+  if (s.nccl && g.nccl == nullptr) {  // its communicator was aborted after another collective failed
+    g.nccl_api->release(s.request);
+    s.request = nullptr;
+    s.done = true;
+    s.keep.clear();
+    HG_FAIL("dist: ", s.what, " was given up: ", g.broken);
+  }
+  const int r = s.nccl ? g.nccl_api->test(g.nccl, s.request, &error) : api->test(s.request, &error);
   if (r == 0) return false;
   s.request = nullptr;
   s.done = true;
   s.keep.clear();
-  HG_CHECK(r == 1, "dist: ", s.what, " failed: ", error);
+  if (r != 1 && s.nccl) abandon_nccl(s.what, error);
+  HG_CHECK(r == 1, "dist: ", s.what, " failed", s.nccl ? " on NCCL: " : ": ", error);
   NoGradGuard no_grad;
   if (s.avg.defined()) {  // the sum arrived: the average, computed in the tensor's compute type, rounded once
     s.avg.div_(static_cast<double>(group().size));
@@ -152,8 +180,13 @@ void wait_for(const std::shared_ptr<Work::State>& s) {
   Group& g = group();
   const auto start = std::chrono::steady_clock::now(), deadline = start + g.timeout;
   while (!advance(*s, g.api)) {
+    if (s->nccl) g.api->answer();  // MPI is not polled meanwhile: answer the roll calls here
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
+      if (s->nccl) {  // NCCL can end its kernels: abort the communicator (every later request fails or is dropped)
+        g.nccl_api->abort(g.nccl);
+        g.nccl = nullptr;
+      }
       g.abandoned.push_back(s);  // it may still finish; destroy_process_group waits for it
       g.broken = s->what + " did not finish on rank " + std::to_string(g.rank) + " within " +
                  std::to_string(g.timeout.count()) + " ms";
@@ -206,6 +239,8 @@ DType checked_pair(const char* op, const Tensor& output, const Tensor& input, bo
   const DType dt = checked(input, op, "input"), dto = checked(output, op, "output");
   const int size = ready(op).size;
   HG_CHECK(dt == dto, "dist.", op, ": output is ", dto, " but input is ", dt, "; use one dtype");
+  HG_CHECK(output.device() == input.device(), "dist.", op, ": output is on ", output.device().str(), " but input on ",
+           input.device().str(), "; put both on one device");
   const Tensor& whole = gather ? output : input;
   const Tensor& part = gather ? input : output;
   HG_CHECK(whole.numel() == part.numel() * size, "dist.", op, ": ", gather ? "output" : "input", " has ", whole.numel(),
@@ -215,9 +250,10 @@ DType checked_pair(const char* op, const Tensor& output, const Tensor& input, bo
 }
 
 Work start(Collective c, const char* op, std::vector<Tensor> keep, Tensor avg, bool async_op,
-           std::vector<std::pair<Tensor, Tensor>> copy_back = {}) {
+           std::vector<std::pair<Tensor, Tensor>> copy_back = {}, bool nccl = false) {
   Group& g = ready(op);
   auto s = std::make_shared<Work::State>();
+  s->nccl = nccl;
   s->copy_back = std::move(copy_back);
   const Tensor shown = keep.empty() ? Tensor() : keep.front();
   s->keep = std::move(keep);
@@ -226,10 +262,88 @@ Work start(Collective c, const char* op, std::vector<Tensor> keep, Tensor avg, b
             (shown.defined() ? dtype_name(shown.dtype()) : "") + " elements)";
   s->avg = std::move(avg);
   std::string error;
-  s->request = g.api->start(c, &error);
-  HG_CHECK(s->request != nullptr, "dist: ", s->what, " could not start: ", error);
+  if (nccl) {
+    g.api->count(c.kind);  // roll calls count the collectives of both transports
+    s->request = g.nccl_api->start(g.nccl, c, &error);
+    if (s->request == nullptr) abandon_nccl(s->what, error);
+  } else {
+    s->request = g.api->start(c, &error);
+  }
+  HG_CHECK(s->request != nullptr, "dist: ", s->what, " could not start", nccl ? " on NCCL: " : ": ", error);
   if (!async_op) wait_for(s);
   return Work(std::move(s));
+}
+
+// The first collective of a CUDA tensor (on `device`) decides, the same way on every rank, how CUDA tensors travel:
+// NCCL when device_backend allows it, NCCL loads on every rank and no two ranks share a GPU (NCCL refuses that),
+// else MPI with host staging ("auto"; "nccl" makes it an error on every rank). Collective: every rank gathers each
+// rank's verdict over MPI, then rank 0's NCCL unique id is broadcast and every rank joins the communicator.
+void decide_transport(Group& g, int device, const char* op) {
+  if (g.device_choice == "mpi") {
+    g.transport = Group::Transport::Staging;
+    g.transport_note = "host staging through MPI (InitOptions::device_backend \"mpi\")";
+    return;
+  }
+  const DeviceBackendApi* api = cuda::backend_api().nccl();
+  const std::string local = api->available();
+  // each rank: [NCCL loads, 15 words of "host/PCI bus id"], gathered on every rank
+  constexpr int64_t kWords = 16;
+  const Tensor mine = zeros({kWords}, {.dtype = DType::I64}), all = empty({g.size * kWords}, {.dtype = DType::I64});
+  const std::string where = local.empty() ? api->device_id(device) : "";
+  mine.data<int64_t>()[0] = local.empty() ? 1 : 0;
+  where.copy(reinterpret_cast<char*>(mine.data<int64_t>() + 1), std::min<size_t>(where.size(), (kWords - 1) * 8 - 1));
+  all_gather_into_tensor(all, mine);
+  std::string why;
+  const auto text = [&](int r) { return std::string(reinterpret_cast<const char*>(all.data<int64_t>() + r * kWords + 1)); };
+  for (int r = 0; r < g.size && why.empty(); ++r)
+    if (all.data<int64_t>()[r * kWords] == 0)
+      why = r == g.rank ? "NCCL is not available on rank " + std::to_string(r) + ": " + local
+                        : "NCCL is not available on rank " + std::to_string(r);
+  for (int a = 0; a < g.size && why.empty(); ++a)
+    for (int b = a + 1; b < g.size && why.empty(); ++b)
+      if (text(a) == text(b))
+        why = "ranks " + std::to_string(a) + " and " + std::to_string(b) + " share one GPU (" + text(a) +
+              "), which NCCL refuses";
+  if (!why.empty()) {
+    HG_CHECK(g.device_choice != "nccl", "dist.", op, ": InitOptions::device_backend is \"nccl\" but ", why,
+             "; give each rank a GPU of its own (cuda:<local rank>) and NCCL (pip install nvidia-nccl-cu13, "
+             "HG_NCCL_LIBRARY), or use device_backend \"auto\" or \"mpi\" (host staging)");
+    g.transport = Group::Transport::Staging;
+    g.transport_note = "host staging through MPI (" + why + ")";
+    return;
+  }
+  // rank 0's unique id (128 bytes; the first word says whether it could make one) to every rank
+  const Tensor id = zeros({kWords + 1}, {.dtype = DType::I64});
+  std::string error;
+  if (g.rank == 0) {
+    const std::string u = api->unique_id(&error);
+    id.data<int64_t>()[0] = u.empty() ? 0 : 1;
+    u.copy(reinterpret_cast<char*>(id.data<int64_t>() + 1), u.size());
+  }
+  broadcast(id, 0);
+  HG_CHECK(id.data<int64_t>()[0] == 1, "dist.", op, ": rank 0 could not make an NCCL unique id",
+           error.empty() ? "" : ": ", error);
+  const std::string u(reinterpret_cast<const char*>(id.data<int64_t>() + 1), 128);
+  g.nccl = api->init(u, g.rank, g.size, device, &error);
+  if (g.nccl == nullptr) {
+    g.broken = "NCCL's communicator could not be made on rank " + std::to_string(g.rank) + ": " + error;
+    HG_FAIL("dist.", op, ": ", g.broken);
+  }
+  g.nccl_api = api;
+  g.nccl_device = device;
+  g.transport = Group::Transport::Nccl;
+  g.transport_note = api->version();
+}
+
+// Whether t goes through NCCL (deciding on the first CUDA tensor); false for CPU tensors and host staging.
+bool through_nccl(const Tensor& t, const char* op) {
+  if (!t.is_cuda()) return false;
+  Group& g = ready(op);
+  if (g.transport == Group::Transport::Undecided) decide_transport(g, t.device().index, op);
+  if (g.transport != Group::Transport::Nccl) return false;
+  HG_CHECK(t.device().index == g.nccl_device, "dist.", op, ": this rank's NCCL communicator is on cuda:", g.nccl_device,
+           " but the tensor is on ", t.device().str(), "; keep the collectives of a rank on one device");
+  return true;
 }
 
 }  // namespace
@@ -251,7 +365,10 @@ void init_process_group(const InitOptions& options) {
   HG_CHECK(!g.destroyed, "dist.init_process_group: the process group was destroyed; MPI cannot start again in the "
            "same process");
   HG_CHECK(options.backend == "mpi", "dist.init_process_group: backend '", options.backend,
-           "' is not available; use \"mpi\" (CPU tensors)");
+           "' is not available; use \"mpi\" (CPU tensors; CUDA tensors take InitOptions::device_backend)");
+  HG_CHECK(options.device_backend == "auto" || options.device_backend == "nccl" || options.device_backend == "mpi",
+           "dist.init_process_group: device_backend '", options.device_backend, "' is not one of \"auto\", \"nccl\" "
+           "or \"mpi\"");
   HG_CHECK(options.timeout.count() > 0, "dist.init_process_group: timeout ", options.timeout.count(),
            " ms must be positive");
   std::string error;
@@ -260,6 +377,7 @@ void init_process_group(const InitOptions& options) {
   const std::string why = g.api->init(&g.rank, &g.size);
   HG_CHECK(why.empty(), "dist.init_process_group: ", why);
   g.timeout = options.timeout;
+  g.device_choice = options.device_backend;
   g.initialized = true;
 }
 
@@ -268,6 +386,11 @@ int get_rank() { return joined("get_rank").rank; }
 int get_world_size() { return joined("get_world_size").size; }
 std::chrono::milliseconds timeout() { return joined("timeout").timeout; }
 std::string backend_version() { return joined("backend_version").api->version(); }
+std::string device_backend() {
+  const Group& g = joined("device_backend");
+  return g.transport == Group::Transport::Undecided ? "not decided yet (no collective of a CUDA tensor so far)"
+                                                    : g.transport_note;
+}
 
 void destroy_process_group() {
   Group& g = group();
@@ -276,6 +399,11 @@ void destroy_process_group() {
   // to twice the timeout more before every rank is ended.
   const auto deadline = std::chrono::steady_clock::now() + 2 * g.timeout;
   for (auto& s : g.abandoned) {
+    if (s->nccl) {  // its communicator was aborted: the request only needs freeing
+      if (!s->done) g.nccl_api->release(s->request);
+      s->done = true;
+      continue;
+    }
     while (!s->done) {
       std::string error;
       const int r = g.api->test(s->request, &error);
@@ -293,6 +421,8 @@ void destroy_process_group() {
     }
   }
   g.abandoned.clear();
+  if (g.nccl != nullptr) g.nccl_api->destroy(g.nccl);
+  g.nccl = nullptr;
   g.api->finalize();
   g.initialized = false;
   g.destroyed = true;
@@ -319,32 +449,35 @@ Work::~Work() {
 Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
   const DType dt = checked(tensor, "all_reduce", "tensor");
   const int bop = backend_op("all_reduce", op, dt);
+  const bool nccl = through_nccl(tensor, "all_reduce");
   std::vector<std::pair<Tensor, Tensor>> back;
-  const Tensor h = host_side(tensor, true, true, back);
+  const Tensor h = nccl ? tensor : host_side(tensor, true, true, back);
   Collective c{.kind = Collective::AllReduce, .dtype = static_cast<int>(dt), .op = bop, .send = h.data_ptr(),
                .recv = h.data_ptr(), .count = h.numel()};
-  return start(c, "all_reduce", {h}, op == ReduceOp::Avg ? h : Tensor(), async_op, std::move(back));
+  return start(c, "all_reduce", {h}, op == ReduceOp::Avg ? h : Tensor(), async_op, std::move(back), nccl);
 }
 
 Work broadcast(const Tensor& tensor, int src, bool async_op) {
   const DType dt = checked(tensor, "broadcast", "tensor");
   const int size = ready("broadcast").size;
   HG_CHECK(src >= 0 && src < size, "dist.broadcast: src ", src, " is not a rank of this group (0..", size - 1, ")");
-  const bool root = group().rank == src;
+  const bool root = group().rank == src, nccl = through_nccl(tensor, "broadcast");
   std::vector<std::pair<Tensor, Tensor>> back;
-  const Tensor h = host_side(tensor, root, !root, back);
+  const Tensor h = nccl ? tensor : host_side(tensor, root, !root, back);
   Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = h.data_ptr(),
                .recv = h.data_ptr(), .count = h.numel()};
-  return start(c, "broadcast", {h}, Tensor(), async_op, std::move(back));
+  return start(c, "broadcast", {h}, Tensor(), async_op, std::move(back), nccl);
 }
 
 Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
   const DType dt = checked_pair("all_gather_into_tensor", output, input, true);
+  const bool nccl = through_nccl(input, "all_gather_into_tensor");
   std::vector<std::pair<Tensor, Tensor>> back;
-  const Tensor in = host_side(input, true, false, back), out = host_side(output, false, true, back);
+  const Tensor in = nccl ? input : host_side(input, true, false, back);
+  const Tensor out = nccl ? output : host_side(output, false, true, back);
   Collective c{.kind = Collective::AllGather, .dtype = static_cast<int>(dt), .send = in.data_ptr(),
                .recv = out.data_ptr(), .count = in.numel()};
-  return start(c, "all_gather_into_tensor", {in, out}, Tensor(), async_op, std::move(back));
+  return start(c, "all_gather_into_tensor", {in, out}, Tensor(), async_op, std::move(back), nccl);
 }
 
 Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool async_op) {
@@ -357,7 +490,7 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool as
              " with ", o.numel(), " elements but the input is ", input.dtype(), " with ", input.numel());
   }
   // gathered densely, then copied into the caller's tensors (which need not be adjacent)
-  const Tensor flat = empty({static_cast<int64_t>(size) * input.numel()}, {.dtype = input.dtype()});
+  const Tensor flat = empty({static_cast<int64_t>(size) * input.numel()}, {.dtype = input.dtype(), .device = input.device()});
   Work w = all_gather_into_tensor(flat, input.is_contiguous() ? input : input.contiguous(), false);
   NoGradGuard no_grad;
   for (int r = 0; r < size; ++r)
@@ -369,12 +502,14 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool as
 Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, bool async_op) {
   const DType dt = checked_pair("reduce_scatter_tensor", output, input, false);
   const int bop = backend_op("reduce_scatter_tensor", op, dt);
+  const bool nccl = through_nccl(input, "reduce_scatter_tensor");
   std::vector<std::pair<Tensor, Tensor>> back;
-  const Tensor in = host_side(input, true, false, back), out = host_side(output, false, true, back);
+  const Tensor in = nccl ? input : host_side(input, true, false, back);
+  const Tensor out = nccl ? output : host_side(output, false, true, back);
   Collective c{.kind = Collective::ReduceScatter, .dtype = static_cast<int>(dt), .op = bop, .send = in.data_ptr(),
                .recv = out.data_ptr(), .count = out.numel()};
   return start(c, "reduce_scatter_tensor", {in, out}, op == ReduceOp::Avg ? out : Tensor(), async_op,
-               std::move(back));
+               std::move(back), nccl);
 }
 
 void barrier() { start(Collective{.kind = Collective::Barrier}, "barrier", {}, Tensor(), false); }

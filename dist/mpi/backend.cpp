@@ -326,8 +326,15 @@ std::string version() {
   return cut == std::string::npos ? v : v.substr(0, cut);
 }
 
+// A collective on another transport (NCCL): counted, so roll calls see where this rank is.
+void count(int kind) {
+  ++started;
+  last_kind = kind;
+}
+
 const BackendApi kApi{.abi = kBackendAbi, .init = &init, .finalize = &finalize, .abort = &abort_all,
-                      .start = &start, .test = &test, .version = &version, .roll_call = &roll_call};
+                      .start = &start, .test = &test, .version = &version, .roll_call = &roll_call,
+                      .count = &count, .answer = &answer_roll_calls};
 
 }  // namespace
 }  // namespace hg::dist

@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
       std::printf("dist_collectives: %d rank(s), %s\n", dist::get_world_size(), dist::backend_version().c_str());
     if (timeout_test) late_rank();
     else collectives();
+    check(dist::device_backend().rfind("not decided yet", 0) == 0,  // only CPU tensors so far
+          "device_backend() before any CUDA collective: " + dist::device_backend());
     const int rank = dist::get_rank();
     dist::destroy_process_group();
     std::printf("rank %d: %s\n", rank, failures == 0 ? "all checks passed" : "FAILED");

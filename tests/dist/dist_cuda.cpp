@@ -1,15 +1,22 @@
-// hg::dist, DistributedDataParallel and ZeroRedundantOptimizer with CUDA tensors, which go through MPI staged in
-// host memory (NCCL is not built): CTest runs this under mpirun with 2 ranks on the emulated device (label
-// emulator; tests/CMakeLists.txt) and, where one is present, on a real GPU. Exits 77 without a CUDA device.
-//   mpirun -np 2 dist_cuda
-// Every collective of a CUDA tensor gives the bits of the same collective of a CPU tensor; DDP's averaged
-// gradients of a model on the device are their definition's bit for bit (every rank's local gradients, computed on
-// the device, times 1/W, summed in rank order); under ZeRO's sharded gradients the GradScaler's device path agrees
-// on an inf only one rank's shard holds.
+// hg::dist, DistributedDataParallel and ZeroRedundantOptimizer with CUDA tensors, through either transport: MPI
+// staged in host memory, or NCCL. CTest runs this under mpirun with 2 ranks on the emulated device (label emulator;
+// tests/CMakeLists.txt): dist_cuda_2 with the ranks sharing one emulated GPU (so "auto" stages through MPI),
+// dist_nccl_2 with a GPU per process (HG_EMU_GPU_PER_PROCESS=1) through the NCCL stand-in, and dist_nccl_timeout;
+// where a GPU is present, on it. Exits 77 without a CUDA device.
+//   mpirun -np 2 dist_cuda [--device-backend auto|nccl|mpi] [--expect nccl|staging] [--timeout]
+// Every collective of a CUDA tensor gives the bits of the same collective of a CPU tensor (the values are small
+// integers, exact in any order of summation, so NCCL's order gives them too); DDP's averaged gradients of a model on
+// the device are their definition's bit for bit (every rank's local gradients, computed on the device, times 1/W,
+// summed: with 2 ranks one addition, the same in any order); under ZeRO's sharded gradients the GradScaler's
+// device path agrees on an inf only one rank's shard holds. Through the NCCL stand-in also: ranks that call
+// different collectives get an error naming both calls (a real NCCL would hang), and --timeout: a rank that joins
+// late turns into the timeout error on the other, whose abort then fails the late rank's collective.
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist_check.h"
@@ -140,20 +147,68 @@ void zero_consensus_on_the_device() {
   check(scaler.get_scale() == 512, "the scale did not back off to 512 on this rank");
 }
 
+// Through the emulator's NCCL stand-in only (a real NCCL hangs): rank 0 all-reduces 8 elements, the others 9.
+void mismatch_is_an_error() {
+  const int rank = dist::get_rank();
+  const Tensor t = ones({rank == 0 ? 8 : 9}, {.device = Device::cuda()});
+  dist_check::expect_error([&] { dist::all_reduce(t); }, rank == 0 ? "but rank 1 called ncclAllReduce of 9"
+                                                                   : "but rank 0 called ncclAllReduce of 8",
+                           "ranks all-reducing 8 and 9 elements through NCCL");
+  dist_check::expect_error([&] { dist::all_reduce(t); }, "the communicator was aborted",
+                           "a collective after NCCL failed");
+}
+
+// Rank 1 joins an all-reduce 3 s late, past rank 0's 1 s timeout: rank 0's wait fails naming the collective and
+// rank 1 (not answering), and aborts its communicator; rank 1's all-reduce then fails too.
+void late_rank_times_out() {
+  const int rank = dist::get_rank();
+  const Tensor t = ones({64}, {.device = Device::cuda()});
+  dist::all_reduce(t);  // the communicator is made (and the transport decided) with both ranks present
+  if (rank == 0) {
+    dist_check::expect_error([&] { dist::all_reduce(t); }, "rank 1 does not answer",
+                             "rank 0's all_reduce while rank 1 computes");
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    dist_check::expect_error([&] { dist::all_reduce(t); }, "rank 0 aborted its communicator",
+                             "rank 1's all_reduce after rank 0 aborted");
+  }
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    dist::init_process_group({.timeout = std::chrono::minutes(2)});
+    std::string device_backend = "auto", expect;
+    bool timeout = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--device-backend" && i + 1 < argc) device_backend = argv[++i];
+      else if (a == "--expect" && i + 1 < argc) expect = argv[++i];
+      else if (a == "--timeout") timeout = true;
+      else throw std::runtime_error("unknown argument " + a);
+    }
+    dist::init_process_group({.timeout = timeout ? std::chrono::milliseconds(1000) : std::chrono::minutes(2),
+                              .device_backend = device_backend});
     const int rank = dist::get_rank();
     if (!cuda::is_available()) {
       if (rank == 0) std::printf("dist_cuda: no CUDA device (%s): skipped\n", cuda::unavailable_reason().c_str());
       dist::destroy_process_group();
       return 77;
     }
+    if (timeout) {
+      late_rank_times_out();
+      dist::destroy_process_group();
+      return failures ? 1 : 0;
+    }
     collectives_match_the_cpu();
+    const std::string how = dist::device_backend();
+    if (rank == 0) std::printf("dist_cuda: CUDA tensors through %s\n", how.c_str());
+    if (expect == "nccl") check(how.rfind("NCCL", 0) == 0 || how.find("NCCL stand-in") != std::string::npos,
+                                "CUDA tensors should go through NCCL, not " + how);
+    if (expect == "staging") check(how.rfind("host staging", 0) == 0, "CUDA tensors should be staged, not " + how);
     ddp_gradients_on_the_device();
     zero_consensus_on_the_device();
+    if (how.find("stand-in") != std::string::npos && dist::get_world_size() == 2) mismatch_is_an_error();
     dist::destroy_process_group();
     if (failures) return 1;
     if (rank == 0) std::printf("dist_cuda: every check passed\n");

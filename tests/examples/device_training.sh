@@ -6,8 +6,9 @@
 # device path included, run by halfgrad's own kernels on the CPU. Exits 77 (skipped) on a machine without
 # a CUDA device.
 # With --graph the CUDA run replays a captured step (examples/train_common.h's GraphedStep).
-# With --mpi MPIEXEC first, the CUDA run is data-parallel on 2 ranks sharing the device (--ddp, one thread each;
-# its collectives staged through host memory) and the CPU run is one process with the same global batch.
+# With --mpi MPIEXEC first, the CUDA run is data-parallel on 2 ranks (--ddp, one thread each: on one GPU its
+# collectives staged through host memory, with a GPU per rank through NCCL, as on the emulated device with
+# HG_EMU_GPU_PER_PROCESS=1, which CTest sets) and the CPU run is one process with the same global batch.
 #   device_training.sh [--mpi MPIEXEC] EXE [example flags...]   e.g. device_training.sh build/fashion_mnist_mlp --amp fp16
 set -euo pipefail
 mpi=""
@@ -46,6 +47,14 @@ if [ -z "$cpu" ] || [ -z "$cuda" ]; then
   exit 1
 fi
 echo "device_training.sh: test accuracy cpu $cpu, cuda $cuda ($*${mpi:+; the CUDA run on 2 ranks})"
+if [ -n "$mpi" ]; then
+  grep -h "CUDA tensors through" "$dir/log.cuda" || true
+  # a GPU per rank on the emulated device: the run must have gone through NCCL (its stand-in), not host staging
+  if [ "${HG_EMU_GPU_PER_PROCESS:-}" = 1 ] && ! grep -q "CUDA tensors through .*NCCL" "$dir/log.cuda"; then
+    echo "device_training.sh: with a GPU per rank the CUDA tensors should go through NCCL"
+    exit 1
+  fi
+fi
 grep -h '"device"' "$dir/log.cuda" | head -n 1
 if ! awk -v a="$cpu" -v b="$cuda" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.02 && a > 0.3) }'; then
   echo "device_training.sh: FAILED: the accuracies differ by more than 0.02 (or the CPU run did not learn)"
