@@ -60,6 +60,7 @@ struct Slot {
   std::atomic<int64_t> posted;  // the last collective whose segment this rank wrote
   std::atomic<int64_t> taken;   // the last collective this rank finished (read every rank's segment)
   char device[kDeviceChars];
+  char why[512];  // what failed on this rank before it aborted (written before `aborted`)
 };
 
 struct Control {
@@ -110,6 +111,7 @@ struct State {
   int64_t seq = 0;                // collectives enqueued
   bool aborted = false;           // ncclCommAbort
   ncclResult_t async = ncclSuccess;  // ncclCommGetAsyncError's
+  std::string error;                 // the first failure's words
   std::deque<int64_t> own;        // this rank's segments not yet removed
   ~State() {
     if (control != nullptr) munmap(control, sizeof(Control));
@@ -129,6 +131,7 @@ struct State {
     last_error = why;
     if (async != ncclSuccess) return;  // the first failure is the one reported
     async = r;
+    error = why;
     std::fprintf(stderr, "halfgrad emulator: NCCL stand-in, rank %d: %s\n", rank, why.c_str());
   }
 };
@@ -409,8 +412,10 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, size_t count, i
     }
     for (int r = 0; r < s.nranks; ++r) {
       if (r != s.rank && s.control->slot[r].aborted.load()) {
+        const char* after = s.control->slot[r].why;
         s.set_async(ncclRemoteError, std::string(kind_name(d.kind)) + " (collective " + std::to_string(seq) +
-                                         "): rank " + std::to_string(r) + " aborted its communicator");
+                                         "): rank " + std::to_string(r) + " aborted its communicator" +
+                                         (*after != '\0' ? std::string(" after: ") + after : std::string()));
         return true;
       }
       if (s.control->slot[r].posted.load() < seq) return false;
@@ -444,7 +449,9 @@ ncclResult_t comm_abort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   State& st = *comm->state;
   st.aborted = true;
-  st.control->slot[st.rank].aborted.store(1);
+  Slot& me = st.control->slot[st.rank];
+  std::snprintf(me.why, sizeof(me.why), "%s", st.error.c_str());
+  me.aborted.store(1);
   st.reclaim(true);
   delete comm;  // held work keeps the state until its stream lets it go
   return ncclSuccess;
