@@ -7,13 +7,15 @@
 #   HG_FIGURES="inspect amp_overflow" bash ...                      # section 9's inspector outputs only
 #
 # Builds nothing: BUILD_DIR must already hold precision_formats, amp_underflow, amp_overflow, amp_master_weights,
-# pure_bf16, fp8_training, bench_fp8, fashion_mnist_mlp and fashion_mnist_cnn (cmake -DHG_BUILD_EXAMPLES=ON ...;
-# cmake --build BUILD_DIR --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16
-# fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn). Runs each once with its defaults into a
+# pure_bf16, fp8_training, bench_fp8, fashion_mnist_mlp, fashion_mnist_cnn and amp_recipe (cmake -DHG_BUILD_EXAMPLES=ON
+# ...; cmake --build BUILD_DIR --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16
+# fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn amp_recipe). Runs each once with its defaults into a
 # temporary directory, renders the PNGs with scripts/plot.py into docs/figures/, and runs the seed sweeps behind the
 # pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
 # amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn; `inspect` runs the MLP's and the CNN's
-# first step of every precision mode through the inspectors (section 9). On the 2-core AMD EPYC Zen 4 the whole
+# first step of every precision mode through the inspectors (section 9), `amp_recipe` the recipe model's ledgers
+# (section 9, --batches 2 --epochs 1: the ledger depends on the shapes only); `complete_program` compiles section 10's
+# complete program from the page against BUILD_DIR's libhalfgrad ($CXX, default g++) and runs it. On the 2-core AMD EPYC Zen 4 the whole
 # run took 8 minutes at commit 6d7b9eb. Then scripts/doc_tables.py
 # rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib
 # (Debian: python3-matplotlib); when the `python3` on PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used.
@@ -25,15 +27,16 @@ build="${1:-build}"
 figures="$root/docs/figures"
 plot="$root/scripts/plot.py"
 
-only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp inspect}"
+only="${HG_FIGURES:-precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp inspect amp_recipe complete_program}"
 want() { [[ " $only " == *" $1 "* ]]; }
 for part in $only; do
   progs="$part"
   [[ "$part" == inspect ]] && progs="fashion_mnist_mlp fashion_mnist_cnn"
+  [[ "$part" == complete_program ]] && progs=""  # compiled from docs/AMP.md against $build's libhalfgrad
   for prog in $progs; do
     if [[ ! -x "$build/$prog" ]]; then
       echo "make_figures: $build/$prog not found; build it first:" >&2
-      echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn" >&2
+      echo "  cmake -S $root -B $build -DHG_BUILD_EXAMPLES=ON && cmake --build $build --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16 fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn amp_recipe" >&2
       exit 2
     fi
   done
@@ -185,6 +188,20 @@ for net in mlp cnn; do
     --inspect "$tmp/inspect/$net" --threads 2
 done
 sed -n "/^Memory ledger after the first step's forward/,\$p" "$tmp/fashion_mnist_cnn_inspect.log"
+fi
+
+if want amp_recipe; then  # section 9: the ledgers of PyTorch's recipe model (shapes only: a short timed run is enough)
+  logged "$tmp/amp_recipe.log" "$build/amp_recipe" --batches 2 --epochs 1 --threads 2
+  sed -n "/^Memory ledger of one more/,/^after backward/p" "$tmp/amp_recipe.log"
+fi
+
+if want complete_program; then  # section 10's complete program: the page's block, compiled and run as a user would
+  "$python" "$root/tests/scripts/check_doc_code.py" --extract "$root/docs/AMP.md" "A complete program" >"$tmp/complete.cpp"
+  echo "make_figures: compiling section 10's complete program ..."
+  "${CXX:-g++}" -std=c++20 -O2 -I"$root" "$tmp/complete.cpp" -o "$tmp/complete" -L"$build" -lhalfgrad \
+    -Wl,-rpath,"$build"
+  (cd "$tmp" && OMP_NUM_THREADS=2 logged "$tmp/amp_complete_program.log" "$tmp/complete")
+  cat "$tmp/amp_complete_program.log"
 fi
 
 # the blocks of the programs run above (the others keep their text)

@@ -3,6 +3,8 @@
 
     python3 tests/scripts/check_doc_code.py ROOT CXX     # CXX: the C++ compiler (CTest `doc_code` passes CMake's)
     python3 tests/scripts/check_doc_code.py --self-test
+    python3 tests/scripts/check_doc_code.py --extract DOC PREFIX   # prints the program whose introducing line
+                                                                   # starts with PREFIX (scripts/make_figures.sh runs it)
 
 A block (a ```cpp fence) is a complete program (it has `int main`) and is compiled alone, or it says on the line
 before its fence what it is:
@@ -66,6 +68,16 @@ def sources(doc, text):
     return units, problems
 
 
+def extract(text, prefix):
+    """The code of the first complete program whose nearest non-blank line before its fence starts with prefix."""
+    lines = text.split("\n")
+    for line, kind, _, code in blocks(text):
+        before = next((l for l in reversed(lines[:line - 1]) if l.strip()), "")
+        if kind == "program" and before.startswith(prefix):
+            return code
+    raise SystemExit(f"check_doc_code: no program introduced by a line starting {prefix!r}")
+
+
 def compile_unit(cxx, root, src):
     with tempfile.NamedTemporaryFile("w", suffix=".cpp", delete=False) as f:
         f.write(src)
@@ -85,12 +97,15 @@ def self_test():
     units, problems = sources("page", text)
     assert len(units) == 2 and len(problems) == 1 and "page:13" in problems[0], (units, problems)
     assert "void doc_block_1(Tensor x) {" in units[1][1] and "struct S {};" in units[1][1]
+    assert extract("x\nA program:\n\n```cpp\nint main() { return 1; }\n```\n", "A program") == "int main() { return 1; }"
     print("check_doc_code: self-test passed")
 
 
 def main(argv):
     if argv[1:] == ["--self-test"]:
         return self_test()
+    if len(argv) == 4 and argv[1] == "--extract":
+        return print(extract(open(argv[2], encoding="utf-8").read(), argv[3]))
     if len(argv) != 3:
         raise SystemExit(__doc__)
     root, cxx = argv[1], argv[2]
