@@ -89,5 +89,9 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, bool as
 Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum,
                            bool async_op = false);
 void barrier();
+// Every rank's `bytes` becomes a copy of src's (any length; two broadcasts: the length, then the bytes), as
+// torch.distributed.broadcast_object_list does for one pickled object. For a checkpoint's state or an id made on
+// one rank; CPU only.
+void broadcast_bytes(std::vector<uint8_t>& bytes, int src);
 
 }  // namespace hg::dist

@@ -46,16 +46,6 @@ Packed pack(const StateDict& sd) {
   return p;
 }
 
-// Broadcasts `bytes` (from src; resized on the others) as an I64 tensor of `words` elements.
-void broadcast_bytes(std::vector<uint8_t>& bytes, int64_t words, int src) {
-  bytes.resize(static_cast<size_t>(words) * 8, 0);
-  if (words == 0) return;
-  const Tensor t = empty({words}, {.dtype = DType::I64});
-  if (dist::get_rank() == src) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  dist::broadcast(t, src);
-  std::memcpy(bytes.data(), t.data_ptr(), bytes.size());
-}
-
 StateDict unpack(const Packed& p) {
   size_t at = 0, data = 0;
   const auto get = [&]<class T>(T) {
@@ -342,14 +332,9 @@ void ZeroRedundantOptimizer::consolidate_state_dict(int to) {
   for (int r = 0; r < world_; ++r) {
     Packed p;
     if (r == rank_) p = pack(mine);
-    const Tensor words = from_vector(std::vector<int64_t>{static_cast<int64_t>((p.header.size() + 7) / 8),
-                                                          static_cast<int64_t>(p.payload.size() / 8)},
-                                     {2});
-    if (world_ > 1) dist::broadcast(words, r);
-    const auto* w = static_cast<const int64_t*>(words.data_ptr());
     if (world_ > 1) {
-      broadcast_bytes(p.header, w[0], r);
-      broadcast_bytes(p.payload, w[1], r);
+      dist::broadcast_bytes(p.header, r);
+      dist::broadcast_bytes(p.payload, r);
     }
     if (rank_ == to) all.merge(unpack(p));
   }

@@ -149,22 +149,23 @@ void* map(const std::string& name, size_t bytes, bool create) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-// out = a op b in T, rounded to T (halves through float)
+// x op y in one type W
+template <class W>
+W apply(W x, W y, int op) {
+  return op == ncclProd ? x * y : op == ncclMax ? (y > x ? y : x) : op == ncclMin ? (y < x ? y : x) : x + y;
+}
+
+// out = a op b in T, rounded to T (halves through float; integer sums and products wrap, as NCCL's do)
 template <class T>
 T combine(T a, T b, int op) {
-  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-    const float x = to_float(a), y = to_float(b);
-    const float r = op == ncclProd ? x * y : op == ncclMax ? (y > x ? y : x) : op == ncclMin ? (y < x ? y : x) : x + y;
-    if constexpr (std::is_same_v<T, f16>) return f16{float_to_f16_bits(r)};
-    else return bf16{float_to_bf16_bits(r)};
-  } else if constexpr (std::is_integral_v<T>) {  // wraps, as NCCL's integer sums do
+  if constexpr (std::is_same_v<T, f16>) return f16{float_to_f16_bits(apply(to_float(a), to_float(b), op))};
+  else if constexpr (std::is_same_v<T, bf16>) return bf16{float_to_bf16_bits(apply(to_float(a), to_float(b), op))};
+  else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
-    if (op == ncclProd) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    if (op == ncclMax) return b > a ? b : a;
-    if (op == ncclMin) return b < a ? b : a;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    if (op == ncclMax || op == ncclMin) return apply(a, b, op);
+    return static_cast<T>(apply(static_cast<U>(a), static_cast<U>(b), op));
   } else {
-    return op == ncclProd ? a * b : op == ncclMax ? (b > a ? b : a) : op == ncclMin ? (b < a ? b : a) : a + b;
+    return apply(a, b, op);
   }
 }
 

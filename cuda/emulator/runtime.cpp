@@ -277,9 +277,14 @@ bool settle_stream(CUstream_st* q) {
   std::erase(st().holding, q);
   return true;
 }
+// The host polls until done() (held work finishes on other threads or in other processes).
+template <class Done>
+void poll_until(Done done) {
+  while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 // The host waits for q's held work (as a GPU stream runs its work in order).
 void wait_stream(CUstream_st* q) {
-  while (!settle_stream(q)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  poll_until([q] { return settle_stream(q); });
 }
 }  // namespace
 
@@ -713,7 +718,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   if (ev == nullptr) return hg::emu::ret(cudaErrorInvalidResourceHandle);
   cudaError_t e;
   if (hg::emu::refuse_in_capture(e)) return e;
-  while (!hg::emu::settle(ev->after)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  hg::emu::poll_until([ev] { return hg::emu::settle(ev->after); });
   return st().sticky;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags) {

@@ -101,7 +101,7 @@ void abandon_nccl(const std::string& what, const std::string& error) {
 }
 
 // Advances s; true once finished. Throws hg::Error when the backend reports a failure.
-bool advance(Work::State& s, const BackendApi* api) {
+bool advance(Work::State& s) {
   if (s.done) return true;
   std::string error;
   const Group& g = group();
@@ -112,7 +112,7 @@ bool advance(Work::State& s, const BackendApi* api) {
     s.keep.clear();
     HG_FAIL("dist: ", s.what, " was given up: ", g.broken);
   }
-  const int r = s.nccl ? g.nccl_api->test(g.nccl, s.request, &error) : api->test(s.request, &error);
+  const int r = s.nccl ? g.nccl_api->test(g.nccl, s.request, &error) : g.api->test(s.request, &error);
   if (r == 0) return false;
   s.request = nullptr;
   s.done = true;
@@ -179,7 +179,7 @@ std::string roll_call(const Group& g) {
 void wait_for(const std::shared_ptr<Work::State>& s) {
   Group& g = group();
   const auto start = std::chrono::steady_clock::now(), deadline = start + g.timeout;
-  while (!advance(*s, g.api)) {
+  while (!advance(*s)) {
     if (s->nccl) g.api->answer();  // MPI is not polled meanwhile: answer the roll calls here
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
@@ -312,18 +312,16 @@ void decide_transport(Group& g, int device, const char* op) {
     g.transport_note = "host staging through MPI (" + why + ")";
     return;
   }
-  // rank 0's unique id (128 bytes; the first word says whether it could make one) to every rank
-  const Tensor id = zeros({kWords + 1}, {.dtype = DType::I64});
+  // rank 0's unique id (128 bytes; none when it could not make one) to every rank
   std::string error;
+  std::vector<uint8_t> id;
   if (g.rank == 0) {
     const std::string u = api->unique_id(&error);
-    id.data<int64_t>()[0] = u.empty() ? 0 : 1;
-    u.copy(reinterpret_cast<char*>(id.data<int64_t>() + 1), u.size());
+    id.assign(u.begin(), u.end());
   }
-  broadcast(id, 0);
-  HG_CHECK(id.data<int64_t>()[0] == 1, "dist.", op, ": rank 0 could not make an NCCL unique id",
-           error.empty() ? "" : ": ", error);
-  const std::string u(reinterpret_cast<const char*>(id.data<int64_t>() + 1), 128);
+  broadcast_bytes(id, 0);
+  HG_CHECK(!id.empty(), "dist.", op, ": rank 0 could not make an NCCL unique id", error.empty() ? "" : ": ", error);
+  const std::string u(id.begin(), id.end());
   g.nccl = api->init(u, g.rank, g.size, device, &error);
   if (g.nccl == nullptr) {
     g.broken = "NCCL's communicator could not be made on rank " + std::to_string(g.rank) + ": " + error;
@@ -430,7 +428,7 @@ void destroy_process_group() {
 
 bool Work::is_completed() {
   if (!state_) return true;
-  return advance(*state_, group().api);
+  return advance(*state_);
 }
 
 void Work::wait() {
@@ -467,6 +465,25 @@ Work broadcast(const Tensor& tensor, int src, bool async_op) {
   Collective c{.kind = Collective::Broadcast, .dtype = static_cast<int>(dt), .root = src, .send = h.data_ptr(),
                .recv = h.data_ptr(), .count = h.numel()};
   return start(c, "broadcast", {h}, Tensor(), async_op, std::move(back), nccl);
+}
+
+void broadcast_bytes(std::vector<uint8_t>& bytes, int src) {
+  const int size = ready("broadcast_bytes").size;
+  HG_CHECK(src >= 0 && src < size, "dist.broadcast_bytes: src ", src, " is not a rank of this group (0..", size - 1,
+           ")");
+  const bool root = group().rank == src;
+  const Tensor count = full({1}, root ? static_cast<double>(bytes.size()) : 0.0, {.dtype = DType::I64});
+  broadcast(count, src);
+  const auto n = static_cast<size_t>(count.data<int64_t>()[0]);
+  if (n == 0) {
+    bytes.clear();
+    return;
+  }
+  const Tensor words = zeros({static_cast<int64_t>((n + 7) / 8)}, {.dtype = DType::I64});  // the tail word padded
+  if (root) std::memcpy(words.data_ptr(), bytes.data(), n);
+  broadcast(words, src);
+  const auto* p = static_cast<const uint8_t*>(words.data_ptr());
+  bytes.assign(p, p + n);
 }
 
 Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {

@@ -108,11 +108,25 @@ void collectives() {
   wx.wait();
   check(wx.is_completed() && vals(x)[99999] == world && vals(y)[0] == 2.0 * world, "async all_reduce");
   dist::barrier();
+  // broadcast_bytes: any length (not a multiple of 8; empty), the others' own bytes replaced
+  for (const size_t n : {size_t{13}, size_t{0}, size_t{64}}) {
+    std::vector<uint8_t> bytes(rank == world - 1 ? n : 5 + static_cast<size_t>(rank), 0xEE);
+    if (rank == world - 1)
+      for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(3 * i + 1);
+    dist::broadcast_bytes(bytes, world - 1);
+    bool same = bytes.size() == n;
+    for (size_t i = 0; same && i < n; ++i) same = bytes[i] == static_cast<uint8_t>(3 * i + 1);
+    check(same, "broadcast_bytes of " + std::to_string(n) + " bytes from the last rank");
+  }
   // misuse: the same on every rank, so no rank is left waiting
   expect_error([] { dist::all_reduce(zeros({4, 4}).t()); }, "not contiguous", "a transposed view");
   expect_error([] { dist::all_reduce(zeros({4}, {.dtype = DType::I64}), dist::ReduceOp::Avg); }, "Avg of an I64",
                "Avg of I64");
   expect_error([&] { dist::broadcast(zeros({4}), world); }, "is not a rank", "broadcast from a rank out of range");
+  expect_error([&] {
+    std::vector<uint8_t> b(3);
+    dist::broadcast_bytes(b, -1);
+  }, "is not a rank", "broadcast_bytes from a rank out of range");
   if (world > 1)
     expect_error([&] { dist::all_gather_into_tensor(zeros({3}), zeros({3})); }, "are gathered",
                  "all_gather into a tensor of the wrong size");
