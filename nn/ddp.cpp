@@ -12,6 +12,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/dispatch.h"
 
 namespace hg::nn {
 
@@ -144,9 +145,12 @@ void mark_ready(State& s, int i) {
     HG_CHECK(!p.t.grad_unscale().pending(), "DistributedDataParallel: the gradient of '", p.name, "' still carries a "
              "factor from GradScaler::unscale_; unscale after the backward that averages the gradients, not between "
              "no_sync steps");
-    slot.copy_(g.reshape({-1}));
-    // torch's reducer: the gradient times 1/world size on its way into the bucket, then a sum
-    if (!s.comm_hook) slot.mul_(1.0 / s.world);
+    if (s.comm_hook) {
+      slot.copy_(g.reshape({-1}));
+    } else {  // torch's reducer (its mul_out): the gradient times 1/world size on its way into the bucket, one pass
+      Tensor out = slot.view(g.shape());
+      run_elementwise("DistributedDataParallel", {EwOp::MulScalar, EwMode::Forward, 1.0 / s.world}, {g}, out);
+    }
   } else {
     slot.zero_();
   }

@@ -1,8 +1,11 @@
-// In-place ops: out of place, then written into the tensor's elements by assign_inplace (ops/inplace.h).
+// In-place ops: out of place, then written into the tensor's elements by assign_inplace (ops/inplace.h); the
+// arithmetic ones straight into the tensor where that cannot differ (writes_directly).
 #include "ops/inplace.h"
 
 #include "autograd/node.h"
+#include "ops/autocast/autocast.h"
 #include "ops/broadcast.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -52,6 +55,33 @@ const Tensor& apply_binary(const char* op, const Tensor& self, const Tensor& o, 
   });
 }
 
+// torch's in-place kernels: when the write is not recorded, self is a contiguous F32/F16/BF16/F64 tensor and the
+// tensor operand (if any) has self's dtype and device, broadcasts to self's shape and shares no storage with self
+// (or is exactly self's elements), the op's kernel writes into self's elements: one pass, no temporary, and the
+// same bits as computing out of place and copying (both round once to self's dtype). Autocast regions and op
+// observers (which see the out-of-place op) take the general path.
+bool writes_directly(const Tensor& self, const Tensor* o) {
+  if (!self.defined() || !self.is_contiguous() || records(self, {o})) return false;
+  const DType dt = self.dtype();
+  if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::F64) return false;
+  if (amp::is_enabled(self.device().type) || amp::observe::wanted()) return false;
+  if (o == nullptr) return true;
+  if (!o->defined() || o->dtype() != dt || o->device() != self.device() || o->ndim() > self.ndim()) return false;
+  for (int64_t d = 1; d <= o->ndim(); ++d) {
+    const int64_t n = o->size(o->ndim() - d);
+    if (n != 1 && n != self.size(self.ndim() - d)) return false;
+  }
+  if (!shares_storage(*o, self)) return true;
+  return o->is_contiguous() && o->shape() == self.shape() && o->data_ptr() == self.data_ptr();
+}
+
+const Tensor& write_directly(const char* op, const Tensor& self, const EwCall& call, const std::vector<Tensor>& ins) {
+  Tensor out = self;
+  run_elementwise(op, call, ins, out);
+  ++self.unsafe_impl()->storage->version;
+  return self;
+}
+
 }  // namespace
 
 const Tensor& assign_inplace(const char* op, const Tensor& self, const Tensor& result_in) {
@@ -85,27 +115,39 @@ const Tensor& assign_inplace(const char* op, const Tensor& self, const Tensor& r
 
 // ---- the members (core/tensor.h) ----
 const Tensor& Tensor::add_(const Tensor& o) const {
+  if (writes_directly(*this, &o)) return write_directly("add_", *this, {EwOp::Add}, {*this, o});
   return apply_binary("add_", *this, o, false, [](const Tensor& s, const Tensor& t) { return hg::add(s, t); });
 }
 const Tensor& Tensor::add_(double v) const {
+  if (writes_directly(*this, nullptr))
+    return write_directly("add_", *this, {EwOp::AddScalar, EwMode::Forward, v}, {*this});
   return apply("add_", *this, {}, false, [&](const Tensor& s) { return hg::add(s, v); });
 }
 const Tensor& Tensor::sub_(const Tensor& o) const {
+  if (writes_directly(*this, &o)) return write_directly("sub_", *this, {EwOp::Sub}, {*this, o});
   return apply_binary("sub_", *this, o, false, [](const Tensor& s, const Tensor& t) { return hg::sub(s, t); });
 }
 const Tensor& Tensor::sub_(double v) const {
+  if (writes_directly(*this, nullptr))
+    return write_directly("sub_", *this, {EwOp::AddScalar, EwMode::Forward, -v}, {*this});
   return apply("sub_", *this, {}, false, [&](const Tensor& s) { return hg::sub(s, v); });
 }
 const Tensor& Tensor::mul_(const Tensor& o) const {
+  if (writes_directly(*this, &o)) return write_directly("mul_", *this, {EwOp::Mul}, {*this, o});
   return apply_binary("mul_", *this, o, true, [](const Tensor& s, const Tensor& t) { return hg::mul(s, t); });
 }
 const Tensor& Tensor::mul_(double v) const {
+  if (writes_directly(*this, nullptr))
+    return write_directly("mul_", *this, {EwOp::MulScalar, EwMode::Forward, v}, {*this});
   return apply("mul_", *this, {}, false, [&](const Tensor& s) { return hg::mul(s, v); });
 }
 const Tensor& Tensor::div_(const Tensor& o) const {
+  if (writes_directly(*this, &o)) return write_directly("div_", *this, {EwOp::Div}, {*this, o});
   return apply_binary("div_", *this, o, true, [](const Tensor& s, const Tensor& t) { return hg::div(s, t); });
 }
 const Tensor& Tensor::div_(double v) const {
+  if (writes_directly(*this, nullptr))
+    return write_directly("div_", *this, {EwOp::DivScalar, EwMode::Forward, v}, {*this});
   return apply("div_", *this, {}, false, [&](const Tensor& s) { return hg::div(s, v); });
 }
 const Tensor& Tensor::clamp_(double lo, double hi) const {

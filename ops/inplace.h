@@ -1,7 +1,9 @@
 #pragma once
 // In-place ops (torch's add_, mul_, fill_, copy_, ..., and x += y): each computes its result out of place from
 // the tensor's current values and writes it into the tensor's own elements (a view writes through to its base),
-// by one path, assign_inplace (docs/ARCHITECTURE.md, "In-place ops and version counters"). The Tensor members
+// by one path, assign_inplace (docs/ARCHITECTURE.md, "In-place ops and version counters"); add_, sub_, mul_ and
+// div_ run their kernel straight into the tensor where that cannot differ (not recorded, a contiguous floating
+// tensor, an operand of its dtype that does not overlap it, no autocast or observer). The Tensor members
 // (x.add_(y), x.zero_(), ...) and the compound operators are declared in core/tensor.h and defined in
 // ops/inplace.cpp.
 #include "core/tensor.h"

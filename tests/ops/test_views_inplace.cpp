@@ -248,6 +248,47 @@ TEST_CASE("in-place ops write into the tensor and through views into the base", 
   CHECK_THROWS_WITH(n.add_(0.5), Contains("I64"));
 }
 
+TEST_CASE("in-place arithmetic writes into the tensor without a temporary, with the out-of-place op's bits",
+          "[ops][inplace]") {
+  Generator gen(7);
+  for (const DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    CAPTURE(dt);
+    const Tensor a = randn({5, 33}, {}, &gen).to(dt), row = randn({33}, {}, &gen).to(dt);
+    const auto same = [](const Tensor& x, const Tensor& y) { return x.dtype() == y.dtype() && vals(x) == vals(y); };
+    CHECK(same(a.clone().add_(row), add(a, row)));  // a broadcast operand
+    CHECK(same(a.clone().sub_(a), sub(a, a)));
+    CHECK(same(a.clone().mul_(row), mul(a, row)));
+    CHECK(same(a.clone().div_(row), div(a, row)));
+    CHECK(same(a.clone().add_(0.1), add(a, 0.1)));
+    CHECK(same(a.clone().sub_(0.1), sub(a, 0.1)));
+    CHECK(same(a.clone().mul_(1.0 / 3), mul(a, 1.0 / 3)));
+    CHECK(same(a.clone().div_(3.0), div(a, 3.0)));
+    Tensor x = a.clone();
+    CHECK(same(x.mul_(x), mul(a, a)));  // the operand is the tensor itself
+  }
+  // no temporary: the peak stays where the tensor alone puts it; the version moves; a view writes into its base
+  Tensor big = ones({1 << 16});
+  const int64_t before = memory::allocated(Device::cpu());
+  memory::reset_peak(Device::cpu());
+  big.mul_(3.0).add_(big).div_(2.0).sub_(1.0);
+  CHECK(memory::peak_allocated(Device::cpu()) == before);
+  CHECK(big.version() == 4);
+  CHECK(vals(big.narrow(0, 0, 2)) == std::vector<double>{2, 2});
+  Tensor base = zeros({6});
+  base.narrow(0, 2, 3).add_(1.5);
+  CHECK(vals(base) == std::vector<double>{0, 0, 1.5, 1.5, 1.5, 0});
+  // operands that overlap the tensor partly are read before the write, as out of place
+  Tensor r = iota({6});
+  r.narrow(0, 1, 5).add_(r.narrow(0, 0, 5));
+  CHECK(vals(r) == std::vector<double>{0, 1, 3, 5, 7, 9});
+  // another dtype: computed in the promoted type, rounded once to the tensor's (torch's)
+  Tensor h = full({2}, 1.0, {.dtype = DType::F16});
+  h.add_(full({2}, 1.0 / 4096, {.dtype = DType::F32}));
+  CHECK(vals(h) == std::vector<double>{1, 1});
+  h.mul_(full({2}, 1.0 + 1.0 / 1024, {.dtype = DType::F64}));
+  CHECK(vals(h) == std::vector<double>{1.0 + 1.0 / 1024, 1.0 + 1.0 / 1024});
+}
+
 TEST_CASE("versions: in-place ops bump them, and backward refuses changed saved values", "[ops][inplace][autograd]") {
   Tensor x = iota({3}).requires_grad_();
   CHECK(x.version() == 0);
