@@ -42,6 +42,19 @@ void run_elementwise(const char* op, const EwCall& call, const std::vector<Tenso
   note_ew_call(out.device().type, call.op, out.dtype());
 }
 
+DType result_type(const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.defined() && b.defined(), "result_type: an operand is undefined");
+  const bool a0 = a.ndim() == 0, b0 = b.ndim() == 0;
+  // FP8 operands (storage only: torch has no arithmetic on them) keep promote_types's F32 or wider
+  if (a0 == b0 || is_storage_only(a.dtype()) || is_storage_only(b.dtype())) return promote_types(a.dtype(), b.dtype());
+  // torch's combine_categories(dims, zero-dim): a floating tensor with dims keeps its dtype; an integral or Bool one
+  // takes the 0-d operand's when that is floating (or when it is Bool itself), else keeps its own
+  const DType dims = a0 ? b.dtype() : a.dtype(), zero = a0 ? a.dtype() : b.dtype();
+  if (is_floating(dims)) return dims;
+  if (dims == DType::Bool || is_floating(zero)) return promote_types(dims, zero);
+  return dims;
+}
+
 namespace {
 
 // Which of x and y a unary op's gradient (grad(x, y, dy) in ops/functors.h) reads: backward keeps only
@@ -82,10 +95,10 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
   return y;
 }
 
-// Casts a and b to their promoted dtype (differentiably).
+// Casts a and b to their result type (differentiably).
 std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a, const Tensor& b) {
   check_same_device(name, a, b);
-  const DType t = promote_types(a.dtype(), b.dtype());
+  const DType t = result_type(a, b);
   return {a.dtype() == t ? a : a.to(t), b.dtype() == t ? b : b.to(t)};
 }
 

@@ -1,9 +1,15 @@
 #pragma once
-// Elementwise ops with broadcasting. Binary ops on different dtypes promote like PyTorch
-// (promote_types in core/dtype.h). Comparisons return Bool and are not differentiable.
+// Elementwise ops with broadcasting. Binary ops on different dtypes compute in result_type(a, b), as PyTorch's.
+// Comparisons return Bool and are not differentiable.
 #include "core/tensor.h"
 
 namespace hg {
+
+// torch.result_type of two tensors: promote_types (core/dtype.h) of their dtypes, except that a 0-d tensor does not
+// widen a tensor with dims of its own category: F16[n] * F32[] is F16 (the 0-d operand rounded to F16 first), while
+// I64[n] * F16[] is F16 and F16[] * F32[] is F32. The type of add, sub, mul, div, maximum, minimum, where and the
+// comparisons of floating tensors.
+DType result_type(const Tensor& a, const Tensor& b);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

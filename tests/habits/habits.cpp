@@ -158,5 +158,19 @@ int main() {
     nn::BatchNorm2d bn(nn::BatchNorm2dOptions(1).eps(0.5).affine(false));
     show("BatchNorm2dOptions", bn(arange_f(16, {1, 1, 4, 4})));
   }
+  // type promotion with 0-d tensors (torch.result_type): the 0-d operand does not widen a tensor with dims
+  const Tensor h = x.div(7).half(), tenth = full({}, 0.1);
+  show("half_times_0d_float", h * tenth);
+  show("half_times_0d_float_is_half", (h * tenth).dtype() == DType::F16 ? 1.0 : 0.0);
+  show("half_lt_0d_float", (x.div(70).half() < tenth).to(DType::F32));
+  show("long_times_0d_half", arange(int64_t{4}).to(DType::I64) * full({}, 0.3, {.dtype = DType::F16}));
+  show("long_times_0d_half_is_half",
+       (arange(int64_t{4}).to(DType::I64) * full({}, 0.3, {.dtype = DType::F16})).dtype() == DType::F16 ? 1.0 : 0.0);
+  show("half_times_1d_float_is_float", (h * full({1}, 0.1)).dtype() == DType::F32 ? 1.0 : 0.0);
+  show("0d_half_plus_0d_float_is_float",
+       (full({}, 1.0, {.dtype = DType::F16}) + full({}, 0.1)).dtype() == DType::F32 ? 1.0 : 0.0);
+  show("bool_times_0d_half_is_half",
+       ((x > 5.0) * full({}, 2.0, {.dtype = DType::F16})).dtype() == DType::F16 ? 1.0 : 0.0);
+  show("where_0d_float", where(x > 5.0, h, tenth));
   return 0;
 }

@@ -131,3 +131,16 @@ show("Conv2dOptions", conv(arange_f(16, (1, 1, 4, 4))))
 show("MaxPool2dOptions", torch.nn.MaxPool2d(3, stride=2, padding=1)(arange_f(16, (1, 1, 4, 4))))
 bn = torch.nn.BatchNorm2d(1, eps=0.5, affine=False)
 show("BatchNorm2dOptions", bn(arange_f(16, (1, 1, 4, 4))))
+# type promotion with 0-d tensors (torch.result_type): the 0-d operand does not widen a tensor with dims
+h, tenth = x.div(7).half(), torch.tensor(0.1)
+show("half_times_0d_float", h * tenth)
+show("half_times_0d_float_is_half", 1.0 if (h * tenth).dtype == torch.half else 0.0)
+show("half_lt_0d_float", (x.div(70).half() < tenth).float())
+show("long_times_0d_half", torch.arange(4) * torch.tensor(0.3, dtype=torch.half))
+show("long_times_0d_half_is_half",
+     1.0 if (torch.arange(4) * torch.tensor(0.3, dtype=torch.half)).dtype == torch.half else 0.0)
+show("half_times_1d_float_is_float", 1.0 if (h * torch.tensor([0.1])).dtype == torch.float32 else 0.0)
+show("0d_half_plus_0d_float_is_float",
+     1.0 if (torch.tensor(1.0, dtype=torch.half) + torch.tensor(0.1)).dtype == torch.float32 else 0.0)
+show("bool_times_0d_half_is_half", 1.0 if ((x > 5.0) * torch.tensor(2.0, dtype=torch.half)).dtype == torch.half else 0.0)
+show("where_0d_float", torch.where(x > 5.0, h, tenth))
