@@ -95,8 +95,13 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
   return y;
 }
 
-// Casts a and b to their result type (differentiably).
-std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a, const Tensor& b) {
+// Casts a and b to their result type (differentiably). A 0-d CPU tensor meets a device tensor on its device, as
+// torch lets CPU scalars into CUDA ops (a learning rate or a scale kept on the host).
+std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a_in, const Tensor& b_in) {
+  const auto meet = [](const Tensor& t, const Tensor& other) {
+    return t.device() != other.device() && t.ndim() == 0 && t.device().is_cpu() ? t.to(other.device()) : t;
+  };
+  const Tensor a = meet(a_in, b_in), b = meet(b_in, a_in);
   check_same_device(name, a, b);
   const DType t = result_type(a, b);
   return {a.dtype() == t ? a : a.to(t), b.dtype() == t ? b : b.to(t)};

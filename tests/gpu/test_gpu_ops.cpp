@@ -164,6 +164,17 @@ TEST_CASE("gpu: binary elementwise ops with broadcasting and their gradients", "
       }
 }
 
+TEST_CASE("gpu: a 0-d CPU tensor meets a device tensor on its device; other CPU operands are refused", "[gpu]") {
+  const Tensor x = rnd(Shape{3, 5}, DType::F16), scale = full({}, 0.1);
+  const Tensor y = gpu(x) * scale;  // torch's CPU scalar: result on the device, in x's dtype (result_type)
+  CHECK(y.is_cuda());
+  CHECK(y.dtype() == DType::F16);
+  CHECK(y.cpu().to_vector<double>() == (x * scale).to_vector<double>());
+  CHECK((full({}, 2.0) + gpu(full({}, 1.0))).is_cuda());
+  CHECK((gpu(x) < scale).is_cuda());
+  CHECK_THROWS_WITH(gpu(x) * full({1}, 0.1), Catch::Contains("different devices"));
+}
+
 TEST_CASE("gpu: comparisons and where", "[gpu]") {
   uint32_t seed = 1;
   for (DType dt : kTypes)
