@@ -288,10 +288,11 @@ void run_sum(const Args& a) {
   print_accumulator("F16", h, exact, a.sum_n);
   print_accumulator("BF16", b, exact, a.sum_n);
   print_accumulator("F32", f, exact, a.sum_n);
-  std::printf("An addend is lost when it is below half the spacing of the sum: once |sum| >= 2^p |addend| for a\n"
-              "format with p significand bits (F16 2^11 = 2048, BF16 2^8 = 256, F32 2^24), the same rule as a\n"
-              "weight swamping its update. An addend just above that limit is rounded up to the spacing instead:\n"
-              "the sum then grows faster than it should before it stops.\n");
+  std::printf("An addend is lost when it is below half the spacing of the sum: for a format with p significand\n"
+              "bits, once |sum| is 2^p to 2^(p+1) times |addend|, depending on where the sum sits in its binade\n"
+              "(F16 2048-4096, BF16 256-512, F32 2^24-2^25), the same rule as a weight swamping its update. An\n"
+              "addend just above that limit is rounded up to the spacing instead: the sum then grows faster than\n"
+              "it should before it stops.\n");
 }
 
 void run_dot(const Args& a) {

@@ -2,7 +2,8 @@
 # Smoke test of examples/precision_formats.cpp's FP32-accumulation lesson: 4096 addends of fl16(0.1) sum to
 # exactly 409.5 in an F32 running sum but stop at 256 in an F16 one (the 2048 rule: 0.1 is below half the
 # spacing of F16 numbers from 256 on); 10000 draws from U(0,1) stop at 2048 in F16; an F32 accumulator's
-# dot-product error is at least 100x below an F16 accumulator's. --csv writes its rows (and refuses a directory).
+# dot-product error is at least 100x below an F16 accumulator's; every output docs/AMP.md quotes is what it prints
+# now. --csv writes its rows (and refuses a directory).
 # Bad flags exit with status 2.
 #   precision_formats.sh EXE
 set -euo pipefail
@@ -30,5 +31,31 @@ ratio="$(sed -nE 's/^error is ([0-9]+)x smaller.*/\1/p' "$dir/log")"
 mkdir "$dir/adir"
 rc=0; "$exe" 0.5 --csv "$dir/adir" >"$dir/log" 2>&1 || rc=$?
 [ "$rc" = 2 ] && grep -q "is a directory" "$dir/log" || fail "--csv DIR: status $rc, no 'is a directory' error"
+# every output docs/AMP.md quotes after a `$ ./build/precision_formats ARGS` line is what the program prints now:
+# the quoted lines (an excerpt: consecutive lines of the output) found in order in a fresh run with those ARGS
+doc="$(dirname "$0")/../../docs/AMP.md"
+python3 - "$exe" "$doc" >"$dir/log" 2>&1 <<'PY' || fail "docs/AMP.md quotes precision_formats output it no longer prints"
+import shlex, subprocess, sys
+exe, doc = sys.argv[1], sys.argv[2]
+lines, quotes, cur, fence = open(doc, encoding="utf-8").read().splitlines(), [], None, False
+for line in lines:
+    if line.startswith("```"):
+        fence = not fence
+        cur = None
+    elif fence and line.startswith("$ ./build/precision_formats"):
+        cur = (shlex.split(line[len("$ ./build/precision_formats"):]), [])
+        quotes.append(cur)
+    elif fence and cur is not None:
+        cur[1].append(line.rstrip())
+bad = 0
+for args, quoted in quotes:
+    out = [l.rstrip() for l in subprocess.run([exe] + args, capture_output=True, text=True).stdout.splitlines()]
+    starts = [i for i in range(len(out)) if out[i:i + len(quoted)] == quoted]
+    if not quoted or not starts:
+        bad += 1
+        print("quoted output of precision_formats", " ".join(args), "is not in its output:", *quoted, sep="\n  ")
+print(len(quotes), "quoted outputs checked,", bad, "stale")
+sys.exit(1 if bad or len(quotes) < 4 else 0)
+PY
 check_bad_flags "$exe" precision_formats "--sum 0 0.1" "--sum 10 x" "--sum 5" "--dot" "--dot -3" "--sum 4 1 --csv $dir/x.csv"
 echo "precision_formats.sh: ok"
