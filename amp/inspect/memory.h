@@ -30,7 +30,9 @@
 //  * activations: bytes that are in none of the roles above and were allocated since begin_forward() and
 //    are still alive: what the graph saved for backward, plus the output and the loss. After the autocast
 //    region exits the cache is cleared, and the weight casts the graph saved count here instead. Zero
-//    without begin_forward().
+//    without begin_forward(). The allocator's counts are the process's, so tensors another thread allocates
+//    in between (a DataLoader's next batch, gathered on its prefetch thread by default) count here too: make the
+//    loader with .prefetch = false for an inspected step, as the examples' --inspect does.
 //  * other: the rest of memory::allocated(device, dtype) (inputs, targets, tensors the caller holds), so
 //    that the rows add up to what the allocator holds.
 #include <array>
