@@ -271,7 +271,8 @@ C sum_index(int64_t i0, int64_t n, const F& f) {
   return sum_lanes(buf, n);
 }
 
-// In place over one widened row: softmax y = exp(x - max) / sum, log_softmax x - max - log(sum).
+// In place over one widened row: softmax y = exp(x - max) / sum, log_softmax (x - max) - log(sum) (the max
+// subtracted first: x - (max + log(sum)) would lose the result's bits to a large max, which torch does not).
 // A NaN anywhere makes the sum, so the whole row, NaN (as torch); so does a row of all -inf.
 template <class C>
 [[gnu::always_inline]] inline void softmax_row_body(C* v, int64_t n, bool log) {
@@ -279,8 +280,8 @@ template <class C>
   const C m = extreme_lanes<true>(v, n, nan);
   if (log) {
     const C s = sum_index<C>(0, n, [&](int64_t i) { return exp_c(v[i] - m); });
-    const C shift = m + std::log(s);
-    for (int64_t i = 0; i < n; ++i) v[i] -= shift;
+    const C ls = std::log(s);
+    for (int64_t i = 0; i < n; ++i) v[i] = (v[i] - m) - ls;
   } else {
     for (int64_t i = 0; i < n; ++i) v[i] = exp_c(v[i] - m);
     const C s = sum_row(v, n);

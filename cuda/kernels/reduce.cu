@@ -248,8 +248,9 @@ void launch_extreme(DeviceContext& ctx, const ReduceArgs& a, int64_t rows, unsig
 
 // ---- softmax ----------------------------------------------------------------------------------
 
-// softmax y = exp(x - max) / sum; log_softmax y = x - (max + log(sum)). A NaN anywhere, or a row of
-// all -inf, makes the row NaN (as the CPU and torch).
+// softmax y = exp(x - max) / sum; log_softmax y = (x - max) - log(sum), the shift subtracted first so that a
+// large max does not cost the result its bits (as torch). A NaN anywhere, or a row of all -inf, makes the row
+// NaN (as the CPU and torch).
 template <class T>
 __global__ void __launch_bounds__(kMaxThreads)
     softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t r, int64_t inner, bool is_log) {
@@ -264,9 +265,9 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int64_t j = threadIdx.x; j < r; j += blockDim.x) s += fn::m_exp(load(x[base + j * inner]) - m);
     s = block_all(s, SumOp{}, sh);
     if (is_log) {
-      const C shift = m + fn::m_log(s);
+      const C ls = fn::m_log(s);
       for (int64_t j = threadIdx.x; j < r; j += blockDim.x)
-        y[base + j * inner] = store<T>(load(x[base + j * inner]) - shift);
+        y[base + j * inner] = store<T>((load(x[base + j * inner]) - m) - ls);
     } else {
       for (int64_t j = threadIdx.x; j < r; j += blockDim.x)
         y[base + j * inner] = store<T>(fn::m_exp(load(x[base + j * inner]) - m) / s);

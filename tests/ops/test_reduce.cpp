@@ -348,6 +348,13 @@ TEST_CASE("softmax is stable for huge inputs and log_softmax equals log(softmax)
     std::vector<double> mag(b.size());
     for (size_t i = 0; i < b.size(); ++i) mag[i] = std::fabs(b[i]);
     check_same_or_close_scaled("log_softmax", a, b, mag, 2 * tol(dt));
+    // a large max costs the small results nothing (torch's (x - max) - log(sum)): log(1/2) to the dtype's rounding,
+    // where x - (max + log(sum)) in F32 gave -0.6914 at 6e4 and -0.6875 at 1e6
+    const Tensor big = from_vector(std::vector<double>{60000, 60000, 1, 0, /**/ 1e6, 1e6, 0, 0}, {2, 4}, {.dtype = dt});
+    const Tensor half = full({}, -std::log(2.0), {.dtype = dt});
+    const std::vector<double> l = log_softmax(big, 1).to_vector<double>();
+    for (const int i : dt == DType::F16 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 4, 5})  // 1e6 is inf in F16
+      CHECK(l[static_cast<size_t>(i)] == half.item<double>());
   }
   const double inf = std::numeric_limits<double>::infinity();
   for (DType dt : kFloatTypes) {  // torch: a NaN poisons its row, -inf entries get exactly 0, all -inf is NaN
