@@ -73,7 +73,12 @@ GradReads grad_reads(EwOp op) {
 }
 
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
-  // integer negation, abs and clamp (torch's, on I64): in F64, exact while |values| < 2^53
+  // integer negation, abs and clamp (torch's, on I64): in F64, exact while |values| < 2^53; a clamp bound with a
+  // fraction gives F32, as torch promotes an integer tensor with a floating bound (an integral double cannot be
+  // told from an integer in C++, so it keeps I64, as scalar_op's rule)
+  const auto fraction = [](double v) { return std::isfinite(v) && v != std::floor(v); };
+  if (x.defined() && x.dtype() == DType::I64 && op == EwOp::Clamp && (fraction(p0) || fraction(p1)))
+    return unary(name, op, x.to(DType::F32), p0, p1);
   if (x.defined() && x.dtype() == DType::I64 && (op == EwOp::Neg || op == EwOp::Abs || op == EwOp::Clamp))
     return unary(name, op, x.to(DType::F64), p0, p1).to(DType::I64);
   check_floating(name, x);

@@ -172,5 +172,12 @@ int main() {
   show("bool_times_0d_half_is_half",
        ((x > 5.0) * full({}, 2.0, {.dtype = DType::F16})).dtype() == DType::F16 ? 1.0 : 0.0);
   show("where_0d_float", where(x > 5.0, h, tenth));
+  // an integer tensor clamped to fractional bounds is a float one; log_softmax keeps its bits under a large max
+  const Tensor ints = from_vector(std::vector<int64_t>{-7, -3, 3, 7}, {4});
+  show("long_clamp_fraction", ints.clamp(-2.5, 2.5));
+  show("long_clamp_fraction_is_float", ints.clamp(-2.5, 2.5).dtype() == DType::F32 ? 1.0 : 0.0);
+  show("long_clamp_min_fraction", ints.clamp_min(2.5));
+  show("long_clamp_integral_is_long", ints.clamp(-2, 2).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("log_softmax_large", log_softmax(from_vector(std::vector<float>{60000, 60000, 1, 0, 1e6, 1e6, 0, 0}, {2, 4}), -1));
   return 0;
 }

@@ -144,3 +144,10 @@ show("0d_half_plus_0d_float_is_float",
      1.0 if (torch.tensor(1.0, dtype=torch.half) + torch.tensor(0.1)).dtype == torch.float32 else 0.0)
 show("bool_times_0d_half_is_half", 1.0 if ((x > 5.0) * torch.tensor(2.0, dtype=torch.half)).dtype == torch.half else 0.0)
 show("where_0d_float", torch.where(x > 5.0, h, tenth))
+# an integer tensor clamped to fractional bounds is a float one; log_softmax keeps its bits under a large max
+ints = torch.tensor([-7, -3, 3, 7])
+show("long_clamp_fraction", ints.clamp(-2.5, 2.5))
+show("long_clamp_fraction_is_float", 1.0 if ints.clamp(-2.5, 2.5).dtype == torch.float32 else 0.0)
+show("long_clamp_min_fraction", ints.clamp(min=2.5))
+show("long_clamp_integral_is_long", 1.0 if ints.clamp(-2, 2).dtype == torch.int64 else 0.0)
+show("log_softmax_large", torch.log_softmax(torch.tensor([[60000., 60000, 1, 0], [1e6, 1e6, 0, 0]]), -1))
