@@ -90,15 +90,19 @@ T download(const Tensor& t, int64_t i = 0) {
   return v;
 }
 
-// A required 0-d F64 entry.
+// A required entry: one number (state_dict() writes 0-d F64 tensors; a dict built after torch's, whose _scale
+// has shape [1], or with I64 counts, reads the same).
 double read_entry(const optim::StateDict& sd, const char* key, std::set<std::string>& used) {
   auto it = sd.find(key);
   HG_CHECK(it != sd.end() && it->second.defined(), "GradScaler.load_state_dict: missing entry '", key,
-           "'; load a dict saved by GradScaler::state_dict()");
-  HG_CHECK(it->second.ndim() == 0 && it->second.dtype() == DType::F64, "GradScaler.load_state_dict: entry '", key,
-           "' has shape ", it->second.shape(), " and dtype ", it->second.dtype(), "; it must be a 0-d F64 tensor");
+           "'; load a dict saved by GradScaler::state_dict() (or torch's five entries: scale, growth_factor, "
+           "backoff_factor, growth_interval, _growth_tracker)");
+  const Tensor& t = it->second;
+  HG_CHECK(t.numel() == 1 && (is_floating(t.dtype()) || t.dtype() == DType::I64) && !is_storage_only(t.dtype()),
+           "GradScaler.load_state_dict: entry '", key, "' has shape ", t.shape(), " and dtype ", t.dtype(),
+           "; it must hold one number (a 0-d F64 tensor, as state_dict() writes)");
   used.insert(key);
-  return it->second.item<double>();
+  return t.to(DType::F64).cpu().reshape({}).item<double>();
 }
 
 // A whole number in [lo, hi] (within 2^53 either way: an F64 holds those exactly, and int64 takes them).
@@ -266,6 +270,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
     const bool deferred = g.dtype() == DType::F16;  // autograd/grad_unscale.h: the update kernel unscales it
+    st.checked = true;
     unscale_grad(g, inv_scale, !deferred && !bad_inv, found);
     if (deferred) params[i].set_grad_unscale({.host = inv_scale});
   }
@@ -294,6 +299,7 @@ void GradScaler::unscale_on_device(optim::Optimizer& opt, OptimizerState& st) {
              " but the scaler's state lives on ", dev_.device, " (the device of its first loss); keep the model and "
              "the loss on one device, or use one scaler per device");
     const bool deferred = g.dtype() == DType::F16;  // autograd/grad_unscale.h: the update kernel unscales it
+    st.checked = true;
     calls.add(g.device(), g.dtype(),
               {.n = g.numel(), .grad = g.data_ptr(), .write = !deferred, .found_inf = found, .inv_scale_at = inv});
     if (deferred) params[i].set_grad_unscale({.inv_scale = inv, .inv_scale_memory = dev_.inv_scale});
@@ -316,6 +322,10 @@ StepResult GradScaler::step(optim::Optimizer& opt) {
            "steps of all optimizers");
   if (it == per_optimizer_.end() || it->second.stage == Stage::Ready) unscale_(opt);
   OptimizerState& st = per_optimizer_.at(&opt);
+  // torch's assert; a rank of sharded gradients may own none, and agreed on found_inf with the others
+  HG_CHECK(st.checked || opt.gradients_sharded(), "GradScaler.step: no inf checks were recorded for this optimizer: "
+           "none of its ", opt.parameters().size(), " parameters has a gradient. Run scaler.scale(loss).backward() "
+           "before step(), and pass the optimizer of the parameters the loss depends on");
   st.stage = Stage::Stepped;
   if (on_device()) {  // the update kernels read found_inf and skip on the device (torch's fused path)
     const int64_t slot = slot_for(opt);
@@ -378,7 +388,7 @@ optim::StateDict GradScaler::state_dict() const {
   if (!enabled()) return sd;  // torch: {} when disabled
   const ScaleState st = current();
   sd["scale"] = scalar(st.scale);
-  sd["growth_tracker"] = scalar(static_cast<double>(st.growth_tracker));
+  sd["_growth_tracker"] = scalar(static_cast<double>(st.growth_tracker));  // torch's key
   sd["hysteresis_tracker"] = scalar(static_cast<double>(st.hysteresis_left));
   sd["skipped_tracker"] = scalar(static_cast<double>(st.skipped_in_a_row));
   sd["max_skipped_in_a_row"] = scalar(static_cast<double>(options_.max_skipped_in_a_row));
@@ -398,17 +408,23 @@ void GradScaler::load_state_dict(const optim::StateDict& sd) {
            "disabled GradScaler; save from an enabled one, or skip loading");
   std::set<std::string> used;
   GradScalerOptions o = options_;
+  // torch's five entries are required; halfgrad's own (hysteresis, bounds, dynamic, trackers) keep this scaler's
+  // options when absent (a dict saved by torch's GradScaler, or by an older halfgrad)
   o.growth_factor = read_entry(sd, "growth_factor", used);
   o.backoff_factor = read_entry(sd, "backoff_factor", used);
   o.growth_interval = read_count(sd, "growth_interval", used, 1);
-  o.hysteresis = read_count(sd, "hysteresis", used, 1);
-  o.min_scale = read_entry(sd, "min_scale", used);
-  o.max_scale = read_entry(sd, "max_scale", used);
-  o.dynamic = read_entry(sd, "dynamic", used) != 0.0;
+  if (sd.count("hysteresis")) o.hysteresis = read_count(sd, "hysteresis", used, 1);
+  if (sd.count("min_scale")) o.min_scale = read_entry(sd, "min_scale", used);
+  if (sd.count("max_scale")) o.max_scale = read_entry(sd, "max_scale", used);
+  if (sd.count("dynamic")) o.dynamic = read_entry(sd, "dynamic", used) != 0.0;
   const double scale = read_entry(sd, "scale", used);
-  const int64_t growth = read_count(sd, "growth_tracker", used, 0);
-  const int64_t hyst = read_count(sd, "hysteresis_tracker", used, -kMaxCount, static_cast<double>(o.hysteresis));
-  // entries added later: absent from older files
+  // "growth_tracker": halfgrad's name for it before it took torch's
+  const int64_t growth = read_count(sd, sd.count("_growth_tracker") || !sd.count("growth_tracker") ? "_growth_tracker"
+                                                                                                   : "growth_tracker",
+                                    used, 0);
+  const int64_t hyst = sd.count("hysteresis_tracker")
+                           ? read_count(sd, "hysteresis_tracker", used, -kMaxCount, static_cast<double>(o.hysteresis))
+                           : o.hysteresis;
   const int64_t skipped = sd.count("skipped_tracker") ? read_count(sd, "skipped_tracker", used, 0) : 0;
   if (sd.count("max_skipped_in_a_row")) o.max_skipped_in_a_row = read_count(sd, "max_skipped_in_a_row", used, 0);
   o.init_scale = scale;  // torch sets _init_scale from the dict

@@ -100,7 +100,9 @@ class GradScaler {
   explicit GradScaler(GradScalerOptions options = {});
 
   // loss * scale, in F32 (F64 stays F64); differentiable. Disabled: the loss itself. The first call
-  // chooses the path (above) from the loss's device.
+  // chooses the path (above) from the loss's device. An F16 or BF16 loss is widened first, as Apex's
+  // amp.scale_loss does (torch's scale() keeps the loss's dtype, so an F16 loss above 1 times 65536 is inf
+  // there and the step is skipped for it).
   Tensor scale(const Tensor& loss);
   // Unscales (see above) the gradients of opt's parameters and records whether any was inf/NaN.
   void unscale_(optim::Optimizer& opt);
@@ -123,13 +125,14 @@ class GradScaler {
   bool on_device() const { return dev_.scale.defined(); }
   const GradScalerOptions& options() const { return options_; }
 
-  // Named 0-d F64 tensors: scale, growth_tracker, hysteresis_tracker, skipped_tracker and the options
-  // growth_factor, backoff_factor, growth_interval, hysteresis, min_scale, max_scale, dynamic,
-  // max_skipped_in_a_row (the last two entries optional when loading, for older files). Empty when disabled
-  // (torch). Save it after update().
+  // Named 0-d F64 tensors: torch's five (scale, growth_factor, backoff_factor, growth_interval,
+  // _growth_tracker) and halfgrad's own (hysteresis, hysteresis_tracker, skipped_tracker, min_scale, max_scale,
+  // dynamic, max_skipped_in_a_row). Empty when disabled (torch). Save it after update().
   optim::StateDict state_dict() const;
-  // All or nothing; throws on an empty dict (saved by a disabled scaler) or a missing/bad entry.
-  // A disabled scaler ignores it (torch).
+  // All or nothing; throws on an empty dict (saved by a disabled scaler), a missing torch entry or a bad one
+  // (each must hold one number: a [1]-shaped scale or I64 counts read the same). halfgrad's own entries are
+  // optional: a dict of torch's five keeps this scaler's hysteresis, bounds and dynamic flag. "growth_tracker"
+  // (an older halfgrad's key) reads as "_growth_tracker". A disabled scaler ignores it (torch).
   void load_state_dict(const optim::StateDict& sd);
 
  private:
@@ -137,6 +140,7 @@ class GradScaler {
   struct OptimizerState {
     Stage stage = Stage::Ready;
     bool found_inf = false;
+    bool checked = false;  // unscale_ saw at least one gradient (torch: "No inf checks were recorded" otherwise)
   };
 
   // The device path's state (what ops/kernels/scaler.h's ScalerStateArgs point into), on `device`.

@@ -304,12 +304,59 @@ TEST_CASE("GradScaler: state_dict round trip continues identically, empty and ba
   }
   REQUIRE_THROWS_WITH(t.load_state_dict({}), Catch::Contains("saved from a disabled GradScaler"));
   optim::StateDict missing = sd;
-  missing.erase("growth_tracker");
-  REQUIRE_THROWS_WITH(t.load_state_dict(missing), Catch::Contains("missing entry 'growth_tracker'"));
+  missing.erase("_growth_tracker");
+  REQUIRE_THROWS_WITH(t.load_state_dict(missing), Catch::Contains("missing entry '_growth_tracker'"));
+  // an older halfgrad's name for the tracker still loads
+  optim::StateDict old_name = sd;
+  old_name["growth_tracker"] = old_name.at("_growth_tracker");
+  old_name.erase("_growth_tracker");
+  GradScaler u({.init_scale = 2.0});
+  u.load_state_dict(old_name);
+  CHECK(u.growth_tracker() == static_cast<int64_t>(sd.at("_growth_tracker").item<double>()));
   optim::StateDict extra = sd;
   extra["foo"] = full(Shape{}, 1.0, {.dtype = DType::F64});
   REQUIRE_THROWS_WITH(t.load_state_dict(extra), Catch::Contains("unexpected entry 'foo'"));
   CHECK(GradScaler({.enabled = false}).state_dict().empty());
+}
+
+TEST_CASE("GradScaler: state_dict has torch's keys, and a dict of torch's five entries loads", "[amp][scaler]") {
+  GradScaler s;
+  Tensor p = make_param({0.0});
+  SGD opt({p}, {.lr = 0.1});
+  for (int k = 0; k < 3; ++k) iterate(s, opt, p, {1.0});
+  const optim::StateDict sd = s.state_dict();
+  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
+    CHECK(sd.count(key) == 1);
+  CHECK(sd.at("_growth_tracker").item<double>() == 3.0);
+  // torch.cuda.amp.GradScaler().state_dict() after 7 clean steps at scale 2^10, its _scale of shape [1], counts
+  // as I64: the scaler continues from there with this one's own hysteresis and bounds
+  const optim::StateDict torch_like = {{"scale", full({1}, 1024.0)},
+                                       {"growth_factor", full({}, 2.0, {.dtype = DType::F64})},
+                                       {"backoff_factor", full({}, 0.5, {.dtype = DType::F64})},
+                                       {"growth_interval", full({}, 8.0, {.dtype = DType::I64})},
+                                       {"_growth_tracker", full({}, 7.0, {.dtype = DType::I64})}};
+  GradScaler t;
+  t.load_state_dict(torch_like);
+  CHECK(t.get_scale() == 1024.0);
+  CHECK(t.growth_tracker() == 7);
+  CHECK(t.options().growth_interval == 8);
+  iterate(t, opt, p, {1.0});  // the 8th clean step doubles the scale
+  CHECK(t.get_scale() == 2048.0);
+  CHECK(t.growth_tracker() == 0);
+  optim::StateDict two = torch_like;
+  two["scale"] = full({2}, 1.0);
+  REQUIRE_THROWS_WITH(t.load_state_dict(two), Catch::Contains("must hold one number"));
+}
+
+TEST_CASE("GradScaler: step with no gradient at all is torch's error, naming the fix", "[amp][scaler]") {
+  GradScaler s;
+  Tensor p = make_param({1.0});
+  SGD opt({p}, {.lr = 1.0});
+  REQUIRE_THROWS_WITH(s.step(opt), Catch::Contains("no inf checks were recorded"));
+  CHECK(values(p) == Vec{1.0});
+  GradScaler t;  // with a gradient it steps
+  set_grad(p, {0.5});
+  CHECK(t.step(opt).stepped());
 }
 
 TEST_CASE("GradScaler: static scale keeps the scale but still skips inf/NaN steps", "[amp][scaler]") {
@@ -707,8 +754,8 @@ TEST_CASE("GradScaler: options and loaded values are checked in the type they ar
     REQUIRE_THROWS_WITH(t.load_state_dict(sd), Catch::Contains(what));
     CHECK(t.get_scale() == 65536.0);  // all or nothing
   };
-  bad_entry("growth_tracker", 1e300, "entry 'growth_tracker' is 1e+300; it must be a whole number in [0, ");
-  bad_entry("growth_tracker", kNaN, "entry 'growth_tracker' is nan");
+  bad_entry("_growth_tracker", 1e300, "entry '_growth_tracker' is 1e+300; it must be a whole number in [0, ");
+  bad_entry("_growth_tracker", kNaN, "entry '_growth_tracker' is nan");
   bad_entry("hysteresis_tracker", -1e300, "entry 'hysteresis_tracker' is -1e+300");
   bad_entry("skipped_tracker", 2.5, "entry 'skipped_tracker' is 2.5");
   bad_entry("scale", 1e39, "init_scale=1e+39; the scale is kept as F32");
