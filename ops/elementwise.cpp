@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
@@ -183,6 +184,12 @@ namespace {
 // An I64 tensor with a scalar, as torch with a Python number: an integral scalar keeps I64 (computed in F64, exact
 // while |values| < 2^53; division excepted: true division, F32), a fractional one gives F32.
 Tensor scalar_op(const char* name, EwOp op, const Tensor& a, double s) {
+  // a Bool tensor counts as 0/1 integers (torch: mask + 1 is I64, mask * 2.5 F32); torch refuses subtracting one
+  if (a.defined() && a.dtype() == DType::Bool) {
+    HG_CHECK(std::string_view(name) != "sub" && std::string_view(name) != "rsub", name, ": subtraction with a Bool "
+             "tensor is not supported (torch's rule); use logical_not() for 1 - mask, or convert with .to(DType::I64)");
+    return scalar_op(name, op, a.to(DType::I64), s);
+  }
   if (a.defined() && a.dtype() == DType::I64) {
     const bool integral = s == std::floor(s) && op != EwOp::DivScalar && op != EwOp::RdivScalar;
     if (!integral) return unary(name, op, a.to(DType::F32), s);

@@ -145,7 +145,15 @@ Tensor route_to_index(const Tensor& dy_keep, const Tensor& idx_keep, const Shape
   return where(hit, dy_keep, zeros({}, {.dtype = dy_keep.dtype(), .device = dy_keep.device()}));
 }
 
+// I64 and Bool tensors (no gradient) reduce through F64, exact for magnitudes below 2^53, and their values come
+// back in their own dtype, as torch's max/min/argmax of integers and booleans.
+bool integral(const Tensor& x) { return x.defined() && (x.dtype() == DType::I64 || x.dtype() == DType::Bool); }
+
 ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t dim, bool keepdim) {
+  if (integral(x)) {
+    const ValuesIndices r = extreme_dim(op, rop, x.to(DType::F64), dim, keepdim);
+    return {r.values.to(x.dtype()), r.indices};
+  }
   check_floating(op, x);
   const int64_t d = wrap_dim(op, dim, x.ndim());
   HG_CHECK(x.ndim() == 0 || x.shape()[d] > 0, op, ": cannot reduce over dim ", d, " of size 0 (shape ", x.shape(),
@@ -164,6 +172,7 @@ ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t
 // The all-reduce max/min. Backward splits dy evenly among tied extremes, as torch.max() does (its
 // evenly_distribute_backward), where a NaN result ties with every NaN input.
 Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
+  if (integral(x)) return extreme_all(op, rop, x.to(DType::F64)).to(x.dtype());
   check_floating(op, x);
   HG_CHECK(x.numel() > 0, op, ": cannot reduce an empty tensor (shape ", x.shape(), "); the ", op,
            " of no elements is undefined");
@@ -231,6 +240,7 @@ Tensor min(const Tensor& x) { return extreme_all("min", ReduceOp::Min, x); }
 namespace {
 // argmax/argmin over the flattened tensor: an I64 0-d index, the first extreme (a NaN wins)
 Tensor arg_extreme_all(const char* name, ReduceOp op, const Tensor& x) {
+  if (integral(x)) return arg_extreme_all(name, op, x.to(DType::F64));
   check_floating(name, x);
   HG_CHECK(x.numel() > 0, name, ": cannot reduce an empty tensor (shape ", x.shape(), "); it has no ",
            op == ReduceOp::Max ? "maximum" : "minimum");

@@ -178,6 +178,15 @@ int main() {
   show("long_clamp_fraction_is_float", ints.clamp(-2.5, 2.5).dtype() == DType::F32 ? 1.0 : 0.0);
   show("long_clamp_min_fraction", ints.clamp_min(2.5));
   show("long_clamp_integral_is_long", ints.clamp(-2, 2).dtype() == DType::I64 ? 1.0 : 0.0);
+  // integer and boolean tensors reduce to their own dtype; a mask with a scalar counts as 0/1 integers
+  show("long_max", ints.max());
+  show("long_max_is_long", ints.max().dtype() == DType::I64 ? 1.0 : 0.0);
+  show("long_argmax_dim", from_vector(std::vector<int64_t>{3, 9, 9, 1, 7, 2}, {2, 3}).argmax(1));
+  show("long_min_dim_values", std::get<0>(from_vector(std::vector<int64_t>{3, 9, 9, 1, 7, 2}, {2, 3}).min(1)));
+  show("bool_plus_one", (x > 5.0) + 1);
+  show("bool_plus_one_is_long", ((x > 5.0) + 1).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("bool_times_fraction", (x > 5.0) * 2.5);
+  show("bool_max_is_bool", (x > 5.0).max().dtype() == DType::Bool ? 1.0 : 0.0);
   show("log_softmax_large", log_softmax(from_vector(std::vector<float>{60000, 60000, 1, 0, 1e6, 1e6, 0, 0}, {2, 4}), -1));
   return 0;
 }

@@ -470,8 +470,13 @@ TEST_CASE("reductions reject bad dims, dtypes and empty extremes", "[cpu][reduce
   CHECK(sum(i64).item<int64_t>() == 3);  // torch's I64 sum (through F64: exact to 2^53)
   CHECK(sum(i64).dtype() == DType::I64);
   CHECK(mean(i64).item() == 1.5);  // F32 (torch refuses an integer mean)
-  REQUIRE_THROWS_WITH(max(i64, 0), Catch::Contains("max: dtype I64"));
-  REQUIRE_THROWS_WITH(argmax(i64), Catch::Contains("argmax: dtype I64"));
+  // max/min/argmax of integers, as torch's: the values in I64, exact (through F64) below 2^53
+  const Tensor big = from_vector(std::vector<int64_t>{(int64_t{1} << 52) + 1, -7, (int64_t{1} << 52) + 3}, {3});
+  CHECK(max(big).item<int64_t>() == (int64_t{1} << 52) + 3);
+  CHECK(max(big).dtype() == DType::I64);
+  CHECK(min(big, 0).values.item<int64_t>() == -7);
+  CHECK(argmax(big).item<int64_t>() == 2);
+  CHECK(argmin(big, 0).item<int64_t>() == 1);
   REQUIRE_THROWS_WITH(var(i64), Catch::Contains("var: dtype I64"));
   REQUIRE_THROWS_WITH(softmax(i64, 0), Catch::Contains("softmax: dtype I64"));
   REQUIRE_THROWS_WITH(max(zeros({0, 3})), Catch::Contains("max: cannot reduce an empty tensor"));
