@@ -5,8 +5,10 @@
 // run on every backend. Every loss computes in F32 (F64 for F64) and returns F32 for F16/BF16 input.
 #include "ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
@@ -14,6 +16,7 @@
 #include "ops/elementwise.h"
 #include "ops/kernels/loss.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 
 namespace hg {
 
@@ -102,6 +105,52 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
 
 // Class probabilities as targets (torch's second form): the loss of a row is -sum_c t_c log_softmax(x)_c, with
 // t smoothed to t (1 - s) + s / C; mean divides by the number of rows. Composed of log_softmax, mul and sums.
+// The class weights as a (C) tensor in dtype ct, checked; shaped to broadcast along the class dim of an input of
+// `ndim` dims (class dim 1, or 0 for a (C) input).
+Tensor class_weight(const char* op, const Tensor& w, const Tensor& scores, DType ct) {
+  const int64_t cdim = scores.ndim() <= 1 ? 0 : 1;
+  const int64_t classes = scores.ndim() == 0 ? 0 : scores.shape()[cdim];
+  HG_CHECK(w.ndim() == 1 && w.shape()[0] == classes && is_floating(w.dtype()) && !is_storage_only(w.dtype()), op,
+           ": weight has shape ", w.shape(), " and dtype ", w.dtype(), "; pass a floating tensor of shape (", classes,
+           "), one weight per class");
+  check_same_device(op, scores, w);
+  std::vector<int64_t> dims(static_cast<size_t>(std::max<int64_t>(scores.ndim() - cdim, 1)), 1);
+  dims[0] = classes;
+  return w.to(ct).reshape(Shape(dims));
+}
+
+// torch's weighted NLL over class indices, from log-probabilities lp (compute dtype): per target
+// -w[y] lp[y] and, with label smoothing eps, (1 - eps) of that plus eps/C of -sum_c w[c] lp[c]; ignored targets
+// give 0, and the mean divides by the sum of the non-ignored targets' w[y].
+Tensor weighted_class_loss(const char* op, const Tensor& lp, const Tensor& target, const Tensor& weight,
+                           Reduction reduction, int64_t ignore_index, double eps) {
+  HG_CHECK(target.defined() && target.dtype() == DType::I64, op, ": target is ",
+           target.defined() ? dtype_name(target.dtype()) : "undefined", "; pass I64 class indices");
+  check_same_device(op, lp, target);
+  HG_CHECK(lp.ndim() >= 1, op, ": input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
+  const int64_t cdim = lp.ndim() == 1 ? 0 : 1, classes = lp.shape()[cdim];
+  Shape want = lp.shape();
+  want.dims().erase(want.dims().begin() + cdim);
+  HG_CHECK(target.shape() == want, op, ": target has shape ", target.shape(), " but the input ", lp.shape(),
+           " needs ", want, " (the input's shape without its class dim)");
+  for (const int64_t y : target.cpu().to_vector<int64_t>())
+    HG_CHECK(y == ignore_index || (y >= 0 && y < classes), op, ": target ", y, " is out of bounds for ", classes,
+             " classes (and is not ignore_index=", ignore_index, ")");
+  const Tensor w = class_weight(op, weight, lp, lp.dtype());
+  const Tensor keep = ne(target, static_cast<double>(ignore_index));  // Bool
+  const Tensor valid = keep.to(lp.dtype()), safe = mul(target, keep);    // an ignored target reads class 0
+  const Tensor picked = gather(lp, cdim, unsqueeze(safe, cdim)).squeeze(cdim);
+  const Tensor wy = mul(index_select(w.reshape({classes}), 0, safe.reshape({-1})).reshape(target.shape()), valid);
+  Tensor loss = neg(mul(wy, picked));
+  if (eps > 0) {
+    const Tensor smooth = mul(neg(sum(mul(lp, w), {cdim})), valid);
+    loss = add(mul(loss, 1.0 - eps), mul(smooth, eps / static_cast<double>(classes)));
+  }
+  if (reduction == Reduction::None) return loss;
+  if (reduction == Reduction::Sum) return sum(loss);
+  return div(sum(loss), sum(wy));  // torch: 0/0 = NaN when every target is ignored
+}
+
 Tensor cross_entropy_probs(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   check_floating("cross_entropy", logits);
   check_same_device("cross_entropy", logits, target);
@@ -114,7 +163,9 @@ Tensor cross_entropy_probs(const Tensor& logits, const Tensor& target, const Cro
   Tensor t = target.to(ct);
   if (o.label_smoothing > 0)
     t = add(mul(t, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(logits.shape()[cdim]));
-  const Tensor per_row = neg(sum(mul(t, log_softmax(x, cdim)), {cdim}));
+  Tensor terms = mul(t, log_softmax(x, cdim));
+  if (o.weight.defined()) terms = mul(terms, class_weight("cross_entropy", o.weight, logits, ct));
+  const Tensor per_row = neg(sum(terms, {cdim}));
   return reduce_loss(per_row, o.reduction);
 }
 
@@ -125,6 +176,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
            o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
   if (target.defined() && is_floating(target.dtype())) return cross_entropy_probs(logits, target, o);
+  if (o.weight.defined()) {
+    check_floating("cross_entropy", logits);
+    HG_CHECK(logits.ndim() >= 1, "cross_entropy: input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
+    const Tensor lp = log_softmax(logits.to(compute_dtype(logits.dtype())), logits.ndim() == 1 ? 0 : 1);
+    return weighted_class_loss("cross_entropy", lp, target, o.weight, o.reduction, o.ignore_index,
+                               o.label_smoothing);
+  }
   CrossEntropyArgs a = class_view("cross_entropy", logits, target);
   a.scores = ClassScores::Logits;
   a.reduction = o.reduction;
@@ -135,6 +193,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o) {
   if (amp::OpCast c{amp::OpId::NllLoss, {log_probs, target}}) return c.result(nll_loss(c[0], c[1], o));
+  if (o.weight.defined()) {
+    check_floating("nll_loss", log_probs);
+    return weighted_class_loss("nll_loss", log_probs.to(compute_dtype(log_probs.dtype())), target, o.weight,
+                               o.reduction, o.ignore_index, 0.0);
+  }
   CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
   a.scores = ClassScores::LogProbs;
   a.reduction = o.reduction;

@@ -13,6 +13,12 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  // torch's `weight`: a floating (C) tensor on the logits' device, each class's loss times its weight. With class
+  // indices the mean divides by the sum of the non-ignored targets' weights (label smoothing's term too, as
+  // torch); with probability targets each class's term is weighted and the mean divides by the batch size.
+  // Undefined: every class weighs 1 (the fused kernel; with a weight the loss is composed of log_softmax,
+  // gather and sums).
+  Tensor weight{};
 };
 // logits (N,C) or (N,C,d1,...) or (C); target I64 class indices (N) or (N,d1,...) or (). Fused
 // log-softmax + NLL: keeps one F32 log-sum-exp per row for backward, never the probabilities.
@@ -23,6 +29,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 struct NllLossOptions {
   Reduction reduction = Reduction::Mean;
   int64_t ignore_index = -100;
+  Tensor weight{};  // torch's: per class (C); the mean divides by the sum of the non-ignored targets' weights
 };
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o = {});
 

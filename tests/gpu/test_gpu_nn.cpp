@@ -101,6 +101,14 @@ TEST_CASE("gpu: cross_entropy and nll_loss match the CPU in every reduction and 
       check_op({log_softmax(rnd({21, 6}, dt), 1), targets({21}, 6, 4, 3)}, {true, false},
                [&](const std::vector<Tensor>& in) { return nll_loss(in[0], in[1], {.reduction = red}); },
                tol(dt), std::string("nll_loss ") + dtype_name(dt));
+      // class weights (the composed path), on the weights' device
+      const Tensor w = add(abs(rnd({10}, DType::F32, 0.5)), 0.5);  // weights in [0.5, ~2]
+      check_op({rnd({37, 10}, dt, 3.0), t1}, {true, false},
+               [&](const std::vector<Tensor>& in) {
+                 return cross_entropy(in[0], in[1], {.reduction = red, .label_smoothing = 0.1,
+                                                     .weight = w.to(in[0].device())});
+               },
+               tol(dt), what + " (37,10) weight");
     }
   }
 }

@@ -165,6 +165,41 @@ TEST_CASE("cross_entropy of an empty batch: NaN mean, zero sum, empty rows", "[l
   CHECK(cross_entropy(zeros({3, 0}), ignored, {.reduction = Reduction::Sum}).item() == 0.0);
 }
 
+TEST_CASE("cross_entropy and nll_loss with class weights give torch's values", "[loss][cpu]") {
+  // reference values printed by PyTorch 1.13 (F.cross_entropy / F.nll_loss with weight=[1, 2, 0.5]) for these inputs
+  const Tensor x = from_vector(std::vector<float>{1.0f, 2.0f, 0.5f, -1.0f, 0.3f, 2.5f, 0.0f, 0.1f, -0.2f, 3.0f, 1.5f,
+                                                  -2.0f}, {4, 3});
+  const Tensor y = from_vector(std::vector<int64_t>{0, 2, -100, 1}, {4});
+  const Tensor w = from_vector(std::vector<float>{1.0f, 2.0f, 0.5f}, {3});
+  const auto near = [](const Tensor& t, const std::vector<double>& want) {
+    const std::vector<double> got = t.to(DType::F64).reshape({-1}).to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-7));
+  };
+  near(cross_entropy(x, y, {.weight = w}), {1.41261017});  // sum of w[y] * nll over the non-ignored w[y]
+  near(cross_entropy(x, y, {.reduction = Reduction::Sum, .weight = w}), {4.94413567});
+  near(cross_entropy(x, y, {.reduction = Reduction::None, .weight = w}), {1.46436882, 0.0659527555, 0, 3.41381407});
+  near(cross_entropy(x, y, {.label_smoothing = 0.1, .weight = w}), {1.44240749});
+  near(cross_entropy(x, y, {.reduction = Reduction::None, .label_smoothing = 0.1, .weight = w}),
+       {1.43044162, 0.33807981, 0, 3.27990508});
+  near(nll_loss(log_softmax(x, 1), y, {.weight = w}), {1.41261017});
+  const Tensor p = softmax(from_vector(std::vector<float>{0.1f, 0.2f, 0.3f, 1, 0, 0, 0.5f, 0.5f, 0, 2, 1, 0}, {4, 3}), 1);
+  near(cross_entropy(x, p, {.weight = w}), {1.67948914});  // probability targets: the mean over the batch
+  near(cross_entropy(x, p, {.reduction = Reduction::Sum, .label_smoothing = 0.2, .weight = w}), {6.81545591});
+  near(cross_entropy(x.reshape({2, 3, 2}), from_vector(std::vector<int64_t>{0, 2, 1, -100}, {2, 2}), {.weight = w}),
+       {1.4488579});
+  Tensor xr = x.detach().requires_grad_(true);
+  cross_entropy(xr, y, {.label_smoothing = 0.1, .weight = w}).backward();
+  near(xr.grad(), {-0.199501619, 0.163525864, 0.0359757468, -0.00523888646, -0.00332496548, 0.00856385846, 0, 0, 0,
+                   0.435742646, -0.433980912, -0.00176172249});
+  // all weights 1: the fused kernel's values
+  CHECK(cross_entropy(x, y, {.weight = ones({3})}).item<double>() ==
+        Approx(cross_entropy(x, y).item<double>()).epsilon(1e-6));
+  CHECK_THROWS_WITH(cross_entropy(x, y, {.weight = ones({4})}), Catch::Contains("one weight per class"));
+  CHECK_THROWS_WITH(cross_entropy(x, from_vector(std::vector<int64_t>{0, 3, 1, 1}, {4}), {.weight = w}),
+                    Catch::Contains("target 3 is out of bounds for 3 classes"));
+}
+
 TEST_CASE("cross_entropy backward is softmax minus the smoothed one-hot, scaled per row", "[loss][cpu]") {
   const Tensor x = randn_t({5, 4}, DType::F64, 21);
   const Tensor t = from_vector(std::vector<int64_t>{3, 0, -100, 1, 2}, {5}, {.dtype = DType::I64});
