@@ -419,9 +419,8 @@ void GradScaler::load_state_dict(const optim::StateDict& sd) {
   if (sd.count("dynamic")) o.dynamic = read_entry(sd, "dynamic", used) != 0.0;
   const double scale = read_entry(sd, "scale", used);
   // "growth_tracker": halfgrad's name for it before it took torch's
-  const int64_t growth = read_count(sd, sd.count("_growth_tracker") || !sd.count("growth_tracker") ? "_growth_tracker"
-                                                                                                   : "growth_tracker",
-                                    used, 0);
+  const bool old_key = sd.count("growth_tracker") && !sd.count("_growth_tracker");
+  const int64_t growth = read_count(sd, old_key ? "growth_tracker" : "_growth_tracker", used, 0);
   const int64_t hyst = sd.count("hysteresis_tracker")
                            ? read_count(sd, "hysteresis_tracker", used, -kMaxCount, static_cast<double>(o.hysteresis))
                            : o.hysteresis;

@@ -4,6 +4,13 @@
 
 namespace hg {
 
+bool broadcasts_to(const Shape& s, const Shape& to) {
+  if (s.ndim() > to.ndim()) return false;
+  for (int64_t i = 1; i <= s.ndim(); ++i)
+    if (s[s.ndim() - i] != 1 && s[s.ndim() - i] != to[to.ndim() - i]) return false;
+  return true;
+}
+
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   const int64_t nd = std::max(a.ndim(), b.ndim());
   std::vector<int64_t> out(static_cast<size_t>(nd));

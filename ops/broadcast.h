@@ -24,6 +24,9 @@ struct BroadcastPlan {
 // The broadcast shape of a and b, or an hg::Error naming op and both shapes.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
+// Whether s broadcasts to `to` without changing it (trailing dims equal or 1).
+bool broadcasts_to(const Shape& s, const Shape& to);
+
 // The plan for inputs of the given shapes (each broadcastable to out) producing out. strides[k], when given and
 // not empty, are input k's element strides (a view's); otherwise input k is contiguous.
 BroadcastPlan make_broadcast_plan(const char* op, const Shape& out, const std::vector<Shape>& ins,

@@ -66,11 +66,8 @@ bool writes_directly(const Tensor& self, const Tensor* o) {
   if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16 && dt != DType::F64) return false;
   if (amp::is_enabled(self.device().type) || amp::observe::wanted()) return false;
   if (o == nullptr) return true;
-  if (!o->defined() || o->dtype() != dt || o->device() != self.device() || o->ndim() > self.ndim()) return false;
-  for (int64_t d = 1; d <= o->ndim(); ++d) {
-    const int64_t n = o->size(o->ndim() - d);
-    if (n != 1 && n != self.size(self.ndim() - d)) return false;
-  }
+  if (!o->defined() || o->dtype() != dt || o->device() != self.device()) return false;
+  if (!broadcasts_to(o->shape(), self.shape())) return false;
   if (!shares_storage(*o, self)) return true;
   return o->is_contiguous() && o->shape() == self.shape() && o->data_ptr() == self.data_ptr();
 }

@@ -13,6 +13,7 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/broadcast.h"
 #include "ops/elementwise.h"
 #include "ops/kernels/loss.h"
 #include "ops/reduce.h"
@@ -86,14 +87,6 @@ std::pair<Tensor, Tensor> pointwise_operands(const char* op, const Tensor& input
   return {input.to(dt), target.to(dt)};
 }
 
-// True when s broadcasts to `to` without changing it (trailing dims equal or 1).
-bool broadcasts_to(const Shape& s, const Shape& to) {
-  if (s.ndim() > to.ndim()) return false;
-  for (int64_t i = 1; i <= s.ndim(); ++i)
-    if (s[s.ndim() - i] != 1 && s[s.ndim() - i] != to[to.ndim() - i]) return false;
-  return true;
-}
-
 Tensor reduce_loss(const Tensor& l, Reduction r) {
   switch (r) {
     case Reduction::Mean: return mean(l);
@@ -103,10 +96,8 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
   return l;
 }
 
-// Class probabilities as targets (torch's second form): the loss of a row is -sum_c t_c log_softmax(x)_c, with
-// t smoothed to t (1 - s) + s / C; mean divides by the number of rows. Composed of log_softmax, mul and sums.
-// The class weights as a (C) tensor in dtype ct, checked; shaped to broadcast along the class dim of an input of
-// `ndim` dims (class dim 1, or 0 for a (C) input).
+// The class weights as a (C) tensor in dtype ct, checked; shaped to broadcast along the class dim of `scores`
+// (dim 1, or 0 for a (C) input).
 Tensor class_weight(const char* op, const Tensor& w, const Tensor& scores, DType ct) {
   const int64_t cdim = scores.ndim() <= 1 ? 0 : 1;
   const int64_t classes = scores.ndim() == 0 ? 0 : scores.shape()[cdim];
@@ -119,20 +110,12 @@ Tensor class_weight(const char* op, const Tensor& w, const Tensor& scores, DType
   return w.to(ct).reshape(Shape(dims));
 }
 
-// torch's weighted NLL over class indices, from log-probabilities lp (compute dtype): per target
-// -w[y] lp[y] and, with label smoothing eps, (1 - eps) of that plus eps/C of -sum_c w[c] lp[c]; ignored targets
-// give 0, and the mean divides by the sum of the non-ignored targets' w[y].
+// torch's weighted NLL over class indices (shapes already checked by class_view), from log-probabilities lp
+// (compute dtype): per target -w[y] lp[y] and, with label smoothing eps, (1 - eps) of that plus eps/C of
+// -sum_c w[c] lp[c]; ignored targets give 0, and the mean divides by the sum of the non-ignored targets' w[y].
 Tensor weighted_class_loss(const char* op, const Tensor& lp, const Tensor& target, const Tensor& weight,
                            Reduction reduction, int64_t ignore_index, double eps) {
-  HG_CHECK(target.defined() && target.dtype() == DType::I64, op, ": target is ",
-           target.defined() ? dtype_name(target.dtype()) : "undefined", "; pass I64 class indices");
-  check_same_device(op, lp, target);
-  HG_CHECK(lp.ndim() >= 1, op, ": input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
   const int64_t cdim = lp.ndim() == 1 ? 0 : 1, classes = lp.shape()[cdim];
-  Shape want = lp.shape();
-  want.dims().erase(want.dims().begin() + cdim);
-  HG_CHECK(target.shape() == want, op, ": target has shape ", target.shape(), " but the input ", lp.shape(),
-           " needs ", want, " (the input's shape without its class dim)");
   for (const int64_t y : target.cpu().to_vector<int64_t>())
     HG_CHECK(y == ignore_index || (y >= 0 && y < classes), op, ": target ", y, " is out of bounds for ", classes,
              " classes (and is not ignore_index=", ignore_index, ")");
@@ -151,6 +134,8 @@ Tensor weighted_class_loss(const char* op, const Tensor& lp, const Tensor& targe
   return div(sum(loss), sum(wy));  // torch: 0/0 = NaN when every target is ignored
 }
 
+// Class probabilities as targets (torch's second form): the loss of a row is -sum_c t_c log_softmax(x)_c, with
+// t smoothed to t (1 - s) + s / C; mean divides by the number of rows. Composed of log_softmax, mul and sums.
 Tensor cross_entropy_probs(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   check_floating("cross_entropy", logits);
   check_same_device("cross_entropy", logits, target);
@@ -176,14 +161,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
   HG_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0, "cross_entropy: label_smoothing=",
            o.label_smoothing, " is outside [0, 1]; pass a value in [0, 1]");
   if (target.defined() && is_floating(target.dtype())) return cross_entropy_probs(logits, target, o);
+  CrossEntropyArgs a = class_view("cross_entropy", logits, target);
   if (o.weight.defined()) {
-    check_floating("cross_entropy", logits);
-    HG_CHECK(logits.ndim() >= 1, "cross_entropy: input is 0-d; pass scores of shape (C), (N,C) or (N,C,d1,...)");
     const Tensor lp = log_softmax(logits.to(compute_dtype(logits.dtype())), logits.ndim() == 1 ? 0 : 1);
     return weighted_class_loss("cross_entropy", lp, target, o.weight, o.reduction, o.ignore_index,
                                o.label_smoothing);
   }
-  CrossEntropyArgs a = class_view("cross_entropy", logits, target);
   a.scores = ClassScores::Logits;
   a.reduction = o.reduction;
   a.ignore_index = o.ignore_index;
@@ -193,12 +176,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, CrossEntropyOpt
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, NllLossOptions o) {
   if (amp::OpCast c{amp::OpId::NllLoss, {log_probs, target}}) return c.result(nll_loss(c[0], c[1], o));
-  if (o.weight.defined()) {
-    check_floating("nll_loss", log_probs);
+  CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
+  if (o.weight.defined())
     return weighted_class_loss("nll_loss", log_probs.to(compute_dtype(log_probs.dtype())), target, o.weight,
                                o.reduction, o.ignore_index, 0.0);
-  }
-  CrossEntropyArgs a = class_view("nll_loss", log_probs, target);
   a.scores = ClassScores::LogProbs;
   a.reduction = o.reduction;
   a.ignore_index = o.ignore_index;
