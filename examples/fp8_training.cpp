@@ -134,18 +134,23 @@ bool shows_lag(const Run& r) { return r.label == "fp8-delayed" || r.label == "fp
 
 // curves.csv rows of one step of the second Linear layer: its input's (x, after a ReLU) and output gradient's (dy)
 // scaled amax at a sampled step (scaled), dy's amax against the amax its scale was made for in the lag window (lag).
-void write_curves(std::ostringstream& out, const Run& r, const hg::Fp8LinearState& st, int64_t step, bool scaled,
+void write_curves(std::ostringstream& out, const Run& r, const nn::Fp8Linear& layer, int64_t step, bool scaled,
                   bool lag, int64_t lag_start) {
+  const hg::Fp8LinearState& st = layer.fp8_state();
+  // the panels name the layer ("Linear 256->128") and say in words what is plotted
+  const std::string name = "Linear " + std::to_string(layer.in_features) + "->" + std::to_string(layer.out_features);
   for (const Fp8Role role : {Fp8Role::Input, Fp8Role::GradOutput}) {
     const hg::Fp8CastStats& s = st.stats(role);
     const bool x = role == Fp8Role::Input;
     const DType f8 = x ? st.recipe().forward_dtype() : st.recipe().backward_dtype();
     const double fmax = f8 == DType::F8E4M3 ? hg::kF8E4M3Max : hg::kF8E5M2Max;
-    const std::string panel = x ? "x: amax*scale over fmax" : "dy: amax*scale over fmax";  // no slash: it ends the panel name
+    // no slash in a panel name: it ends the name in curves.csv
+    const std::string panel = name + (x ? " input x" : " output gradient dy") +
+                              ": scaled amax as a share of the format's largest value";
     if (scaled && r.recipe.scaling != Fp8Scaling::Mx)
       out << panel << "/" << r.label << "," << step << "," << double(s.amax) * s.scale / fmax << "\n";
     if (lag && !x) {  // dy's amax against the scale's, every step of the window
-      const std::string p2 = "dy amax in steps " + std::to_string(lag_start) + "-" +
+      const std::string p2 = name + " dy amax in steps " + std::to_string(lag_start) + "-" +
                              std::to_string(lag_start + kLagSteps - 1) + " (" + r.label + ")";
       out << p2 << "/" << r.label << ": amax this step," << step << "," << s.amax << "\n";
       out << p2 << "/" << r.label << ": fmax over scale," << step << "," << fmax / s.scale << "\n";
@@ -211,7 +216,7 @@ void train(const Options& o, const example::Data& d, Run& r, Figures* fig) {
                          << "," << s.amax << "," << s.scale << "," << s.saturated << "," << s.flushed << "\n";
           }
       }
-      if (fig != nullptr && (sample || lag)) write_curves(fig->curves, r, layers[1]->fp8_state(), step, sample, lag, lag0);
+      if (fig != nullptr && (sample || lag)) write_curves(fig->curves, r, *layers[1], step, sample, lag, lag0);
       if (++step == o.steps) break;
     }
   }

@@ -10,7 +10,15 @@ and starts with a line that names the machine, the threads, the commit and the c
 
     python3 scripts/doc_tables.py update DOC RESULTS    # fill DOC's blocks from RESULTS (what make_figures.sh ran)
     python3 scripts/doc_tables.py check DOC LOG_DIR     # the headers quoted in DOC's blocks equal the programs'
+    python3 scripts/doc_tables.py check-values DOC      # the numbers in DOC's prose equal its blocks' (CTest doc_values)
     python3 scripts/doc_tables.py --self-test
+
+A number in the prose that comes from a generated block is a span
+
+    <!-- value: NAME -->0.672<!-- end value -->
+
+whose text VALUES[NAME] computes from the page's own blocks: `update` rewrites it with the blocks, `check-values`
+fails when the two disagree (a block regenerated without its prose, or a number typed over).
 
 RESULTS holds provenance.json ({"machine", "threads", "commit"}), NAME.log (a program's printed report, as
 make_figures.sh runs it) and sweep/amp_underflow/k{K}_s{S}/summary.json (the grad-shift and seed sweep).
@@ -226,6 +234,38 @@ def block_fp8_sweep(res):
     return out
 
 
+# Seed sweeps of a program's summary table (seed 0 is the page's run, seeds 1-4 in sweep/KEY/sS.log): every row's
+# test accuracy and its difference to the first row (fp32) of the same seed, as mean ± sd (range) over the seeds.
+SWEPT = {"fashion_mnist_mlp": ("./build/fashion_mnist_mlp --compare --threads 2 --seed S", lambda log: table_from(
+             log, "fashion_mnist_mlp", "mode ")[1:]),
+         "pure_bf16": ("./build/pure_bf16 --seed S", lambda log: table_from(log, "pure_bf16", "run ")[1:]),
+         "amp_master_weights_lr01": ("./build/amp_master_weights --lr 0.1 --seed S",
+                                     lambda log: table_rows(section(log, "== summary"))[1:])}
+
+
+def block_seed_sweep(key):
+    command, rows_of = SWEPT[key]
+
+    def block(res):
+        logs = {0: res["logs"][key], **res["seed_logs"].get(key, {})}
+        if any(s not in logs for s in SEEDS):
+            return None  # a run without the sweep keeps the block
+        tables = [{r.split()[0]: float(r.split()[1]) for r in rows_of(logs[s])} for s in SEEDS]
+        first = next(iter(tables[0]))
+        out = [provenance(res, f"{command}, S in {SEEDS}", key), "",
+               f"| run | test acc | vs {first} (points) |", "|---|---|---|"]
+        for label in tables[0]:
+            acc = [t[label] for t in tables]
+            vs = [100 * (t[label] - t[first]) for t in tables]
+            vs_text = "" if label == first else (f"{statistics.mean(vs):+.2f} ± {statistics.stdev(vs):.2f} "
+                                                 f"({min(vs):+.2f} to {max(vs):+.2f})")
+            out.append(f"| {label} | {fmt_acc(acc)} | {vs_text} |")
+        out += ["", f"Mean ± standard deviation over the {len(SEEDS)} seeds (each seed its own initial weights and data "
+                f"order), then the range; vs {first}: each seed's difference to its own {first} run."]
+        return out
+    return block
+
+
 # Section 9's ledgers of PyTorch's recipe model: the after-forward table and amp_recipe's two summary lines
 def block_recipe_ledger(res):
     log = res["logs"]["amp_recipe"]
@@ -240,12 +280,65 @@ def block_complete(res):
     rows = [l for l in res["logs"]["amp_complete_program"].splitlines() if l.strip()]
     return [provenance(res, "OMP_NUM_THREADS=2 ./complete", "amp_complete_program", threads=2) +
             " `complete` is the block above, extracted from this page and built with `g++ -std=c++20 -O2 -I. "
-            "complete.cpp -Lbuild -lhalfgrad`; it also writes `scaler.csv`.", "", "```", *rows, "```"]
+            "complete.cpp -Lbuild -lhalfgrad -Wl,-rpath,build` (libhalfgrad is a shared library); it also writes "
+            "`scaler.csv`.", "", "```", *rows, "```"]
 
 
 def block_bench_fp8(res):
     return [provenance(res, "./build/bench_fp8", "bench_fp8"), "", "```",
             *table_from(res["logs"]["bench_fp8"], "bench_fp8", "m x in -> out"), "```"]
+
+
+# The run times of the programs of the page, from make_figures.sh's own clock (make_figures.log: "time\tPROG\tSECONDS
+# \tCOMMAND" per program run, "total\tSECONDS" at the end). Only a run of every part fills it.
+TIMED = ["precision_formats", "amp_underflow", "amp_overflow", "amp_master_weights", "pure_bf16", "fp8_training",
+         "bench_fp8", "fashion_mnist_mlp", "fashion_mnist_cnn", "amp_recipe", "complete"]
+
+
+def block_times(res):
+    runs, total = {}, None
+    for line in res["logs"]["make_figures"].splitlines():
+        f = line.split("\t")
+        if f[0] == "time" and len(f) >= 4:
+            # fp8_training --model cnn and the inspector runs are timed apart from the programs' other runs
+            prog = f[1] + (" --model cnn" if "--model cnn" in f[3] else " --inspect" if "--inspect" in f[3] else "")
+            runs.setdefault(prog, []).append(float(f[2]))
+        elif f[0] == "total":
+            total = float(f[1])
+    if total is None or any(p not in runs for p in TIMED):
+        return None
+    p = res["provenance"]
+    out = [f"*Timed by `scripts/make_figures.sh` on {p['machine']}, commit {p['commit']}: each program's wall time "
+           "with the threads the page's blocks name.*", "", "| program | runs | seconds per run (median) | seconds in all |",
+           "|---|---|---|---|"]
+    for prog, secs in runs.items():
+        out.append(f"| `{prog}` | {len(secs)} | {statistics.median(secs):.1f} | {sum(secs):.0f} |")
+    out += ["", f"The whole `scripts/make_figures.sh` run, figures and blocks included: {total / 60:.1f} minutes."]
+    return out
+
+
+# A caption under each figure: which run's CSV it was rendered from (the figure itself carries no text of its run)
+FIGURES = {"formats_number_line": ("precision_formats", "./build/precision_formats", "formats"),
+           "underflow_histogram": ("amp_underflow", "./build/amp_underflow", "histogram"),
+           "underflow_curves": ("amp_underflow", "./build/amp_underflow", "curves"),
+           "overflow_timeline": ("amp_overflow", "./build/amp_overflow", "timeline"),
+           "overflow_curves": ("amp_overflow", "./build/amp_overflow", "curves"),
+           "master_weights_curves": ("amp_master_weights", "./build/amp_master_weights", "curves"),
+           "master_weights_swamping": ("amp_master_weights", "./build/amp_master_weights", "histogram"),
+           "fp8_histogram": ("fp8_training", "./build/fp8_training", "histogram"),
+           "fp8_scaling_curves": ("fp8_training", "./build/fp8_training", "curves")}
+
+
+def block_figure(figure):
+    prog, command, kind = FIGURES[figure]
+
+    def block(res):
+        p = res["provenance"]
+        m = re.search(r"(\d+) thread\(s\)", res["logs"][prog])
+        threads = int(m.group(1)) if m else p["threads"]
+        return [f"*Figure: `scripts/plot.py {kind}` of the output of `{command}` on {p['machine']}, {threads} "
+                f"thread{'s' if threads != 1 else ''}, commit {p['commit']}; regenerated by `scripts/make_figures.sh`.*"]
+    return block
 
 
 BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
@@ -264,12 +357,20 @@ BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
           "fashion_mnist_mlp_inspect.ledger": block_ledgers("fashion_mnist_mlp_inspect"),
           "fashion_mnist_cnn_inspect.ledger": block_ledgers("fashion_mnist_cnn_inspect"),
           "amp_recipe.ledger": block_recipe_ledger,
-          "amp_complete_program.output": block_complete}
+          "amp_complete_program.output": block_complete,
+          "make_figures.times": block_times,
+          **{f"{key}.sweep": block_seed_sweep(key) for key in SWEPT},
+          **{f"{prog}.figure_{fig}": block_figure(fig) for fig, (prog, _, _) in FIGURES.items()}}
 
 
 def load_results(d):
     res = {"provenance": json.load(open(os.path.join(d, "provenance.json"))), "logs": {}, "sweep": {}, "sweep_logs": {},
-           "fp8_sweep_logs": {}}
+           "fp8_sweep_logs": {}, "seed_logs": {}}
+    for key in SWEPT:  # sweep/KEY/sS.log: seeds 1-4 of a swept summary
+        for s in SEEDS[1:]:
+            log = os.path.join(d, "sweep", key, f"s{s}.log")
+            if os.path.exists(log):
+                res["seed_logs"].setdefault(key, {})[s] = open(log).read()
     for name in os.listdir(d):
         if name.endswith(".log"):
             res["logs"][name[:-4]] = open(os.path.join(d, name)).read()
@@ -287,6 +388,166 @@ def load_results(d):
         if os.path.exists(log):
             res["fp8_sweep_logs"][s] = open(log).read()
     return res
+
+
+# --- Numbers in the prose: <!-- value: NAME -->TEXT<!-- end value --> spans, recomputed from the page's own
+# generated blocks (so `check-values` needs no program run, and `update` rewrites them after the blocks).
+
+VALUE = re.compile(r"<!-- value: ([\w.]+) -->(.*?)<!-- end value -->")
+
+
+def block_lines(page, name):
+    """The lines inside the code fence of the page's generated block NAME."""
+    lines, found = blocks_of(page)
+    for n, begin, end in found:
+        if n == name:
+            body = lines[begin + 1:end]
+            if "```" not in body:
+                break
+            first = body.index("```")
+            return body[first + 1:first + 1 + body[first + 1:].index("```")]
+    raise SystemExit(f"doc_tables: the page has no generated block {name!r} with a code fence")
+
+
+def row(page, name, first):
+    """The fields of the row of block NAME whose text starts with `first` (leading spaces ignored)."""
+    for line in block_lines(page, name):
+        if line.strip().startswith(first):
+            return line.split()
+    raise SystemExit(f"doc_tables: block {name!r} has no row starting {first!r}")
+
+
+def md_rows(page, name):
+    """{first cell: [cells]} of the Markdown table in block NAME."""
+    lines, found = blocks_of(page)
+    for n, begin, end in found:
+        if n == name:
+            out = {}
+            for l in lines[begin + 1:end]:
+                if l.startswith("| ") and not l.startswith("|---"):
+                    cells = [c.strip() for c in l.strip("|").split("|")]
+                    out[cells[0]] = cells
+            return out
+    raise SystemExit(f"doc_tables: the page has no generated block {name!r}")
+
+
+def sweep_gap(page, k):
+    """Points the unscaled run's mean accuracy lies below F32's at grad shift k (section 2's sweep)."""
+    r = md_rows(page, "amp_underflow.sweep")[k]
+    return 100 * (float(r[1].split()[0]) - float(r[2].split()[0]))
+
+
+def sweep_mean_sd(page, k):
+    """'0.72 ± 0.05': the unscaled run's mean and standard deviation at grad shift k, two decimals."""
+    f = md_rows(page, "amp_underflow.sweep")[k][2].split()
+    return f"{float(f[0]):.2f} ± {float(f[2]):.2f}"
+
+
+def pct(field):
+    return float(field.rstrip("%"))
+
+
+def points(field):
+    return float(field.rstrip("p"))
+
+
+def fp8_mean(page, label):
+    return md_rows(page, "fp8_training.sweep")[label][2].split()[0]
+
+
+def underflow_acts(page):
+    return [l.split() for l in block_lines(page, "amp_underflow.part1") if "activation_grad" in l]
+
+
+def natural_steps(page):
+    steps = re.findall(r"^step (\d+) \(natural\)", "\n".join(block_lines(page, "amp_overflow.report")), re.M)
+    return " and ".join([", ".join(steps[:-1]), steps[-1]] if len(steps) > 1 else steps) or "(none)"
+
+
+def sixth(ratio):
+    """A ratio in words: 'a sixth', 'a third', 'half' ... (the nearest 1/n, n up to 10), else a percentage."""
+    if ratio <= 0 or ratio > 1:
+        return f"{100 * ratio:.0f}%"
+    n = round(1 / ratio)
+    words = {1: "all", 2: "half", 3: "a third", 4: "a quarter", 5: "a fifth", 6: "a sixth", 7: "a seventh",
+             8: "an eighth", 9: "a ninth", 10: "a tenth"}
+    return words.get(n, f"{100 * ratio:.0f}%")
+
+
+def overflow_line(page, prefix):
+    line = next((l for l in block_lines(page, "amp_overflow.report") if l.startswith(prefix)), None)
+    if line is None:
+        raise SystemExit(f"doc_tables: amp_overflow.report has no line starting {prefix!r}")
+    return line
+
+
+VALUES = {
+    # section 2: part 1's table
+    "underflow.zeros_layer1": lambda p: f"{pct(row(p, 'amp_underflow.part1', '1 Linear')[-2]):.1f}%",
+    "underflow.zeros_layer3": lambda p: f"{pct(row(p, 'amp_underflow.part1', '3 Linear')[-2]):.1f}%",
+    "underflow.scale1_range": lambda p: (f"{min(pct(r[4]) for r in underflow_acts(p)):.1f}-"
+                                         f"{max(pct(r[4]) for r in underflow_acts(p)):.0f}%"),
+    "underflow.logits_settled": lambda p: f"{pct(row(p, 'amp_underflow.part1', '5 Linear')[5]):.2f}%",
+    # section 2: the grad-shift sweep (means over the seeds, in points below F32's)
+    "underflow.k12_slip": lambda p: f"{sweep_gap(p, '12'):.1f}",
+    "underflow.k16_gap": lambda p: f"{sweep_gap(p, '16'):.0f}",
+    "underflow.k16_unscaled": lambda p: sweep_mean_sd(p, "16"),
+    "underflow.k16_flushed": lambda p: md_rows(p, "amp_underflow.sweep")["16"][4],
+    # section 3: amp_overflow's report
+    "overflow.natural_steps": natural_steps,
+    "overflow.difference": lambda p: re.search(r"difference (\S+) points",
+                                               overflow_line(p, "test accuracy:")).group(1),
+    "overflow.share_of_spread": lambda p: sixth(abs(float(re.search(r"difference (\S+) points", overflow_line(
+        p, "test accuracy:")).group(1))) / float(re.search(r", (\S+) points", overflow_line(p, "seed-to-seed")).group(1))),
+    # section 4: amp_master_weights' summary
+    "master.fp32_acc": lambda p: row(p, "amp_master_weights.summary", "fp32")[1],
+    "master.o2_acc": lambda p: row(p, "amp_master_weights.summary", "fp16-O2")[1],
+    "master.o3_acc": lambda p: row(p, "amp_master_weights.summary", "fp16-O3")[1],
+    "master.o3_kept": lambda p: row(p, "amp_master_weights.summary", "fp16-O3")[8],
+    "master.o2_minus_o3": lambda p: f"{100 * (float(row(p, 'amp_master_weights.summary', 'fp16-O2')[1]) - float(row(p, 'amp_master_weights.summary', 'fp16-O3')[1])):.1f}",
+    # section 6: fashion_mnist_mlp --compare
+    "compare.fp32_ms": lambda p: row(p, "fashion_mnist_mlp.compare", "fp32")[3],
+    "compare.bf16_ms": lambda p: row(p, "fashion_mnist_mlp.compare", "bf16-O1")[3],
+    "compare.fp32_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp32")[4],
+    "compare.o1_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp16-O1")[4],
+    "compare.o3_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp16-O3")[4],
+    # section 7: pure_bf16
+    "bf16.nearest_lost": lambda p: f"{pct(row(p, 'pure_bf16.summary', 'bf16-nearest')[5]):.0f}%",
+    "bf16.nearest_points": lambda p: f"{abs(points(row(p, 'pure_bf16.summary', 'bf16-nearest')[2])):.1f}",
+    "bf16.tricks_gap": lambda p: f"{max(abs(100 * (float(row(p, 'pure_bf16.summary', r)[1]) - float(row(p, 'pure_bf16.summary', 'bf16-masters')[1]))) for r in ('bf16-stochastic', 'bf16-kahan')):.2f}",
+    # section 8: fp8_training's seed sweep and seed 0, bench_fp8
+    "fp8.delayed_mean": lambda p: fp8_mean(p, "fp8-delayed"),
+    "fp8.current_mean": lambda p: fp8_mean(p, "fp8-current"),
+    "fp8.mxfp8_mean": lambda p: fp8_mean(p, "mxfp8"),
+    "fp8.seed0_delayed": lambda p: f"{points(row(p, 'fp8_training.summary', 'fp8-delayed')[2]):+.2f}".replace("+", ""),
+    "fp8.casts_over_gemm_small": lambda p: (lambda r: f"{float(r[-5].rstrip('ms')) / float(r[-4].rstrip('ms')):.0f}x")(
+        row(p, "bench_fp8.table", "64x784")),
+    "fp8.delayed_over_bf16_small": lambda p: f"{float(row(p, 'bench_fp8.table', '64x784')[6]):.1f}x",
+    "fp8.delayed_over_bf16_large": lambda p: f"{float(row(p, 'bench_fp8.table', '1024x2048')[6]):.1f}x",
+}
+
+
+def fill_values(text):
+    """TEXT of every value span recomputed from the page's blocks; an unknown name is an error."""
+    def one(m):
+        if m.group(1) not in VALUES:
+            raise SystemExit(f"doc_tables: unknown value {m.group(1)!r}; known: {', '.join(sorted(VALUES))}")
+        return f"<!-- value: {m.group(1)} -->{VALUES[m.group(1)](text)}<!-- end value -->"
+    return VALUE.sub(one, text)
+
+
+def check_values(text):
+    """Problems: a value span whose text differs from what the page's blocks give."""
+    problems = []
+    for m in VALUE.finditer(text):
+        if m.group(1) not in VALUES:
+            problems.append(f"unknown value {m.group(1)!r}")
+            continue
+        want = VALUES[m.group(1)](text)
+        if m.group(2) != want:
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append(f"line {line}: value {m.group(1)} reads {m.group(2)!r} but its block gives {want!r}")
+    return problems
 
 
 def blocks_of(text):
@@ -316,8 +577,10 @@ def update(text, res):
             raise SystemExit(f"doc_tables: unknown block {name!r}; known: {', '.join(sorted(BLOCKS))}")
         if name.split(".")[0] not in res["logs"]:
             continue  # that program was not run this time (HG_FIGURES): its block stays as it is
-        lines[begin + 1:end] = BLOCKS[name](res)
-    return "\n".join(lines)
+        new = BLOCKS[name](res)
+        if new is not None:  # None: this run cannot fill the block (make_figures.times after a partial run)
+            lines[begin + 1:end] = new
+    return fill_values("\n".join(lines))
 
 
 def columns(header):
@@ -393,12 +656,28 @@ def self_test():
         except SystemExit:
             continue
         raise AssertionError("an unbalanced marker passed")
+    page = ("<!-- generated: pure_bf16.summary -->\n*x*\n\n```\nrun  test acc  vs fp32  last loss  kept  lost\n"
+            "bf16-masters  0.8381  +0.01p  0.4  100.0%  0.0%\nbf16-nearest  0.8217  -1.63p  0.4  53.8%  46.2%\n"
+            "bf16-stochastic  0.8379  -0.01p  0.4  100.0%  0.0%\nbf16-kahan  0.8383  +0.03p  0.4  100.0%  0.0%\n```\n"
+            "<!-- end generated -->\nloses <!-- value: bf16.nearest_lost -->40%<!-- end value --> and "
+            "<!-- value: bf16.tricks_gap -->0.02<!-- end value --> points\n")
+    assert len(check_values(page)) == 1 and "46%" in check_values(page)[0], check_values(page)
+    fixed = fill_values(page)
+    assert check_values(fixed) == [] and "-->46%<" in fixed and "-->0.02<" in fixed, fixed
+    assert sixth(0.23 / 1.44) == "a sixth" and sixth(0.5) == "half" and sixth(1.5) == "150%"
     print("doc_tables: self-test passed")
 
 
 def main(argv):
     if argv[1:] == ["--self-test"]:
         return self_test()
+    if len(argv) == 3 and argv[1] == "check-values":
+        problems = check_values(open(argv[2]).read())
+        if problems:
+            raise SystemExit("\n".join(f"doc_tables: {argv[2]}: {p}" for p in problems) +
+                             "\ndoc_tables: rerun scripts/make_figures.sh (or fix the prose) so that they agree")
+        print(f"doc_tables: {argv[2]}: {len(VALUE.findall(open(argv[2]).read()))} value(s) agree with their blocks")
+        return
     if len(argv) != 4 or argv[1] not in ("update", "check"):
         raise SystemExit(__doc__)
     doc, d = argv[2], argv[3]

@@ -15,8 +15,8 @@
 # amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn; `inspect` runs the MLP's and the CNN's
 # first step of every precision mode through the inspectors (section 9), `amp_recipe` the recipe model's ledgers
 # (section 9, --batches 2 --epochs 1: the ledger depends on the shapes only); `complete_program` compiles section 10's
-# complete program from the page against BUILD_DIR's libhalfgrad ($CXX, default g++) and runs it. On the 2-core AMD EPYC Zen 4 the whole
-# run took 8 minutes at commit 6d7b9eb. Then scripts/doc_tables.py
+# complete program from the page against BUILD_DIR's libhalfgrad ($CXX, default g++) and runs it. Every program run
+# is timed (docs/AMP.md's make_figures.times block gives the times of the page's run). Then scripts/doc_tables.py
 # rewrites the generated blocks of docs/AMP.md and README.md from the reports. Needs python3 with matplotlib
 # (Debian: python3-matplotlib); when the `python3` on PATH lacks it (a pyenv, a venv), /usr/bin/python3 is used.
 set -euo pipefail
@@ -75,15 +75,22 @@ machine="$cpu_model ($isa), $(nproc) cores, no GPU used"
   "$machine" "$commit" "$tmp/provenance.json"
 echo "make_figures: on $machine, commit $commit"
 
+# every program's wall time, for the page's table of run times (doc_tables.py's make_figures.times block)
+since() { awk -v now="$(date +%s.%N)" -v t0="$1" 'BEGIN { printf "%.1f", now - t0 }'; }  # seconds since $1
+t_start=$(date +%s.%N)
+times="$tmp/make_figures.log"
+: >"$times"
 logged() {  # logged LOG COMMAND...: runs the command with its output in LOG; on failure prints LOG and stops
-  local log="$1"
+  local log="$1" t0
   shift
   echo "make_figures: ${*#"$build/"} ..."
+  t0=$(date +%s.%N)
   if ! "$@" >"$log" 2>&1; then
     cat "$log" >&2
     echo "make_figures: ${*#"$build/"} failed" >&2
     exit 1
   fi
+  printf 'time\t%s\t%s\t%s\n' "$(basename "$1")" "$(since "$t0")" "${*#"$build/"}" >>"$times"
 }
 
 run() {  # run NAME: the example with its defaults, data under $tmp/NAME; its report goes to stdout
@@ -147,6 +154,11 @@ render histogram "$tmp/amp_master_weights/update_ulp16.csv" master_weights_swamp
   --markers ulp --logy
 # section 4's contrast: 100x larger steps, where pure F16 loses little
 logged "$tmp/amp_master_weights_lr01.log" "$build/amp_master_weights" --lr 0.1 --out "$tmp/amp_master_weights_lr01"
+mkdir -p "$tmp/sweep/amp_master_weights_lr01"  # its seed sweep (seed 0 is the run above)
+for s in 1 2 3 4; do
+  logged "$tmp/sweep/amp_master_weights_lr01/s$s.log" "$build/amp_master_weights" --lr 0.1 --seed "$s" \
+    --out "$tmp/sweep/amp_master_weights_lr01/s$s"
+done
 fi
 
 if want fp8_training; then
@@ -170,6 +182,8 @@ fi
 if want pure_bf16; then  # section 7's BF16 weights without masters
 logged "$tmp/pure_bf16.log" "$build/pure_bf16"
 sed -n '/^run /,/^kept/p' "$tmp/pure_bf16.log"
+mkdir -p "$tmp/sweep/pure_bf16"  # its seed sweep (seed 0 is the run above)
+for s in 1 2 3 4; do logged "$tmp/sweep/pure_bf16/s$s.log" "$build/pure_bf16" --seed "$s"; done
 fi
 
 if want bench_fp8; then  # section 8's cost of emulated FP8
@@ -180,6 +194,10 @@ fi
 if want fashion_mnist_mlp; then  # section 6's table of every precision mode, and the README's
 logged "$tmp/fashion_mnist_mlp.log" "$build/fashion_mnist_mlp" --compare --threads 2
 sed -n '/^mode /,$p' "$tmp/fashion_mnist_mlp.log"
+mkdir -p "$tmp/sweep/fashion_mnist_mlp"  # every mode with seeds 1-4 (seed 0 is the run above)
+for s in 1 2 3 4; do
+  logged "$tmp/sweep/fashion_mnist_mlp/s$s.log" "$build/fashion_mnist_mlp" --compare --threads 2 --seed "$s"
+done
 fi
 
 if want inspect; then  # section 9: the first step of every precision mode through the inspectors, MLP and CNN
@@ -205,6 +223,7 @@ if want complete_program; then  # section 10's complete program: the page's bloc
 fi
 
 # the blocks of the programs run above (the others keep their text)
+printf 'total\t%s\n' "$(since "$t_start")" >>"$times"
 "$python" "$root/scripts/doc_tables.py" update "$root/docs/AMP.md" "$tmp"
 "$python" "$root/scripts/doc_tables.py" update "$root/README.md" "$tmp"  # the demo's table
 echo "make_figures: done"

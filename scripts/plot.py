@@ -253,10 +253,11 @@ def plot_timeline(plt, t, title):
     legend_beside(ax)
     ax.grid(True, which="major", alpha=0.3)
     ax2.step(t["step"], t["growth_tracker"], where="post", color="tab:green")
-    ax2.set_ylabel("clean steps\nsince backoff")
+    ax2.set_ylabel("growth tracker:\nclean steps since\nthe scale changed")
     ax2.set_xlabel("step")
     ax2.grid(True, alpha=0.3)
     ax.set_title(title or "Loss scaler timeline")
+    fig.tight_layout()  # the legend beside the axes stays inside the figure
     return fig
 
 
