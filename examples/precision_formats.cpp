@@ -162,8 +162,9 @@ void print_formats() {
   }
   std::printf("\ndigits: significand bits x log10(2); in parentheses the decimal digits that always survive\n"
               "        decimal -> format -> decimal, and those needed to print every value of the format uniquely.\n"
-              "F16 trades range for precision: max 65504, nothing below 2^-24 (loss scaling exists for this).\n"
-              "BF16 keeps F32's range but only 8 significand bits: about 2.4 decimal digits instead of 7.2.\n"
+              "F16 trades range for precision: max 65504, nothing below 2^-24 but what rounds up to it (loss scaling\n"
+              "  exists for this). BF16 keeps F32's normal range but only 8 significand bits: about 2.4 decimal digits\n"
+              "  instead of 7.2.\n"
               "F8E4M3 (\"fn\": finite only) uses its top exponent for numbers up to %g, keeping only s.1111.111 for NaN;\n"
               "  it has no inf, so a non-saturating cast past %g gives NaN. F8E5M2 is F16's upper byte (max %g, inf, NaN).\n"
               "  FP8 training keeps a scale per tensor (or per block) so values land in these 5 to 6 binades of range.\n"

@@ -73,15 +73,16 @@ GradReads grad_reads(EwOp op) {
   }
 }
 
+// An I64 or Bool input, as torch 1.13 takes it: exp, log, sqrt, rsqrt, sigmoid and tanh compute in F32 (torch's
+// int-to-float ops, its default dtype); negation, abs, relu, clamp and pow by an integral exponent stay integers
+// (I64; a Bool counts as 0/1 where torch accepts it), computed in F64, exact while |values| < 2^53; a clamp bound
+// or an exponent with a fraction gives F32 (an integral double cannot be told from an integer in C++, so it keeps
+// I64, as scalar_op's rule). Undefined when x is neither: the caller goes on with the floating path.
+Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, double p1);
+
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
-  // integer negation, abs and clamp (torch's, on I64): in F64, exact while |values| < 2^53; a clamp bound with a
-  // fraction gives F32, as torch promotes an integer tensor with a floating bound (an integral double cannot be
-  // told from an integer in C++, so it keeps I64, as scalar_op's rule)
-  const auto fraction = [](double v) { return std::isfinite(v) && v != std::floor(v); };
-  if (x.defined() && x.dtype() == DType::I64 && op == EwOp::Clamp && (fraction(p0) || fraction(p1)))
-    return unary(name, op, x.to(DType::F32), p0, p1);
-  if (x.defined() && x.dtype() == DType::I64 && (op == EwOp::Neg || op == EwOp::Abs || op == EwOp::Clamp))
-    return unary(name, op, x.to(DType::F64), p0, p1).to(DType::I64);
+  if (x.defined() && (x.dtype() == DType::I64 || x.dtype() == DType::Bool))
+    if (Tensor y = integral_unary(name, op, x, p0, p1); y.defined()) return y;
   check_floating(name, x);
   const EwCall fwd{op, EwMode::Forward, p0, p1};
   Tensor y = empty_like(x);
@@ -99,6 +100,34 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
        : reads == GradReads::X ? autograd::Saves::only({0}) : autograd::Saves::none());
   }
   return y;
+}
+
+Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, double p1) {
+  const bool is_bool = x.dtype() == DType::Bool;
+  const auto fraction = [](double v) { return std::isfinite(v) && v != std::floor(v); };
+  switch (op) {
+    case EwOp::Exp: case EwOp::Log: case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Sigmoid: case EwOp::Tanh:
+      return unary(name, op, x.to(DType::F32), p0, p1);
+    case EwOp::Neg:
+      HG_CHECK(!is_bool, name, ": negating a Bool tensor is not supported (torch's rule); use logical_not() to invert "
+               "a mask, or convert with .to(DType::I64) first");
+      break;
+    case EwOp::Relu: case EwOp::Abs:
+      HG_CHECK(!is_bool, name, ": Bool inputs are not supported (torch's rule); convert with .to(DType::I64) or "
+               ".to(DType::F32) first");
+      break;
+    case EwOp::PowScalar:
+      if (fraction(p0) || !std::isfinite(p0)) return unary(name, op, x.to(DType::F32), p0, p1);
+      HG_CHECK(p0 >= 0, name, ": integers to negative integer powers are not allowed (exponent ", p0, " on a ",
+               x.dtype(), " tensor, torch's rule); convert to a floating dtype first, e.g. x.to(DType::F32)");
+      break;
+    case EwOp::Clamp:
+      if (fraction(p0) || fraction(p1)) return unary(name, op, x.to(DType::F32), p0, p1);
+      break;
+    default:
+      return Tensor();  // refused by check_floating, which names the dtype
+  }
+  return unary(name, op, x.to(DType::F64), p0, p1).to(DType::I64);
 }
 
 // Casts a and b to their result type (differentiably). A 0-d CPU tensor meets a device tensor on its device, as
@@ -286,6 +315,9 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   if (amp::OpCast c{amp::OpId::Where, {a_in, b_in}}) return c.result(where(cond, c[0], c[1]));
   auto [a, b] = promote("where", a_in, b_in);
+  // integers and Bools choose without arithmetic: I64 through F64 (exact while |values| < 2^53), Bool through F32
+  if (a.dtype() == DType::I64) return where(cond, a.to(DType::F64), b.to(DType::F64)).to(DType::I64);
+  if (a.dtype() == DType::Bool) return where(cond, a.to(DType::F32), b.to(DType::F32)).to(DType::Bool);
   check_floating("where", a);
   check_same_device("where", cond, a);
   const Tensor c = cond.dtype() == a.dtype() ? cond.detach() : cond.detach().to(a.dtype());

@@ -588,8 +588,15 @@ def columns(header):
     return re.sub(r"\d+", "N", " ".join(header.split()))
 
 
+def masked_engines(line):
+    """A trace row with the CPU-dependent parts masked: numbers, and the engine names after each 'kind:' (an AVX2
+    machine prints widen:avx2+onednn:avx2 where this one prints widen:avx512+onednn:avx512_core_bf16)."""
+    return columns(re.sub(r"(\w+):[\w.]+", r"\1:E", line))
+
+
 def check(text, logs):
-    """Problems: a quoted report whose header line differs from the program's."""
+    """Problems: a quoted report whose header line differs from the program's, or (the precision trace) whose
+    rows name other ops, dtypes, policies or engine kinds than the program prints now."""
     lines, found = blocks_of(text)
     problems = []
     titles = {"amp_underflow.part1": "== part 1", "amp_underflow.part2": "== part 2",
@@ -602,12 +609,22 @@ def check(text, logs):
                          "fp8_training_cnn.summary": "run ", "bench_fp8.table": "m x in -> out", "pure_bf16.summary": "run "}
         if (name not in titles and name not in quoted_header) or prog not in logs:
             continue  # each program's test passes its own report
-        if name in quoted_header:  # a table quoted whole: its header is the line that starts so
+        if name.endswith("_inspect.ledger"):  # the every-mode table, not a mode's own ledger (also "role ...")
+            want = section(logs[prog], "Memory ledger after the first step's forward, every mode")[0]
+        elif name in quoted_header:  # a table quoted whole: its header is the line that starts so
             want = next((l for l in logs[prog].splitlines() if l.startswith(quoted_header[name])),
                         f"(no table starting {quoted_header[name]!r})")
         else:
             want = table_rows(section(logs[prog], titles[name]))[0]
         quoted = [l for l in lines[begin + 1:end] if l and not l.startswith(("*", "```"))]
+        if name == "fashion_mnist_mlp_inspect.trace" and quoted:
+            fresh = after(logs[prog], "== fp16-O1 ==", "Precision trace of the first step")
+            rows = [l for l in quoted if re.match(r"\d+ ", l)]
+            fresh_rows = [l for l in fresh if re.match(r"\d+ ", l)]
+            if [masked_engines(l) for l in rows] != [masked_engines(l) for l in fresh_rows]:
+                problems.append(f"{name}: the quoted trace rows\n  " + "\n  ".join(rows) +
+                                f"\ndiffer from what {prog} prints now\n  " + "\n  ".join(fresh_rows) +
+                                "\nrerun scripts/make_figures.sh to regenerate the block")
         if not quoted or columns(quoted[0]) != columns(want):
             problems.append(f"{name}: the quoted header\n  {quoted[0] if quoted else '(none)'}\n"
                             f"differs from what {prog} prints now\n  {want}\n"
@@ -650,6 +667,8 @@ def self_test():
     assert check(out, {"amp_underflow": log}) == [] and check(out, {}) == []
     assert check(out, {"amp_underflow": log.replace("run   test acc", "run   test accuracy")}) != []
     assert columns("a  settled 2^17  b") == columns("a settled 2^16 b") != columns("a settled b")
+    assert masked_engines("0 linear F16 (widen:avx2+onednn:avx2)") == masked_engines(
+        "0  linear  F16 (widen:avx512+onednn:avx512_core_bf16)") != masked_engines("0 linear F32 (widen:avx2)")
     for bad in ("<!-- generated: amp_underflow.part2 -->\n", "<!-- end generated -->\n"):
         try:
             blocks_of(bad)

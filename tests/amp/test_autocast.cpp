@@ -731,3 +731,27 @@ TEST_CASE("backward inside an autocast region runs in the forward dtypes (autoca
   REQUIRE(amp::is_enabled(kCpu));
   REQUIRE(linear(x, w, b).dtype() == DType::F16);  // forward after backward is cast again
 }
+
+// docs/AMP.md section 10's "an op that fails in F16": the sum of 4096 twenties, 81920, is past F16's 65504. The CPU
+// policy keeps sum in the input's dtype (inf); the page's override to F32, as on CUDA, gives the exact sum.
+TEST_CASE("docs/AMP.md: a sum that overflows in F16 under the CPU policy is exact once sum runs in F32", "[amp][docs]") {
+  using namespace hg;
+  // docs/AMP.md snippet begin
+  Tensor x = full({4096}, 20.0).to(DType::F16);
+  Tensor a, b;
+  { amp::Autocast ac(DeviceType::CPU, DType::F16); a = x.sum(); }  // the CPU policy keeps F16: inf
+  {
+    amp::PolicyGuard restore(DeviceType::CPU, amp::active_policy(DeviceType::CPU));  // put back on exit
+    amp::set_op_policy(DeviceType::CPU, amp::OpId::Sum, amp::CastPolicy::Fp32);       // as on CUDA
+    amp::Autocast ac(DeviceType::CPU, DType::F16);
+    b = x.sum();                                                                      // F32: 81920
+  }
+  // docs/AMP.md snippet end
+  CHECK(a.dtype() == DType::F16);
+  CHECK(std::isinf(a.item()));
+  CHECK(b.dtype() == DType::F32);
+  CHECK(b.item() == 81920);
+  // the guard put the CPU policy back: sum keeps F16 again
+  amp::Autocast ac(DeviceType::CPU, DType::F16);
+  CHECK(x.sum().dtype() == DType::F16);
+}

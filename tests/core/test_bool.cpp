@@ -80,9 +80,11 @@ TEST_CASE("a Bool tensor promotes to the other operand's dtype, masks where, mas
   CHECK((m == (x >= 3.0)).all().item<bool>());
   CHECK(vals(m == 0.0) == std::vector<double>{1, 1, 1, 0, 0, 0});
   CHECK(vals(m == 0.5) == std::vector<double>{0, 0, 0, 0, 0, 0});
-  // arithmetic that torch does not define on two Bool tensors, and math functions, name the cast
+  // arithmetic that torch does not define on two Bool tensors, and the math torch refuses, name the cast; exp and
+  // the other int-to-float ops compute in F32, as torch's
   CHECK_THROWS_WITH(m - m, Contains("Bool") && Contains(".to(DType::F32)"));
-  CHECK_THROWS_WITH(exp(m), Contains("Bool"));
+  CHECK_THROWS_WITH(gelu(m), Contains("Bool"));
+  CHECK(exp(m).dtype() == DType::F32);
 }
 
 TEST_CASE("logical ops, any and all, as torch's", "[core][bool]") {

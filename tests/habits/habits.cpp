@@ -188,5 +188,22 @@ int main() {
   show("bool_times_fraction", (x > 5.0) * 2.5);
   show("bool_max_is_bool", (x > 5.0).max().dtype() == DType::Bool ? 1.0 : 0.0);
   show("log_softmax_large", log_softmax(from_vector(std::vector<float>{60000, 60000, 1, 0, 1e6, 1e6, 0, 0}, {2, 4}), -1));
+  // exp/log/sqrt/sigmoid/tanh of integers and Bools compute in F32; pow by an integer, relu and where keep integers
+  show("long_exp", ints.exp());
+  show("long_exp_is_float", ints.exp().dtype() == DType::F32 ? 1.0 : 0.0);
+  show("bool_sqrt", (x > 5.0).sqrt());
+  show("long_sigmoid", sigmoid(ints));
+  show("long_tanh", tanh(ints));
+  show("long_log_abs", log(abs(ints)));
+  show("long_pow_2", pow(ints, 2));
+  show("long_pow_2_is_long", pow(ints, 2).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("long_pow_half", pow(abs(ints), 0.5));
+  show("bool_pow_3_is_long", pow(x > 5.0, 3).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("long_relu", relu(ints));
+  show("long_relu_is_long", relu(ints).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("long_where", where(ints > 0.0, ints, -ints * 10));
+  show("long_where_is_long", where(ints > 0.0, ints, ints).dtype() == DType::I64 ? 1.0 : 0.0);
+  show("bool_where_is_bool", where(x > 5.0, x > 2.0, x > 9.0).dtype() == DType::Bool ? 1.0 : 0.0);
+  show("bool_clamp_is_long", (x > 5.0).clamp(0, 1).dtype() == DType::I64 ? 1.0 : 0.0);
   return 0;
 }

@@ -120,3 +120,34 @@ TEST_CASE("integer floor division and remainder refuse a zero divisor", "[ops][i
   CHECK(a.floor_divide(-2.0).to_vector<int64_t>() == std::vector<int64_t>{-4, 3});
   CHECK(vals(from_vector(std::vector<float>{7, -7}, {2}).floor_divide(0.0))[0] == std::numeric_limits<double>::infinity());
 }
+
+TEST_CASE("integer and Bool inputs of unary ops and where: torch's dtypes, values and refusals", "[ops][integer]") {
+  const Tensor a = from_vector(std::vector<int64_t>{-3, 0, 2, 16777217}, {4});  // 2^24 + 1: exact in I64 and F64, not F32
+  const Tensor mask = from_vector(std::vector<bool>{true, false, true, false}, {4});
+  // the int-to-float ops compute in F32 (torch's default dtype), Bools as 0/1
+  CHECK(exp(a).dtype() == DType::F32);
+  const std::vector<double> e = vals(exp(mask));
+  CHECK(e[0] == Approx(std::exp(1.0)).epsilon(1e-6));
+  CHECK(e[1] == 1);
+  CHECK(e[2] == e[0]);
+  CHECK(vals(sqrt(from_vector(std::vector<int64_t>{4, 9}, {2}))) == std::vector<double>{2, 3});
+  CHECK(sigmoid(mask).dtype() == DType::F32);
+  // relu, abs, neg and pow by an integral exponent stay I64, exact beyond F32's 2^24 (below 2^53)
+  CHECK(relu(a).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 2, 16777217});
+  CHECK(pow(from_vector(std::vector<int64_t>{-3, 5}, {2}), 3).to_vector<int64_t>() == std::vector<int64_t>{-27, 125});
+  CHECK(pow(mask, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 1});
+  CHECK(pow(from_vector(std::vector<int64_t>{4}, {1}), 0.5).dtype() == DType::F32);
+  CHECK(mask.clamp(0, 1).dtype() == DType::I64);
+  // where keeps integers and Bools as they are
+  const Tensor w = where(mask, a, from_vector(std::vector<int64_t>{7, 7, 7, 7}, {4}));
+  CHECK(w.dtype() == DType::I64);
+  CHECK(w.to_vector<int64_t>() == std::vector<int64_t>{-3, 7, 2, 7});
+  CHECK(where(mask, mask, logical_not(mask)).to_vector<bool>() == std::vector<bool>{true, true, true, true});
+  CHECK(where(mask, a, full({4}, 0.5)).dtype() == DType::F32);
+  // torch's refusals, each with the way out
+  CHECK_THROWS_WITH(-mask, Contains("logical_not"));
+  CHECK_THROWS_WITH(relu(mask), Contains("Bool inputs are not supported"));
+  CHECK_THROWS_WITH(pow(a, -1), Contains("negative integer powers"));
+  CHECK_THROWS_WITH(gelu(a), Contains("gelu"));
+  CHECK_THROWS_WITH(silu(mask), Contains("silu"));
+}
