@@ -151,7 +151,8 @@ void write_curves(std::ostringstream& out, const Run& r, const nn::Fp8Linear& la
       out << panel << "/" << r.label << "," << step << "," << double(s.amax) * s.scale / fmax << "\n";
     if (lag && !x) {  // dy's amax against the scale's, every step of the window
       const std::string p2 = name + " dy amax in steps " + std::to_string(lag_start) + "-" +
-                             std::to_string(lag_start + kLagSteps - 1) + " (" + r.label + ")";
+                             std::to_string(lag_start + kLagSteps - 1) + " (" + r.label +
+                             "): the amax against the largest value its scale keeps";
       out << p2 << "/" << r.label << ": amax this step," << step << "," << s.amax << "\n";
       out << p2 << "/" << r.label << ": fmax over scale," << step << "," << fmax / s.scale << "\n";
     }

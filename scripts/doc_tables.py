@@ -292,7 +292,7 @@ def block_bench_fp8(res):
 # The run times of the programs of the page, from make_figures.sh's own clock (make_figures.log: "time\tPROG\tSECONDS
 # \tCOMMAND" per program run, "total\tSECONDS" at the end). Only a run of every part fills it.
 TIMED = ["precision_formats", "amp_underflow", "amp_overflow", "amp_master_weights", "pure_bf16", "fp8_training",
-         "bench_fp8", "fashion_mnist_mlp", "fashion_mnist_cnn", "amp_recipe", "complete"]
+         "bench_fp8", "fashion_mnist_mlp", "fashion_mnist_cnn --inspect", "amp_recipe", "complete"]
 
 
 def block_times(res):
@@ -418,13 +418,14 @@ def row(page, name, first):
 
 
 def md_rows(page, name):
-    """{first cell: [cells]} of the Markdown table in block NAME."""
+    """{first cell: [cells]} of the rows of the Markdown table in block NAME (its header row left out)."""
     lines, found = blocks_of(page)
     for n, begin, end in found:
         if n == name:
-            out = {}
-            for l in lines[begin + 1:end]:
-                if l.startswith("| ") and not l.startswith("|---"):
+            out, body = {}, lines[begin + 1:end]
+            for i, l in enumerate(body):
+                header = i + 1 < len(body) and body[i + 1].startswith("|---")
+                if l.startswith("| ") and not header:
                     cells = [c.strip() for c in l.strip("|").split("|")]
                     out[cells[0]] = cells
             return out
@@ -441,6 +442,25 @@ def sweep_mean_sd(page, k):
     """'0.72 ± 0.05': the unscaled run's mean and standard deviation at grad shift k, two decimals."""
     f = md_rows(page, "amp_underflow.sweep")[k][2].split()
     return f"{float(f[0]):.2f} ± {float(f[2]):.2f}"
+
+
+def value_range(values, digits):
+    """'0.37-0.53': the smallest and largest of values, with the given decimals (one value when they agree)."""
+    lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def casts_over_gemm(page, shape, digits):
+    """bench_fp8's forward casts over its forward GEMM for the row starting with shape: '1.4x'."""
+    r = row(page, "bench_fp8.table", shape)
+    return f"{float(r[-5].rstrip('ms')) / float(r[-4].rstrip('ms')):.{digits}f}x"
+
+
+def with_zeros(page):
+    """Layer 1's activation-gradient share below 2^-24 had its exact zeros been counted as small values."""
+    r = row(page, "amp_underflow.part1", "1 Linear")
+    zeros, below = pct(r[-2]) / 100, pct(r[4]) / 100
+    return zeros + (1 - zeros) * below
 
 
 def pct(field):
@@ -488,6 +508,20 @@ VALUES = {
     "underflow.scale1_range": lambda p: (f"{min(pct(r[4]) for r in underflow_acts(p)):.1f}-"
                                          f"{max(pct(r[4]) for r in underflow_acts(p)):.0f}%"),
     "underflow.logits_settled": lambda p: f"{pct(row(p, 'amp_underflow.part1', '5 Linear')[5]):.2f}%",
+    "underflow.settled_others": lambda p: f"{max(pct(l.split()[-5]) for l in block_lines(p, 'amp_underflow.part1')[1:] if not l.startswith('5 Linear')):.2g}%",
+    "underflow.layer1_scale1": lambda p: f"{pct(row(p, 'amp_underflow.part1', '1 Linear')[4]):.1f}%",
+    "underflow.layer1_with_zeros": lambda p: f"{100 * with_zeros(p):.0f}%",
+    "underflow.layer1_zeros_ratio": lambda p: f"{with_zeros(p) / (pct(row(p, 'amp_underflow.part1', '1 Linear')[4]) / 100):.0f}",
+    "underflow.min_act_bin": lambda p: (lambda e: f"[2^{e}, 2^{e + 1})")(min(int(r[-3]) for r in underflow_acts(p))),
+    "underflow.min_e_all": lambda p: f"2^{min(int(l.split()[-3]) for l in block_lines(p, 'amp_underflow.part1')[1:])}",
+    # section 2: part 2's what-if probes, and the sweep's K = 0 row
+    "underflow.fp32_below": lambda p: f"{pct(row(p, 'amp_underflow.part2', 'fp32')[6]):.2f}%",
+    "underflow.fp32_flushed": lambda p: f"{pct(row(p, 'amp_underflow.part2', 'fp32')[5]):.2f}%",
+    "underflow.unscaled_flushed": lambda p: f"{pct(row(p, 'amp_underflow.part2', 'fp16-unscaled')[5]):.2f}%",
+    "underflow.dynamic_flushed": lambda p: row(p, "amp_underflow.part2", "fp16-dynamic")[5],
+    "underflow.k0_unscaled": lambda p: " ".join(md_rows(p, "amp_underflow.sweep")["0"][2].split()[:3]),
+    "underflow.k0_fp32": lambda p: " ".join(md_rows(p, "amp_underflow.sweep")["0"][1].split()[:3]),
+    "underflow.k0_bound": lambda p: md_rows(p, "amp_underflow.sweep")["0"][5],
     # section 2: the grad-shift sweep (means over the seeds, in points below F32's)
     "underflow.k12_slip": lambda p: f"{sweep_gap(p, '12'):.1f}",
     "underflow.k16_gap": lambda p: f"{sweep_gap(p, '16'):.0f}",
@@ -511,6 +545,16 @@ VALUES = {
     "compare.fp32_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp32")[4],
     "compare.o1_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp16-O1")[4],
     "compare.o3_mb": lambda p: row(p, "fashion_mnist_mlp.compare", "fp16-O3")[4],
+    "compare.mixed_ms_range": lambda p: value_range([float(l.split()[3]) for l in block_lines(
+        p, "fashion_mnist_mlp.compare")[1:] if not l.startswith("fp32")], 3),
+    "compare.sweep_max_gap": lambda p: f"{max(abs(float(c[2].split()[0])) for r, c in md_rows(p, 'fashion_mnist_mlp.sweep').items() if c[2]):.2f}",
+    "compare.sweep_sd_range": lambda p: value_range([100 * float(c[1].split()[2]) for c in md_rows(
+        p, "fashion_mnist_mlp.sweep").values()], 2),
+    # section 4: amp_master_weights --lr 0.1 and its seed sweep
+    "master_lr01.o3_swamped": lambda p: row(p, "amp_master_weights_lr01.summary", "fp16-O3")[6],
+    "master_lr01.o2_mean": lambda p: md_rows(p, "amp_master_weights_lr01.sweep")["fp16-O2"][2].split()[0],
+    "master_lr01.o3_mean": lambda p: md_rows(p, "amp_master_weights_lr01.sweep")["fp16-O3"][2].split()[0],
+    "master_lr01.fp32_sd": lambda p: f"{100 * float(md_rows(p, 'amp_master_weights_lr01.sweep')['fp32'][1].split()[2]):.2f}",
     # section 7: pure_bf16
     "bf16.nearest_lost": lambda p: f"{pct(row(p, 'pure_bf16.summary', 'bf16-nearest')[5]):.0f}%",
     "bf16.nearest_points": lambda p: f"{abs(points(row(p, 'pure_bf16.summary', 'bf16-nearest')[2])):.1f}",
@@ -519,9 +563,18 @@ VALUES = {
     "fp8.delayed_mean": lambda p: fp8_mean(p, "fp8-delayed"),
     "fp8.current_mean": lambda p: fp8_mean(p, "fp8-current"),
     "fp8.mxfp8_mean": lambda p: fp8_mean(p, "mxfp8"),
-    "fp8.seed0_delayed": lambda p: f"{points(row(p, 'fp8_training.summary', 'fp8-delayed')[2]):+.2f}".replace("+", ""),
-    "fp8.casts_over_gemm_small": lambda p: (lambda r: f"{float(r[-5].rstrip('ms')) / float(r[-4].rstrip('ms')):.0f}x")(
-        row(p, "bench_fp8.table", "64x784")),
+    "fp8.seed0_delayed": lambda p: f"{points(row(p, 'fp8_training.summary', 'fp8-delayed')[2]):+.2f}",
+    "fp8.unscaled_vs": lambda p: " ".join(md_rows(p, "fp8_training.sweep")["fp8-unscaled"][2].split()[:3]),
+    "fp8.e4m3_vs": lambda p: " ".join(md_rows(p, "fp8_training.sweep")["fp8-e4m3-grads"][2].split()[:3]),
+    "fp8.e4m3_flush": lambda p: md_rows(p, "fp8_training.sweep")["fp8-e4m3-grads"][3],
+    "fp8.current_flush": lambda p: md_rows(p, "fp8_training.sweep")["fp8-current"][3],
+    "fp8.e4m3_flush_ratio": lambda p: f"{pct(md_rows(p, 'fp8_training.sweep')['fp8-e4m3-grads'][3]) / pct(md_rows(p, 'fp8_training.sweep')['fp8-current'][3]):.0f}",
+    "fp8.history1_sat_dy": lambda p: row(p, "fp8_training.summary", "fp8-history-1")[7],
+    "fp8.recipes_sd_range": lambda p: value_range([float(md_rows(p, "fp8_training.sweep")[r][2].split()[2])
+                                                   for r in ("fp8-delayed", "fp8-current", "mxfp8")], 2),
+    "fp8.fp32_vs_bf16_sd": lambda p: md_rows(p, "fp8_training.sweep")["fp32"][2].split()[2],
+    "fp8.casts_over_gemm_small": lambda p: casts_over_gemm(p, "64x784", 1),
+    "fp8.casts_over_gemm_large": lambda p: casts_over_gemm(p, "1024x2048", 2),
     "fp8.delayed_over_bf16_small": lambda p: f"{float(row(p, 'bench_fp8.table', '64x784')[6]):.1f}x",
     "fp8.delayed_over_bf16_large": lambda p: f"{float(row(p, 'bench_fp8.table', '1024x2048')[6]):.1f}x",
 }
@@ -684,6 +737,21 @@ def self_test():
     fixed = fill_values(page)
     assert check_values(fixed) == [] and "-->46%<" in fixed and "-->0.02<" in fixed, fixed
     assert sixth(0.23 / 1.44) == "a sixth" and sixth(0.5) == "half" and sixth(1.5) == "150%"
+    times = "".join(f"time\t{p.split()[0]}\t2.0\t{p.split()[0]} {' '.join(p.split()[1:])} x\n" for p in TIMED)
+    res = {"provenance": {"machine": "M", "threads": 1, "commit": "abc"},
+           "logs": {"make_figures": times + "time\tamp_underflow\t4.0\tamp_underflow --seed 1\ntotal\t90\n"}}
+    got = block_times(res)
+    assert "| `amp_underflow` | 2 | 3.0 | 6 |" in got and "| `fashion_mnist_cnn --inspect` | 1 | 2.0 | 2 |" in got, got
+    assert got[-1].endswith("1.5 minutes."), got
+    res["logs"]["make_figures"] = times.replace("time\tcomplete", "skip\tcomplete") + "total\t90\n"
+    assert block_times(res) is None  # a partial run keeps the block
+    summary = "pure_bf16, 1 thread(s)\nrun  test acc  vs fp32\nfp32  0.80{}  +0.00p\nbf16-nearest  0.78{}  -2p\n\n"
+    res = {"provenance": {"machine": "M", "threads": 1, "commit": "abc"}, "logs": {"pure_bf16": summary.format(0, 0)},
+           "seed_logs": {"pure_bf16": {s: summary.format(s, 2 * s) for s in SEEDS[1:]}}}
+    got = block_seed_sweep("pure_bf16")(res)
+    assert "| bf16-nearest | 0.7840 ± 0.0032 (0.7800-0.7880) | -1.80 ± 0.16 (-2.00 to -1.60) |" in got, got
+    del res["seed_logs"]["pure_bf16"][4]
+    assert block_seed_sweep("pure_bf16")(res) is None
     print("doc_tables: self-test passed")
 
 

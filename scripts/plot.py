@@ -46,6 +46,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 import tempfile
 
 # F16 and BF16 limits as log2 magnitudes (amp/inspect/formats.h derives them from the layouts).
@@ -453,7 +454,11 @@ def plot_curves(plt, panels, title, logy, ylim=None):
             ax.set_yscale("log")
         if ylim:
             ax.set_ylim(*ylim)
-        ax.set_ylabel(PANEL_WORDS.get(name, name) or "value")
+        if name in PANEL_WORDS or len(name) <= 30:
+            ax.set_ylabel(PANEL_WORDS.get(name, name) or "value")
+        else:  # a long panel name (FP8's "Linear 256->128 input x: scaled amax ..."): the title, its words the label
+            ax.set_title(name, fontsize=9)
+            ax.set_ylabel(textwrap.fill(name.split(": ", 1)[1] if ": " in name else "value", 28), fontsize=8)
         ax.grid(True, alpha=0.3)
         legend_beside(ax, fontsize=8)
         if not shared:

@@ -40,7 +40,7 @@ awk -v s="$(col fp8-margin-8 7)" 'BEGIN { exit !(s > 50) }' || fail "fp8-margin-
 head -1 "$dir/csv/fp8_stats.csv" | grep -q "^run,step,layer,role,amax,scale,saturated,flushed$" || fail "bad CSV header"
 # the lag panels: every step of the window (150-299 of a 300-step --quick run) for both delayed runs
 for r in fp8-delayed fp8-history-1; do
-  n="$(grep -c "^Linear 256->128 dy amax in steps 150-349 ($r)/$r: amax this step," "$dir/csv/curves.csv" || true)"
+  n="$(grep -c "^Linear 256->128 dy amax in steps 150-349 ($r): [^/]*/$r: amax this step," "$dir/csv/curves.csv" || true)"
   [ "$n" = 150 ] || fail "curves.csv has $n lag rows for $r, want 150 (every step of the window)"
 done
 [ -s "$dir/csv/layers.csv" ] && head -1 "$dir/csv/layers.csv" | grep -qx "layer,label" || fail "no layers.csv"
