@@ -11,8 +11,9 @@
 # ...; cmake --build BUILD_DIR --target precision_formats amp_underflow amp_overflow amp_master_weights pure_bf16
 # fp8_training bench_fp8 fashion_mnist_mlp fashion_mnist_cnn amp_recipe). Runs each once with its defaults into a
 # temporary directory, renders the PNGs with scripts/plot.py into docs/figures/, and runs the seed sweeps behind the
-# pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs),
-# amp_master_weights --lr 0.1, fp8_training with seeds 1-4 and --model cnn; `inspect` runs the MLP's and the CNN's
+# pages' "within noise" claims: amp_underflow for every --grad-shift K of section 2 with 5 seeds (25 runs), and
+# seeds 1-4 next to the default run of amp_master_weights --lr 0.1, fashion_mnist_mlp --compare, pure_bf16 and
+# fp8_training, then fp8_training --model cnn once; `inspect` runs the MLP's and the CNN's
 # first step of every precision mode through the inspectors (section 9), `amp_recipe` the recipe model's ledgers
 # (section 9, --batches 2 --epochs 1: the ledger depends on the shapes only); `complete_program` compiles section 10's
 # complete program from the page against BUILD_DIR's libhalfgrad ($CXX, default g++) and runs it. Every program run
