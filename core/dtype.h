@@ -80,6 +80,8 @@ constexpr const char* dtype_name(DType t) { return dtype_info(t).name; }
 constexpr bool is_floating(DType t) { return dtype_info(t).floating; }
 // Kept in memory, never computed on: ops refuse it (visit_dtype) and name the cast to make.
 constexpr bool is_storage_only(DType t) { return dtype_info(t).arithmetic == Arithmetic::StorageOnly; }
+// I64 and Bool: no kernel computes on them; ops that take them (as torch does) go through F64 or F32 and back.
+constexpr bool is_integral(DType t) { return t == DType::I64 || t == DType::Bool; }
 // The 8-bit floating formats (the FP8 scaling recipes' element types).
 constexpr bool is_fp8(DType t) { return is_floating(t) && is_storage_only(t) && dtype_size(t) == 1; }
 // The 16-bit formats that kernels compute on (widened to F32): what autocast and master weights are about.

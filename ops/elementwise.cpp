@@ -81,7 +81,7 @@ GradReads grad_reads(EwOp op) {
 Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, double p1);
 
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
-  if (x.defined() && (x.dtype() == DType::I64 || x.dtype() == DType::Bool))
+  if (x.defined() && is_integral(x.dtype()))
     if (Tensor y = integral_unary(name, op, x, p0, p1); y.defined()) return y;
   check_floating(name, x);
   const EwCall fwd{op, EwMode::Forward, p0, p1};

@@ -108,7 +108,7 @@ Tensor expand_scaled(const Tensor& dy, const Shape& keep_shape, const Shape& x_s
 Tensor sum_mean(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, bool is_mean) {
   // Bool and I64: through F64 (exact to 2^53); a sum is I64 as torch's, a mean F32 (torch refuses these means;
   // halfgrad gives (pred == y).mean(), the accuracy)
-  if (x.defined() && (x.dtype() == DType::Bool || x.dtype() == DType::I64))
+  if (x.defined() && is_integral(x.dtype()))
     return sum_mean(op, x.to(DType::F64), dims, keepdim, is_mean).to(is_mean ? DType::F32 : DType::I64);
   check_floating(op, x);
   const std::vector<char> mask = reduce_mask(op, x.ndim(), dims);
@@ -147,7 +147,7 @@ Tensor route_to_index(const Tensor& dy_keep, const Tensor& idx_keep, const Shape
 
 // I64 and Bool tensors (no gradient) reduce through F64, exact for magnitudes below 2^53, and their values come
 // back in their own dtype, as torch's max/min/argmax of integers and booleans.
-bool integral(const Tensor& x) { return x.defined() && (x.dtype() == DType::I64 || x.dtype() == DType::Bool); }
+bool integral(const Tensor& x) { return x.defined() && is_integral(x.dtype()); }
 
 ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t dim, bool keepdim) {
   if (integral(x)) {
