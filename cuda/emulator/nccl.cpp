@@ -233,6 +233,13 @@ bool post(State& st, int64_t seq, const Desc& d, const void* send) {
   return true;
 }
 
+// The error of a collective whose peer `r` aborted its communicator, quoting what failed there.
+std::string remote_abort(const State& st, int r, const Desc& d, int64_t seq) {
+  const char* after = st.control->slot[r].why;
+  return std::string(kind_name(d.kind)) + " (collective " + std::to_string(seq) + "): rank " + std::to_string(r) +
+         " aborted its communicator" + (*after != '\0' ? std::string(" after: ") + after : std::string());
+}
+
 // Runs collective `seq` once every rank posted it: reads every rank's part, checks they called the same
 // collective, writes this rank's result.
 void run(State& st, int64_t seq, const Desc& mine, void* recv) {
@@ -240,12 +247,21 @@ void run(State& st, int64_t seq, const Desc& mine, void* recv) {
   std::vector<size_t> sizes(static_cast<size_t>(st.nranks), 0);
   std::vector<const char*> data(static_cast<size_t>(st.nranks), nullptr);
   std::string error;
+  bool remote = false;  // the error is another rank's abort
   for (int r = 0; r < st.nranks && error.empty(); ++r) {
     const std::string name = st.segment(r, seq);
     Desc d;
     void* head = map(name, sizeof(Desc), false);
+    // A rank that found a mismatch first and aborted removes its parts, maybe between these two maps: say so
+    // (comm_abort sets `aborted` before it removes them).
+    const auto missing = [&] {
+      remote = st.control->slot[r].aborted.load() != 0;
+      error = remote ? remote_abort(st, r, mine, seq)
+                     : "rank " + std::to_string(r) + "'s part of collective " + std::to_string(seq) + " is missing (" +
+                           name + ")";
+    };
     if (head == nullptr) {
-      error = "rank " + std::to_string(r) + "'s part of collective " + std::to_string(seq) + " is missing (" + name + ")";
+      missing();
       break;
     }
     std::memcpy(&d, head, sizeof(Desc));
@@ -261,6 +277,10 @@ void run(State& st, int64_t seq, const Desc& mine, void* recv) {
     }
     sizes[static_cast<size_t>(r)] = sizeof(Desc) + static_cast<size_t>(d.bytes);
     maps[static_cast<size_t>(r)] = map(name, sizes[static_cast<size_t>(r)], false);
+    if (maps[static_cast<size_t>(r)] == nullptr) {
+      missing();
+      break;
+    }
     data[static_cast<size_t>(r)] = static_cast<const char*>(maps[static_cast<size_t>(r)]) + sizeof(Desc);
   }
   if (error.empty()) {
@@ -279,7 +299,7 @@ void run(State& st, int64_t seq, const Desc& mine, void* recv) {
         break;
     }
   } else {
-    st.set_async(ncclInvalidUsage, error);
+    st.set_async(remote ? ncclRemoteError : ncclInvalidUsage, error);
   }
   for (int r = 0; r < st.nranks; ++r)
     if (maps[static_cast<size_t>(r)] != nullptr) munmap(maps[static_cast<size_t>(r)], sizes[static_cast<size_t>(r)]);
@@ -413,10 +433,7 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, size_t count, i
     }
     for (int r = 0; r < s.nranks; ++r) {
       if (r != s.rank && s.control->slot[r].aborted.load()) {
-        const char* after = s.control->slot[r].why;
-        s.set_async(ncclRemoteError, std::string(kind_name(d.kind)) + " (collective " + std::to_string(seq) +
-                                         "): rank " + std::to_string(r) + " aborted its communicator" +
-                                         (*after != '\0' ? std::string(" after: ") + after : std::string()));
+        s.set_async(ncclRemoteError, remote_abort(s, r, d, seq));
         return true;
       }
       if (s.control->slot[r].posted.load() < seq) return false;
