@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -52,7 +53,8 @@ bool should_record(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves) {
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves,
+            DoubleBackward twice) {
   if (!should_record(inputs)) return;
   auto node = std::make_shared<Node>();
   g_live_nodes.fetch_add(1);
@@ -80,6 +82,10 @@ void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, Ba
     if (saves.inputs >> i & 1 && inputs[i].defined())
       node->inputs[i].saved = {inputs[i].unsafe_impl()->storage, inputs[i].version()};
   if (saves.output) node->saved_output = {out.unsafe_impl()->storage, out.version()};
+  node->differentiable = twice == DoubleBackward::Yes;
+  node->reads_grad_values = saves.output;
+  for (size_t i = 0; i < inputs.size() && i < 64; ++i)
+    if (saves.inputs >> i & 1 && inputs[i].defined() && inputs[i].requires_grad()) node->reads_grad_values = true;
   auto& meta = out.unsafe_impl()->autograd;
   if (!meta) meta = std::make_shared<AutogradMeta>();
   meta->requires_grad = true;
@@ -180,24 +186,65 @@ void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta*
   }
 }
 
-void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opts) {
-  HG_CHECK(root.requires_grad(), "backward: this tensor does not require grad and has no grad_fn; call "
-                                 "requires_grad_() on the inputs before computing it");
-  Tensor seed = seed_in;
-  if (!seed.defined()) {
-    HG_CHECK(root.numel() == 1, "backward: a seed gradient can be created implicitly only for one-element "
-                                "outputs, but the output has shape ", root.shape(), "; pass a seed of that shape");
-    seed = ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+namespace {
+
+// What autograd::grad collects instead of accumulating into .grad: the gradients reaching the `inputs`, leaves
+// (by their metadata) or non-leaves (by the node that made them, whose received gradient is theirs).
+struct Capture {
+  std::unordered_map<const AutogradMeta*, size_t> leaves;
+  std::unordered_map<const Node*, size_t> nodes;
+  std::vector<Tensor> grads;
+  std::unordered_set<const Node*> needed;  // nodes from which some input is reached: the only ones run
+  void add(size_t k, Tensor g) { grads[k] = grads[k].defined() ? grad_accumulate(grads[k], g) : std::move(g); }
+};
+
+// The nodes the roots reach, each once, in ascending sequence order (a node's inputs before it).
+std::vector<Node*> reachable(const std::vector<Node*>& roots) {
+  std::vector<Node*> out, stack;
+  std::unordered_set<const Node*> seen;
+  for (Node* r : roots)
+    if (r && seen.insert(r).second) stack.push_back(r);
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    out.push_back(n);
+    for (const Edge& e : n->inputs)
+      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
   }
-  HG_CHECK(seed.shape() == root.shape(), "backward: seed shape ", seed.shape(), " does not match output shape ",
-           root.shape());
-  if (seed.dtype() != root.dtype()) seed = seed.detach().to(root.dtype());
-  NoGradGuard no_grad;
-  struct InBackward {  // restores the flag on exit, exceptions included (backward may nest in a hook)
-    bool prev = t_in_backward;
-    InBackward() { t_in_backward = true; }
-    ~InBackward() { t_in_backward = prev; }
-  } in_backward_scope;
+  std::sort(out.begin(), out.end(), BySeq());
+  return out;
+}
+
+thread_local std::shared_ptr<Node> t_running;  // the node whose backward runs now (saved_output reattaches to it)
+thread_local bool t_create_graph = false;      // the running backward records the gradients' graph
+
+[[noreturn]] void fail_not_twice_differentiable(const Node& n) {
+  HG_FAIL("backward with create_graph: op '", n.name, "' has no differentiable backward in halfgrad yet, so the "
+          "gradient it passes on cannot be differentiated again. Double backward covers the elementwise ops but gelu "
+          "and maximum/minimum, sum/mean, matmul, linear (+ReLU), softmax/log_softmax, the losses, casts and the "
+          "view/reshape/permute/expand/cat/flip ops (docs/API.md, \"Higher-order gradients\"); detach() this op's "
+          "input if its second derivative is not needed");
+}
+
+// Runs the graph behind `roots` backward, seeded with `seeds`. Without `capture` (Tensor::backward), gradients
+// accumulate into the leaves' .grad; with it (autograd::grad), only the nodes leading to capture's inputs run and
+// their gradients are returned in capture->grads, no .grad touched.
+void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool retain_graph, bool create_graph,
+             Capture* capture) {
+  GradModeGuard grad_mode(create_graph);  // node functions record the gradients' graph under create_graph only
+  struct InBackward {  // restores the flags on exit, exceptions included (backward may nest in a hook)
+    bool prev = t_in_backward, prev_create = t_create_graph;
+    std::shared_ptr<Node> prev_running = t_running;
+    explicit InBackward(bool create) {
+      t_in_backward = true;
+      t_create_graph = create;
+    }
+    ~InBackward() {
+      t_in_backward = prev;
+      t_create_graph = prev_create;
+      t_running = std::move(prev_running);
+    }
+  } in_backward_scope(create_graph);
 
   std::vector<std::function<void()>> callbacks;  // queue_callback's, run once everything else is done
   struct CallbackScope {  // a nested backward (in a hook) has its own list
@@ -207,12 +254,14 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
   } callback_scope(&callbacks);
 
   // A leaf's gradient is handed over (hooks, then grad, then the post-accumulate hooks) as soon as no node that
-  // may still run can add to it: `pending` counts, per leaf, the edges into it from the nodes the root reaches
+  // may still run can add to it: `pending` counts, per leaf, the edges into it from the nodes the roots reach
   // (counted before the first node runs). A leaf whose count never reaches 0 (an edge from a node no gradient
-  // reached) is handed over after the last node.
+  // reached) is handed over after the last node. Under autograd::grad a captured leaf's gradient goes to the
+  // capture (after the leaf's hooks), and the other leaves get nothing.
   std::unordered_map<AutogradMeta*, std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads;
   std::unordered_map<AutogradMeta*, int64_t> pending;
   auto add_leaf = [&](const std::shared_ptr<AutogradMeta>& m, Tensor g) {
+    if (capture && !capture->leaves.count(m.get())) return;
     auto& slot = leaf_grads[m.get()];
     slot.first = m;
     slot.second = slot.second.defined() ? grad_accumulate(slot.second, g) : std::move(g);
@@ -223,6 +272,7 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     const std::shared_ptr<AutogradMeta> meta = std::move(it->second.first);
     Tensor g = run_hooks(meta->hooks, std::move(it->second.second));
     leaf_grads.erase(it);
+    if (capture) return capture->add(capture->leaves.at(meta.get()), std::move(g));
     AutogradMeta& m = *meta;
     if (m.grad.defined()) m.set_grad(grad_accumulate(m.grad, g));
     // never alias a tensor the user or another leaf holds; views (reshape's backward) share storage, so
@@ -244,86 +294,126 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
   const auto has_post_hooks = [](const AutogradMeta& m) {
     return m.post_accumulate_hooks && !m.post_accumulate_hooks->empty();
   };
-  const auto& root_meta = root.unsafe_impl()->autograd;
-  if (!root_meta->grad_fn) {
-    add_leaf(root_meta, seed);
-  } else {
-    for_each_leaf_edge(*root_meta->grad_fn, [&](AutogradMeta* leaf) { ++pending[leaf]; });
-    std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
-    std::unordered_map<Node*, Tensor> buffers;
-    std::vector<std::shared_ptr<Node>> keep{root_meta->grad_fn};
-    buffers[root_meta->grad_fn.get()] = seed;
-    ready.push(root_meta->grad_fn.get());
-    // Casts of leaves whose backward is an exact widening (Node::widen_back_to: autocast's weight casts): run
-    // together after the loop, one batched call per source dtype and device. Nothing else waits for their
-    // results (their input is a leaf, whose gradient is only handed over once its last edge is done), and the
-    // result is the node's own backward's bit for bit. A leaf with post-accumulate hooks is not kept waiting:
-    // its cast runs in place, so the hooks (DDP's all-reduce) start during the backward.
-    std::vector<std::pair<Node*, Tensor>> widen_later;
-    const auto release = [&](Node* n) {
-      if (opts.retain_graph) return;
-      n->released = true;
-      BackwardFn dead = std::move(n->backward);  // frees the saved tensors now
-    };
-    while (!ready.empty()) {
-      Node* n = ready.top();
-      ready.pop();
-      Tensor g = run_hooks(n->hooks, std::move(buffers[n]));
-      buffers.erase(n);
-      if (!g.is_contiguous()) g = g.contiguous();  // a view's backward may pass a view on; kernels read dense memory
-      HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
-               "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
-      if (n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf && g.dtype() != *n->widen_back_to &&
-          !has_post_hooks(*n->inputs[0].leaf)) {
-        widen_later.emplace_back(n, std::move(g));
-        continue;
-      }
-      check_saved_versions(*n);
-      GradMask needs(n->inputs.size());
-      for (size_t i = 0; i < needs.size(); ++i) needs[i] = n->inputs[i].defined();
-      std::vector<Tensor> grads = n->backward(g, needs);
-      HG_CHECK(grads.size() == n->inputs.size(), "backward: op '", n->name, "' returned ", grads.size(),
-               " gradients for ", n->inputs.size(), " inputs");
-      for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, g, grads);
-      for (size_t i = 0; i < grads.size(); ++i) {
-        const Edge& e = n->inputs[i];
-        if (e.leaf) {
-          if (grads[i].defined()) check_grad(n->name, grads[i], e.leaf_shape, e.leaf_dtype);
-          leaf_edge_done(e, std::move(grads[i]));
-        } else if (e.node && grads[i].defined()) {
-          check_grad(n->name, grads[i], e.node->out_shape, e.node->out_dtype);
-          Tensor& buf = buffers[e.node.get()];
-          if (!buf.defined()) {
-            ready.push(e.node.get());
-            keep.push_back(e.node);
-          }
-          buf = accumulate(buf, grads[i]);
+  // whether the gradient along e is wanted: always for backward(); for grad(), when it leads to an input
+  const auto wanted = [&](const Edge& e) {
+    if (!e.defined()) return false;
+    if (!capture) return true;
+    return e.leaf ? capture->leaves.count(e.leaf.get()) > 0
+                  : capture->needed.count(e.node.get()) > 0 || capture->nodes.count(e.node.get()) > 0;
+  };
+
+  std::vector<Node*> root_nodes;
+  for (const Tensor& r : roots) root_nodes.push_back(r.unsafe_impl()->autograd->grad_fn.get());
+  const std::vector<Node*> order = reachable(root_nodes);
+  if (capture) {  // ascending sequence order: a node's inputs are decided before it
+    for (Node* n : order)
+      for (const Edge& e : n->inputs)
+        if (wanted(e)) {
+          capture->needed.insert(n);
+          break;
         }
+  }
+  for (Node* n : order)
+    if (!capture || capture->needed.count(n))
+      for (const Edge& e : n->inputs)
+        if (e.leaf) ++pending[e.leaf.get()];
+
+  std::priority_queue<Node*, std::vector<Node*>, BySeq> ready;
+  std::unordered_map<Node*, Tensor> buffers;
+  std::unordered_map<Node*, std::shared_ptr<Node>> keep;  // every node queued, alive to the end (t_running's owner)
+  const auto push = [&](const std::shared_ptr<Node>& node, const Tensor& g) {
+    Tensor& buf = buffers[node.get()];
+    if (!buf.defined()) {
+      ready.push(node.get());
+      keep.emplace(node.get(), node);
+    }
+    buf = accumulate(buf, g);
+  };
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const auto& meta = roots[k].unsafe_impl()->autograd;
+    if (!meta->grad_fn) add_leaf(meta, seeds[k]);
+    else if (!capture || capture->needed.count(meta->grad_fn.get()) || capture->nodes.count(meta->grad_fn.get()))
+      push(meta->grad_fn, seeds[k]);
+  }
+  // Casts of leaves whose backward is an exact widening (Node::widen_back_to: autocast's weight casts): run
+  // together after the loop, one batched call per source dtype and device. Nothing else waits for their results
+  // (their input is a leaf, whose gradient is only handed over once its last edge is done), and the result is the
+  // node's own backward's bit for bit. A leaf with post-accumulate hooks is not kept waiting: its cast runs in
+  // place, so the hooks (DDP's all-reduce) start during the backward. Not under create_graph (each cast records).
+  std::vector<std::pair<Node*, Tensor>> widen_later;
+  const auto release = [&](Node* n) {
+    if (retain_graph) return;
+    n->released = true;
+    BackwardFn dead = std::move(n->backward);  // frees the saved tensors now
+  };
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor g = run_hooks(n->hooks, std::move(buffers[n]));
+    buffers.erase(n);
+    if (capture) {
+      if (const auto it = capture->nodes.find(n); it != capture->nodes.end()) capture->add(it->second, g);
+      if (!capture->needed.count(n)) continue;  // an input of grad() that leads to no other: not run
+    }
+    if (!g.is_contiguous()) g = g.contiguous();  // a view's backward may pass a view on; kernels read dense memory
+    HG_CHECK(!n->released, "backward: trying to run backward through the graph a second time (op '", n->name,
+             "'); its saved tensors were freed. Pass {.retain_graph = true} to the first backward()");
+    if (!create_graph && n->widen_back_to && n->inputs.size() == 1 && n->inputs[0].leaf &&
+        g.dtype() != *n->widen_back_to && !has_post_hooks(*n->inputs[0].leaf) && wanted(n->inputs[0])) {
+      widen_later.emplace_back(n, std::move(g));
+      continue;
+    }
+    check_saved_versions(*n);
+    GradMask needs(n->inputs.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = wanted(n->inputs[i]);
+    std::vector<Tensor> grads;
+    {
+      // Under create_graph a node whose backward runs kernels cannot pass on a gradient that depends on the values
+      // needing grad it reads (or on g): refused. Otherwise its gradients are constants, computed without grad.
+      const bool twice = !create_graph || n->differentiable;
+      if (!twice && (g.requires_grad() || n->reads_grad_values)) fail_not_twice_differentiable(*n);
+      GradModeGuard node_mode(create_graph && n->differentiable);
+      t_running = keep.at(n);
+      grads = n->backward(g, needs);
+      t_running.reset();
+    }
+    HG_CHECK(grads.size() == n->inputs.size(), "backward: op '", n->name, "' returned ", grads.size(),
+             " gradients for ", n->inputs.size(), " inputs");
+    for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, g, grads);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Edge& e = n->inputs[i];
+      if (!needs[i]) continue;
+      if (e.leaf) {
+        if (grads[i].defined()) check_grad(n->name, grads[i], e.leaf_shape, e.leaf_dtype);
+        leaf_edge_done(e, std::move(grads[i]));
+      } else if (e.node && grads[i].defined()) {
+        check_grad(n->name, grads[i], e.node->out_shape, e.node->out_dtype);
+        push(e.node, grads[i]);
       }
+    }
+    release(n);
+  }
+  if (!widen_later.empty()) {
+    std::vector<Tensor> in;
+    std::vector<DType> to;
+    for (const auto& [n, g] : widen_later) {
+      in.push_back(g);
+      to.push_back(*n->widen_back_to);
+    }
+    std::vector<Tensor> out = grads_widened(in, to);
+    for (size_t k = 0; k < widen_later.size(); ++k) {
+      Node* n = widen_later[k].first;
+      if (!t_node_observers.empty()) {
+        const std::vector<Tensor> grads{out[k]};
+        for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, widen_later[k].second, grads);
+      }
+      const Edge& e = n->inputs[0];
+      check_grad(n->name, out[k], e.leaf_shape, e.leaf_dtype);
+      leaf_edge_done(e, std::move(out[k]));
       release(n);
     }
-    if (!widen_later.empty()) {
-      std::vector<Tensor> in;
-      std::vector<DType> to;
-      for (const auto& [n, g] : widen_later) {
-        in.push_back(g);
-        to.push_back(*n->widen_back_to);
-      }
-      std::vector<Tensor> out = grads_widened(in, to);
-      for (size_t k = 0; k < widen_later.size(); ++k) {
-        Node* n = widen_later[k].first;
-        if (!t_node_observers.empty()) {
-          const std::vector<Tensor> grads{out[k]};
-          for (size_t i = 0; i < t_node_observers.size(); ++i) (*t_node_observers[i])(*n, widen_later[k].second, grads);
-        }
-        const Edge& e = n->inputs[0];
-        check_grad(n->name, out[k], e.leaf_shape, e.leaf_dtype);
-        leaf_edge_done(e, std::move(out[k]));
-        release(n);
-      }
-    }
   }
-  // the leaves an unreached node still had an edge into (and the root, when it is a leaf)
+  // the leaves an unreached node still had an edge into (and the roots that are leaves)
   std::vector<AutogradMeta*> rest;
   rest.reserve(leaf_grads.size());
   for (const auto& [key, slot] : leaf_grads) rest.push_back(key);
@@ -332,6 +422,72 @@ void run_backward(const Tensor& root, const Tensor& seed_in, BackwardOptions opt
     std::function<void()> f = std::move(callbacks[i]);
     f();
   }
+}
+
+// The seed of root: `seed`, or ones for a one-element root; checked against the root and cast to its dtype.
+Tensor seed_for(const char* op, const Tensor& root, const Tensor& seed) {
+  if (!seed.defined()) {
+    HG_CHECK(root.numel() == 1, op, ": a seed gradient can be created implicitly only for one-element outputs, but "
+             "the output has shape ", root.shape(), "; pass a seed of that shape");
+    return ones(root.shape(), {.dtype = root.dtype(), .device = root.device()});
+  }
+  HG_CHECK(seed.shape() == root.shape(), op, ": seed shape ", seed.shape(), " does not match output shape ",
+           root.shape());
+  return seed.dtype() == root.dtype() ? seed : seed.to(root.dtype());
+}
+
+}  // namespace
+
+bool create_graph_active() { return t_in_backward && t_create_graph && grad_enabled(); }
+
+Tensor saved_output(const Tensor& kept) {
+  if (!create_graph_active() || !t_running || !kept.defined()) return kept;
+  Tensor y = kept.detach();
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->grad_fn = t_running;
+  y.unsafe_impl()->autograd = std::move(meta);
+  return y;
+}
+
+void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts) {
+  HG_CHECK(root.requires_grad(), "backward: this tensor does not require grad and has no grad_fn; call "
+                                 "requires_grad_() on the inputs before computing it");
+  const Tensor s = seed_for("backward", root, opts.create_graph || !seed.defined() ? seed : seed.detach());
+  execute({root}, {s}, opts.retain_graph.value_or(opts.create_graph), opts.create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, GradOptions opts) {
+  HG_CHECK(!outputs.empty(), "autograd::grad: no outputs; pass the tensors to differentiate");
+  HG_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "autograd::grad: ", grad_outputs.size(),
+           " grad_outputs for ", outputs.size(), " outputs; pass one per output (or none for one-element outputs)");
+  std::vector<Tensor> seeds;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& y = outputs[k];
+    HG_CHECK(y.defined() && y.requires_grad(), "autograd::grad: output ", k, " does not require grad and has no "
+             "grad_fn; call requires_grad_() on the inputs before computing it");
+    const Tensor s = grad_outputs.empty() ? Tensor() : grad_outputs[k];
+    seeds.push_back(seed_for("autograd::grad", y, opts.create_graph || !s.defined() ? s : s.detach()));
+  }
+  Capture capture;
+  capture.grads.resize(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& x = inputs[k];
+    HG_CHECK(x.defined() && x.requires_grad(), "autograd::grad: input ", k, " does not require grad; pass tensors "
+             "that do (requires_grad_() on a leaf, or a tensor computed from one)");
+    const auto& meta = x.unsafe_impl()->autograd;
+    if (meta->grad_fn) capture.nodes.emplace(meta->grad_fn.get(), k);
+    else capture.leaves.emplace(meta.get(), k);
+  }
+  HG_CHECK(capture.nodes.size() + capture.leaves.size() == inputs.size(), "autograd::grad: an input appears twice "
+           "in inputs; pass each tensor once");
+  execute(outputs, seeds, opts.retain_graph.value_or(opts.create_graph), opts.create_graph, &capture);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    HG_CHECK(capture.grads[k].defined() || opts.allow_unused, "autograd::grad: input ", k, " (shape ",
+             inputs[k].shape(), ") was not used to compute the outputs; pass {.allow_unused = true} to get an "
+             "undefined gradient for it");
+  return std::move(capture.grads);
 }
 
 }  // namespace hg::autograd

@@ -36,7 +36,7 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   Generator gen(opts.seed);
   const Tensor r = randn(y.shape(), {.dtype = DType::F64}, &gen);
   const std::vector<double> rv = r.to_vector<double>();
-  y.backward(r);
+  if (y.requires_grad()) y.backward(r);  // an output that needs no grad is a constant: its gradients are 0
 
   GradcheckResult res;
   NoGradGuard no_grad;
@@ -65,6 +65,31 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     }
   }
   return res;
+}
+
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts) {
+  Tensor direction;          // r, drawn once f's output shape is known
+  std::vector<Tensor> probe;  // v_k, one per input that requires grad
+  // F(x) = sum_k <g_k(x), v_k> with g = grad(<r, f(x)>): gradcheck compares its backward (double backward, the
+  // Hessian-vector product H v) with central differences of F, for random r and v.
+  const GradcheckFn first_order = [&](const std::vector<Tensor>& xs) {
+    EnableGradGuard grad_on;  // gradcheck's numeric differences call this under no_grad
+    const Tensor y = f(xs);
+    std::vector<Tensor> wrt;
+    for (const Tensor& x : xs)
+      if (x.defined() && x.requires_grad()) wrt.push_back(x);
+    if (!direction.defined()) {
+      Generator gen(opts.seed + 1);
+      direction = randn(y.shape(), {.dtype = DType::F64}, &gen);
+      for (const Tensor& x : wrt) probe.push_back(randn(x.shape(), {.dtype = DType::F64}, &gen));
+    }
+    const std::vector<Tensor> gs = autograd::grad({y}, wrt, {direction}, {.create_graph = true, .allow_unused = true});
+    Tensor total = zeros({}, {.dtype = DType::F64});
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (gs[k].defined()) total = total.add(gs[k].mul(probe[k]).sum());
+    return total;
+  };
+  return gradcheck(first_order, inputs, opts);
 }
 
 }  // namespace hg

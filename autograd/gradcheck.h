@@ -28,4 +28,10 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 // Inputs must be F64 CPU tensors; those with requires_grad are checked.
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
 
+// torch.autograd.gradgradcheck: checks second derivatives. The first-order gradients g of <r, f(inputs)> (r a fixed
+// random direction) with respect to the inputs that require grad, computed with autograd::grad(create_graph), are
+// projected on fixed random directions v, and F = <g, v> is gradchecked: its backward (double backward, a
+// Hessian-vector product) against central differences of F.
+GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
+
 }  // namespace hg

@@ -69,6 +69,11 @@ struct Node {
   // backward, one batched launch per source dtype (cast_batch_kernels), instead of one cast each.
   std::optional<DType> widen_back_to;
   SavedVersion saved_output;  // when the backward reads the output; the inputs' are in their edges
+  // The backward is written in recorded ops (DoubleBackward::Yes), so under create_graph it records the graph of
+  // the gradients it returns. A node without it that reads a value needing grad (reads_grad_values), or receives
+  // a gradient needing grad, is refused under create_graph: its gradients would silently lose that dependence.
+  bool differentiable = false;
+  bool reads_grad_values = false;
   ~Node();
 };
 
@@ -77,16 +82,28 @@ namespace autograd {
 bool grad_enabled();
 void set_grad_enabled(bool on);
 
-// Turns off recording on this thread for its lifetime (thread-local, nestable).
-class NoGradGuard {
+// Sets grad mode on this thread for its lifetime, then restores it (thread-local, nestable; exceptions included):
+// torch.set_grad_enabled as a guard.
+class GradModeGuard {
  public:
-  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool on) : prev_(grad_enabled()) { set_grad_enabled(on); }
+  ~GradModeGuard() { set_grad_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool prev_;
+};
+
+// Turns off recording for its lifetime (torch.no_grad).
+struct NoGradGuard : GradModeGuard {
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
+// Turns recording on for its lifetime (torch.enable_grad): inside a NoGradGuard, or to compute a gradient
+// penalty's graph in a function that may be called without grad.
+struct EnableGradGuard : GradModeGuard {
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 // True when grad mode is on and some input requires grad: the op must record.
@@ -109,10 +126,25 @@ struct Saves {
   }
 };
 
+// Whether an op's backward function is written in recorded ops (Tensor ops, with saved_output for the output), so
+// that backward(create_graph) can differentiate the gradients it returns again. A backward that runs its own
+// kernels says No (the default) and is refused under create_graph where that would lose a dependence. A Yes
+// backward may pick a fused kernel when create_graph_active() is false, the same math.
+enum class DoubleBackward : bool { No, Yes };
+
 // Attaches a node to `out` (which must be freshly made by the op). fn returns one gradient per
 // input, with the input's shape and dtype, or undefined where none is needed. Does nothing when
 // no input requires grad or grad mode is off.
-void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves = {});
+void record(Tensor& out, const char* name, const std::vector<Tensor>& inputs, BackwardFn fn, Saves saves = {},
+            DoubleBackward twice = DoubleBackward::No);
+
+// True inside a node's backward function run by backward(create_graph) (or autograd::grad's) on a node marked
+// DoubleBackward::Yes: the function must compute its gradients with recorded ops.
+bool create_graph_active();
+// A backward function's saved copy of its op's output (kept detached: the output itself would make a reference
+// cycle): under create_graph_active(), the same values attached to the running node, so the gradients computed
+// from them depend on the op's input as the output does; otherwise `kept` itself.
+Tensor saved_output(const Tensor& kept);
 
 // Refuses, with torch's error, a backward that would read a value an in-place op has changed since `n` saved it.
 void check_saved_versions(const Node& n);
@@ -147,6 +179,22 @@ void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta*
 // Runs backward from `root` (autograd/engine.cpp).
 void run_backward(const Tensor& root, const Tensor& seed, BackwardOptions opts);
 
+// torch.autograd.grad's options: retain_graph defaults to create_graph; allow_unused gives an undefined gradient
+// for an input the outputs do not depend on (an error otherwise).
+struct GradOptions {
+  std::optional<bool> retain_graph = std::nullopt;
+  bool create_graph = false;
+  bool allow_unused = false;
+};
+
+// torch.autograd.grad: the gradients of sum_k <grad_outputs[k], outputs[k]> with respect to each of `inputs`
+// (leaves or computed tensors, each requiring grad), returned in inputs' order and never accumulated into .grad.
+// grad_outputs may be empty when every output has one element (seeds of 1). Only the part of the graph that leads
+// to `inputs` runs; a leaf's hooks run on its gradient, post-accumulate hooks do not. With create_graph the
+// returned gradients carry their own graph (a gradient penalty differentiates them again).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, GradOptions opts = {});
+
 // Number of live nodes (for leak tests).
 int64_t live_nodes();
 
@@ -159,5 +207,7 @@ Tensor grad_accumulate(const Tensor& acc, const Tensor& g);
 std::vector<Tensor> grads_widened(const std::vector<Tensor>& grads, const std::vector<DType>& to);
 
 using autograd::NoGradGuard;
+using autograd::EnableGradGuard;
+using autograd::GradModeGuard;
 
 }  // namespace hg

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -77,8 +78,12 @@ struct ReduceOptions {
   bool keepdim = false;
 };
 
+// torch's backward(retain_graph, create_graph): create_graph records the graph of the gradients themselves, so a
+// function of them (a gradient penalty) can be differentiated again; retain_graph keeps the graph for another
+// backward and defaults to create_graph (docs/API.md, "Higher-order gradients").
 struct BackwardOptions {
-  bool retain_graph = false;
+  std::optional<bool> retain_graph = std::nullopt;
+  bool create_graph = false;
 };
 
 using GradHook = std::function<Tensor(const Tensor& grad)>;  // return undefined to keep grad

@@ -13,7 +13,7 @@ void record_cast(Tensor& y, const Tensor& x) {
   if (!is_floating(y.dtype())) return;
   autograd::record(y, "to(dtype)", {x}, [src = x.dtype()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{dy.to(src)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   // the gradient's cast back is exact: the engine may batch it with the others (autograd/node.h)
   if (is_exact_widening(y.dtype(), x.dtype()) && y.grad_fn()) y.grad_fn()->widen_back_to = x.dtype();
 }
@@ -76,7 +76,7 @@ Tensor Tensor::to(Device d) const {
   copy_bytes(y.data_ptr(), d, data_ptr(), device(), nbytes());
   autograd::record(y, "to(device)", {*this}, [src = device()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{dy.to(src)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 

@@ -80,6 +80,40 @@ GradReads grad_reads(EwOp op) {
 // I64, as scalar_op's rule). Undefined when x is neither: the caller goes on with the floating path.
 Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, double p1);
 
+// dy times f'(x) for unary op `op` (y = f(x), attached by saved_output), in recorded ops: the backward under
+// create_graph, whose gradient is differentiated again. Undefined for the ops without one (gelu): their backward
+// is refused there. The same formulas as ops/functors.h's grad(), which the fused path runs.
+Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const Tensor& dy) {
+  const auto mask = [&](const Tensor& m) { return m.to(dy.dtype()); };  // a Bool condition as 0/1
+  switch (f.op) {
+    case EwOp::Neg: case EwOp::RsubScalar: return neg(dy);
+    case EwOp::Exp: return mul(dy, y);
+    case EwOp::Log: return div(dy, x);
+    case EwOp::Sqrt: return div(dy, mul(y, 2.0));
+    case EwOp::Rsqrt: return mul(mul(dy, pow(y, 3.0)), -0.5);
+    case EwOp::Abs: return mul(dy, sub(mask(gt(x, 0.0)), mask(lt(x, 0.0))));
+    case EwOp::Relu: return mul(dy, mask(gt(y, 0.0)));
+    case EwOp::Sigmoid: return mul(dy, mul(y, rsub(1.0, y)));
+    case EwOp::Tanh: return mul(dy, rsub(1.0, mul(y, y)));
+    case EwOp::Silu: {
+      const Tensor s = sigmoid(x);
+      return mul(dy, mul(s, add(mul(x, rsub(1.0, s)), 1.0)));
+    }
+    case EwOp::PowScalar:
+      return f.p0 == 0.0 ? mul(dy, 0.0) : mul(dy, mul(pow(x, f.p0 - 1.0), f.p0));
+    case EwOp::Clamp: return mul(dy, mask(logical_and(ge(x, f.p0), le(x, f.p1))));
+    case EwOp::AddScalar: return dy;
+    case EwOp::MulScalar: return mul(dy, f.p0);
+    case EwOp::DivScalar: return div(dy, f.p0);
+    case EwOp::RdivScalar: return mul(neg(dy), div(rdiv(f.p0, x), x));
+    case EwOp::Round: return mul(dy, 0.0);
+    default: return Tensor();
+  }
+}
+
+// Whether unary_grad_ops has op's derivative.
+bool unary_twice(EwOp op) { return op != EwOp::GeluTanh && op != EwOp::GeluErf; }
+
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
   if (x.defined() && is_integral(x.dtype()))
     if (Tensor y = integral_unary(name, op, x, p0, p1); y.defined()) return y;
@@ -91,13 +125,17 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
     // y as a detached alias: capturing y itself would make a reference cycle
     const GradReads reads = grad_reads(op);
     const Tensor kept = reads == GradReads::Y ? y.detach() : reads == GradReads::X ? x : Tensor();
-    autograd::record(y, name, {x}, [kept, fwd](const Tensor& dy, const GradMask&) {
+    autograd::record(y, name, {x}, [kept, fwd, reads](const Tensor& dy, const GradMask&) {
+      if (autograd::create_graph_active())
+        return std::vector<Tensor>{unary_grad_ops(fwd, reads == GradReads::X ? kept : Tensor(),
+                                                  reads == GradReads::Y ? autograd::saved_output(kept) : Tensor(), dy)};
       const Tensor& v = kept.defined() ? kept : dy;  // Neither: grad() reads neither slot
       Tensor dx = empty_like(v);
       run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {v, v, dy}, dx);
       return std::vector<Tensor>{dx};
     }, reads == GradReads::Y ? autograd::Saves::output_only()
-       : reads == GradReads::X ? autograd::Saves::only({0}) : autograd::Saves::none());
+       : reads == GradReads::X ? autograd::Saves::only({0}) : autograd::Saves::none(),
+       unary_twice(op) ? autograd::DoubleBackward::Yes : autograd::DoubleBackward::No);
   }
   return y;
 }
@@ -144,6 +182,16 @@ std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a_in, const Te
 
 Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const Tensor& dy, const Shape& target) {
   if (op == EwOp::Add || (op == EwOp::Sub && mode == EwMode::GradA)) return sum_to(dy, target);
+  if (autograd::create_graph_active()) {  // recorded ops, differentiable again (ops/functors.h's formulas)
+    const bool ga = mode == EwMode::GradA;
+    switch (op) {
+      case EwOp::Sub: return sum_to(neg(dy), target);
+      case EwOp::Mul: return sum_to(mul(dy, ga ? b : a), target);
+      case EwOp::Div: return sum_to(ga ? div(dy, b) : mul(neg(dy), div(div(a, b), b)), target);
+      default: HG_FAIL("backward: ", static_cast<int>(op), " has no differentiable binary gradient (a bug: the node "
+                       "should not be marked DoubleBackward::Yes)");
+    }
+  }
   Tensor g = empty_like(dy);
   run_elementwise("backward", {op, mode}, {a, b, dy}, g);
   return sum_to(g, target);
@@ -171,7 +219,8 @@ Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, cons
     autograd::record(y, name, {a, b}, [a, b, op](const Tensor& dy, const GradMask& needs) {
       return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, a.shape()) : Tensor(),
                                  needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, b.shape()) : Tensor()};
-    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{});
+    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{},
+       op == EwOp::Maximum || op == EwOp::Minimum ? autograd::DoubleBackward::No : autograd::DoubleBackward::Yes);
   }
   return y;
 }
@@ -327,13 +376,17 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   if (autograd::should_record({&a, &b})) {
     autograd::record(y, "where", {a, b}, [c, as = a.shape(), bs = b.shape()](const Tensor& dy, const GradMask& needs) {
       auto masked = [&](EwOp op, const Shape& target) {
+        if (autograd::create_graph_active()) {  // recorded: a where of dy and zeros, differentiable again
+          const Tensor z = zeros(dy.shape(), {.dtype = dy.dtype(), .device = dy.device()});
+          return sum_to(op == EwOp::MaskTrue ? where(c, dy, z) : where(c, z, dy), target);
+        }
         Tensor g = empty_like(dy);
         run_elementwise("where backward", {op, EwMode::Forward}, {c, dy}, g);
         return sum_to(g, target);
       };
       return std::vector<Tensor>{needs[0] ? masked(EwOp::MaskTrue, as) : Tensor(),
                                  needs[1] ? masked(EwOp::MaskFalse, bs) : Tensor()};
-    });
+    }, autograd::Saves::none(), autograd::DoubleBackward::Yes);  // reads only the condition, a constant
   }
   return y;
 }
@@ -381,6 +434,8 @@ Tensor ge(const Tensor& a, double s) { return compare("ge", EwOp::Ge, a, scalar_
 
 Tensor grad_accumulate(const Tensor& acc, const Tensor& g) {
   HG_CHECK(acc.shape() == g.shape(), "backward: accumulating a gradient of shape ", g.shape(), " into ", acc.shape());
+  // under create_graph the sum is recorded: the accumulated gradient is differentiated again
+  if (autograd::create_graph_active()) return add(acc, g.dtype() == acc.dtype() ? g : g.to(acc.dtype()));
   Tensor out = empty_like(acc);
   run_elementwise("grad accumulate", {EwOp::Add, EwMode::Forward}, {acc, g.dtype() == acc.dtype() ? g : g.to(acc.dtype())},
                   out);

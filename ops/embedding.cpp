@@ -6,7 +6,9 @@
 #include "autograd/node.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
+#include "ops/elementwise.h"
 #include "ops/kernels/embedding.h"
+#include "ops/shape.h"
 
 namespace hg {
 
@@ -46,6 +48,12 @@ Tensor embedding(const Tensor& indices_in, const Tensor& weight_in, EmbeddingFun
   if (a.n > 0) embedding_kernels().get(weight.device(), weight.dtype())(a);
   // the indices are an input too (never differentiated) so that changing them in place before backward is refused
   autograd::record(y, "embedding", {weight, indices}, [indices, a, dt = weight.dtype()](const Tensor& dy, const GradMask&) {
+    if (autograd::create_graph_active()) {  // recorded: index_add_rows, whose own backward is this lookup
+      const Tensor flat = reshape(indices, {a.n});
+      Tensor rows = reshape(dy, {a.n, a.dim});
+      if (a.padding_idx >= 0) rows = mul(rows, unsqueeze(ne(flat, static_cast<double>(a.padding_idx)), 1).to(dt));
+      return std::vector<Tensor>{index_add_rows(flat, rows, a.num), Tensor()};
+    }
     Tensor grad = empty({a.num, a.dim}, {.dtype = dt == DType::F64 ? DType::F64 : DType::F32, .device = dy.device()});
     EmbeddingArgs b = a;
     b.indices = static_cast<const int64_t*>(indices.data_ptr());
@@ -55,7 +63,7 @@ Tensor embedding(const Tensor& indices_in, const Tensor& weight_in, EmbeddingFun
     b.grad = grad.data_ptr();
     if (grad.numel() > 0) embedding_backward_kernels().get(dy.device(), dt)(b);
     return std::vector<Tensor>{grad.to(dt), Tensor()};
-  }, autograd::Saves::only({1}));
+  }, autograd::Saves::only({1}), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -80,7 +88,7 @@ Tensor index_add_rows(const Tensor& indices_in, const Tensor& src_in, int64_t nu
   if (y.same(acc)) y = acc.detach();  // a fresh tensor for record (F32/F64 src: the accumulator itself)
   autograd::record(y, "index_add", {src, indices}, [indices](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{embedding(indices, dy), Tensor()};
-  }, autograd::Saves::only({1}));
+  }, autograd::Saves::only({1}), autograd::DoubleBackward::Yes);
   return y;
 }
 

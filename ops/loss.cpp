@@ -46,6 +46,29 @@ CrossEntropyArgs class_view(const char* op, const Tensor& x, const Tensor& targe
   return a;
 }
 
+// The gradient the backward kernel computes, in recorded ops (backward under create_graph). With q the smoothed
+// one-hot target ((1 - eps) onehot + eps/C) and v = 0 for an ignored target, 1 otherwise: d loss / d x =
+// v (softmax(x) - q) for logits, -v q for log-probabilities; times dy, divided by the count of kept targets for
+// the mean.
+Tensor class_loss_grad_ops(const CrossEntropyArgs& a, const Tensor& x, const Tensor& target, const Tensor& dy) {
+  const int64_t cdim = x.ndim() == 1 ? 0 : 1;
+  const DType ct = dy.dtype();
+  std::vector<int64_t> along(static_cast<size_t>(x.ndim() - cdim), 1);  // the class positions, shaped as dim cdim
+  along[0] = a.classes;
+  const Tensor cls = arange(0.0, static_cast<double>(a.classes), 1.0, {.dtype = DType::F64, .device = x.device()})
+                         .reshape(Shape(along));
+  const Tensor t = unsqueeze(target, cdim);
+  const Tensor v = ne(t, static_cast<double>(a.ignore_index)).to(ct);
+  Tensor q = eq(t, cls).to(ct);
+  if (a.label_smoothing > 0)
+    q = add(mul(q, 1.0 - a.label_smoothing), a.label_smoothing / static_cast<double>(a.classes));
+  const Tensor xc = x.to(ct);
+  const Tensor d = a.scores == ClassScores::Logits ? sub(softmax(xc, cdim), q) : neg(q);
+  Tensor scale = a.reduction == Reduction::None ? unsqueeze(dy, cdim) : dy;
+  if (a.reduction == Reduction::Mean) scale = div(scale, sum(v));
+  return mul(mul(d, v), scale).to(x.dtype());
+}
+
 // Shared by cross_entropy (Logits) and nll_loss (LogProbs): one forward kernel writes the loss and the
 // per-row statistics that the one backward kernel reads.
 Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const Tensor& target_in) {
@@ -62,6 +85,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const 
   autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
     HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
              stats.dtype());
+    if (autograd::create_graph_active()) return std::vector<Tensor>{class_loss_grad_ops(a, x, target, dy)};
     Tensor dx = empty_like(x);
     CrossEntropyArgs b = a;
     b.x = x.data_ptr();
@@ -71,7 +95,7 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const 
     b.dx = dx.data_ptr();
     if (x.numel() > 0) cross_entropy_backward_kernels().get(x.device(), x.dtype())(b);
     return std::vector<Tensor>{dx};
-  });
+  }, autograd::Saves{}, autograd::DoubleBackward::Yes);
   return loss;
 }
 

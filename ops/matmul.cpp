@@ -13,6 +13,7 @@
 #include "ops/autocast/autocast.h"
 #include "ops/broadcast.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/gemm_op.h"
 #include "ops/kernels/elementwise.h"
 #include "ops/kernels/gemm.h"
@@ -231,7 +232,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   // Keep only what the gradients read: dx reads w, dw reads x. A first layer (x is data) thus frees its
   // input, and under autocast the low-precision copy of its weight, as soon as the forward is done. ReLU's
   // gradient reads y (a detached alias: y itself would make a reference cycle).
-  const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x2 : Tensor();
+  const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x : Tensor();
   const Tensor y_kept = act == Activation::Relu ? y.detach() : Tensor();
   autograd::Saves saves{0, y_kept.defined()};  // what the backward reads: the bias never
   if (x_kept.defined()) saves.inputs |= 1;
@@ -239,6 +240,15 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   autograd::record(y, act == Activation::Relu ? "linear_relu" : "linear", ins,
                    [x_kept, w_kept, y_kept, m, o = w.size(0), i, xs = x.shape()](const Tensor& dy_in,
                                                                                   const GradMask& needs) {
+    std::vector<Tensor> g(needs.size());
+    if (autograd::create_graph_active()) {  // recorded ops: the gradients are differentiated again
+      Tensor dz = reshape(dy_in, {m, o});
+      if (y_kept.defined()) dz = mul(dz, gt(reshape(autograd::saved_output(y_kept), {m, o}), 0.0).to(dz.dtype()));
+      if (needs[0]) g[0] = reshape(matmul(dz, w_kept), xs);
+      if (needs[1]) g[1] = matmul(dz, reshape(x_kept, {m, i}), {.trans_a = Trans::T});
+      if (needs.size() > 2 && needs[2]) g[2] = sum(dz, {0});
+      return g;
+    }
     Tensor dz = alias_with_shape(dy_in, {m, o});
     if (y_kept.defined()) {
       const Tensor y2 = alias_with_shape(y_kept, {m, o});
@@ -246,17 +256,33 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
       run_elementwise("linear_relu backward", {EwOp::Relu, EwMode::Grad}, {y2, y2, dz}, g);
       dz = g;
     }
-    std::vector<Tensor> g(needs.size());
     if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dz, .y = w_kept, .m = m, .n = i, .k = o}), xs);
-    auto [dw, db] = weight_and_bias_grads(dz, x_kept, m, o, i, needs[1], needs.size() > 2 && needs[2]);
+    auto [dw, db] = weight_and_bias_grads(dz, x_kept.defined() ? alias_with_shape(x_kept, {m, i}) : x_kept, m, o, i,
+                                          needs[1], needs.size() > 2 && needs[2]);
     g[1] = dw;
     if (needs.size() > 2) g[2] = db;
     return g;
-  }, saves);
+  }, saves, autograd::DoubleBackward::Yes);
   return y;
 }
 
 namespace {
+// matmul's gradients in recorded ops (backward under create_graph): with A = op(a), B = op(b) as views,
+// dA = dy B^T and dB = A^T dy, summed over the batch for an operand shared by it, transposed back for a T flag.
+std::vector<Tensor> matmul_grads_ops(const Tensor& a, const Tensor& b, MatmulOptions o, const Problem& p,
+                                     const Tensor& dy, const GradMask& needs) {
+  const auto op = [](const Tensor& t, Trans tr) { return tr == Trans::T ? transpose(t, -1, -2) : t; };
+  const Tensor& d = dy;  // p.out: (M,N), or (batch,M,N) when either operand is 3-D
+  const auto finish = [&](Tensor g, bool shared, Trans tr, const Shape& shape) {
+    if (shared && g.ndim() == 3) g = sum(g, {0});
+    return reshape(op(g, tr), shape);
+  };
+  std::vector<Tensor> g(2);
+  if (needs[0]) g[0] = finish(matmul(d, transpose(op(b, o.trans_b), -1, -2)), p.shared_a, o.trans_a, a.shape());
+  if (needs[1]) g[1] = finish(matmul(transpose(op(a, o.trans_a), -1, -2), d), p.shared_b, o.trans_b, b.shape());
+  return g;
+}
+
 // torch.matmul's other shapes, reduced to the 2-D and 3-D GEMMs: a 1-D operand becomes a matrix of one row (a) or
 // one column (b), removed from the result; batch dims (any number) broadcast, are expanded (views) and flattened
 // into one (a copy when the expanded operand is not contiguous). Differentiable through those view ops.
@@ -301,9 +327,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
                                        .y_shared = p.shared_b, .batch = p.batch, .m = p.m, .n = p.n, .k = p.k}),
                               p.out);
   autograd::record(y, "matmul", {a, b}, [a, b, p, o](const Tensor& dy, const GradMask& needs) {
+    if (autograd::create_graph_active()) return matmul_grads_ops(a, b, o, p, dy, needs);
     return std::vector<Tensor>{needs[0] ? grad_a(p, b, dy, o, a.shape()) : Tensor(),
                                needs[1] ? grad_b(p, a, dy, o, b.shape()) : Tensor()};
-  });
+  }, autograd::Saves{}, autograd::DoubleBackward::Yes);
   return y;
 }
 

@@ -100,6 +100,7 @@ Tensor reduce_raw(const Tensor& x_in, ReduceOp op, const std::vector<char>& mask
 
 // dy (the reduced shape) broadcast back to x's shape and multiplied by scale.
 Tensor expand_scaled(const Tensor& dy, const Shape& keep_shape, const Shape& x_shape, double scale) {
+  if (autograd::create_graph_active()) return mul(expand(dy.reshape(keep_shape), x_shape), scale);  // recorded
   Tensor dx = empty(x_shape, {.dtype = dy.dtype(), .device = dy.device()});
   run_elementwise("sum backward", {EwOp::MulScalar, EwMode::Forward, scale}, {dy.reshape(keep_shape)}, dx);
   return dx;
@@ -117,7 +118,7 @@ Tensor sum_mean(const char* op, const Tensor& x, const std::vector<int64_t>& dim
   const double scale = is_mean ? 1.0 / double(reduced_count(x.shape(), mask)) : 1.0;
   autograd::record(y, op, {x}, [xs = x.shape(), ks = yk.shape(), scale](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{expand_scaled(dy, ks, xs, scale)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -201,14 +202,19 @@ Tensor softmax_impl(const char* op, bool log, const Tensor& x_in, int64_t dim) {
   if (x.numel() > 0)
     softmax_kernels().get(x.device(), x.dtype())(
         {.log = log, .outer = v.outer, .r = v.r, .inner = v.inner, .x = x.data_ptr(), .y = y.data_ptr()});
-  autograd::record(y, op, {x}, [yd = y.detach(), log, v](const Tensor& dy, const GradMask&) {
+  autograd::record(y, op, {x}, [yd = y.detach(), log, v, d](const Tensor& dy, const GradMask&) {
+    if (autograd::create_graph_active()) {  // recorded: softmax y (dy - sum(dy y)), log_softmax dy - e^y sum(dy)
+      const Tensor y = autograd::saved_output(yd);
+      return std::vector<Tensor>{log ? sub(dy, mul(exp(y), sum(dy, {d}, {.keepdim = true})))
+                                     : mul(y, sub(dy, sum(mul(dy, y), {d}, {.keepdim = true})))};
+    }
     Tensor dx = empty_like(dy);
     if (dy.numel() > 0)
       softmax_backward_kernels().get(dy.device(), dy.dtype())({.log = log, .outer = v.outer, .r = v.r, .inner = v.inner,
                                                                .y = yd.data_ptr(), .dy = dy.data_ptr(),
                                                                .dx = dx.data_ptr()});
     return std::vector<Tensor>{dx};
-  }, autograd::Saves::output_only());
+  }, autograd::Saves::output_only(), autograd::DoubleBackward::Yes);
   return y;
 }
 

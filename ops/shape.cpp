@@ -90,7 +90,7 @@ Tensor reshaping_view(const Tensor& x, Shape shape, std::vector<int64_t> strides
   mark_view(y, x);
   autograd::record(y, "view", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{reshape(dy, xs)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 Tensor reshaping_view(const Tensor& x, Geometry g) { return reshaping_view(x, Shape(std::move(g.sizes)), std::move(g.strides)); }
@@ -188,7 +188,7 @@ Tensor contiguous(const Tensor& x) {
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   copy_into(x, y);
   autograd::record(y, "contiguous", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; },
-                   autograd::Saves::none());
+                   autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -229,7 +229,7 @@ Tensor permute(const Tensor& x, std::vector<int64_t> dims) {
     std::vector<int64_t> inv(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
     return std::vector<Tensor>{permute(dy, inv)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -319,7 +319,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
       s += lens[i];
     }
     return g;
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -328,7 +328,7 @@ Tensor clone(const Tensor& x) {
   if (x.is_contiguous()) copy_bytes(y.data_ptr(), y.device(), x.data_ptr(), x.device(), x.nbytes());
   else copy_into(x, y);
   autograd::record(y, "clone", {x}, [](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{dy}; },
-                   autograd::Saves::none());
+                   autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -516,7 +516,7 @@ Tensor expand(const Tensor& x, const Shape& sizes) {
   Tensor y = view_of(x, {out, strides, x.storage_offset()});
   autograd::record(y, "expand", {x}, [xs = x.shape()](const Tensor& dy, const GradMask&) {
     return std::vector<Tensor>{sum_to(dy, xs)};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -537,7 +537,8 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) copy_strided(x, offset, sizes, src_strides, y, 0, contiguous_strides(y.shape()));
-  autograd::record(y, "flip", {x}, [dims](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{flip(dy, dims)}; });
+  autograd::record(y, "flip", {x}, [dims](const Tensor& dy, const GradMask&) { return std::vector<Tensor>{flip(dy, dims)}; },
+                   autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 

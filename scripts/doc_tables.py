@@ -234,6 +234,56 @@ def block_fp8_sweep(res):
     return out
 
 
+# Section 4's swamping figure in numbers, from the CSV it is drawn from (amp_master_weights/update_ulp16.csv: layer,
+# kind, bin, count; bin e holds |u| / ulp16(w) in [2^e, 2^(e+1)), so bins up to -2 are below half a spacing, the
+# updates F16 weights lose: plot.py's "left of -1" share, computed the same way).
+def swamping_table(csv_text):
+    """{(run, parameter): (nonzero updates, share left of -1 in %, smallest bin)} of an update_ulp16.csv."""
+    import csv
+    import io
+    acc = {}
+    for r in csv.DictReader(io.StringIO(csv_text)):
+        if r["bin"].lstrip("-").isdigit():
+            key = (r["kind"].split(":")[0], r["layer"])
+            n, left, low = acc.get(key, (0, 0, None))
+            e, c = int(r["bin"]), float(r["count"])
+            acc[key] = (n + c, left + (c if e <= -2 else 0), e if c > 0 and (low is None or e < low) else low)
+    return {k: (n, 100 * left / n if n else 0.0, low) for k, (n, left, low) in acc.items()}
+
+
+def block_swamping(res):
+    csv_text = res.get("csvs", {}).get("amp_master_weights/update_ulp16.csv")
+    if csv_text is None:
+        return None  # a run without the program keeps the block
+    out = [provenance(res, "./build/amp_master_weights", "amp_master_weights").replace(
+               "*Printed by", "*Counted from `update_ulp16.csv`, written by"), "",
+           "| run | parameter | updates | below half a spacing (left of -1) | smallest bin |", "|---|---|---|---|---|"]
+    for (run, param), (n, left, low) in swamping_table(csv_text).items():
+        out.append(f"| {run} | {param} | {n:.0f} | {left:.1f}% | 2^{low} |")
+    out += ["", "The updates measured every 5th step, each binned by log2(|u| / ulp16(w)); the figure draws the same "
+            "counts, one panel per run."]
+    return out
+
+
+def swamped(page, run, param):
+    """The share of run's updates to param that F16 weights lose, from the swamping block: '88.7%'."""
+    for cells in md_table(page, "amp_master_weights.swamping"):
+        if cells[0] == run and cells[1] == param:
+            return cells[3]
+    raise SystemExit(f"doc_tables: amp_master_weights.swamping has no row {run} {param}")
+
+
+def md_table(page, name):
+    """The cells of every row of the Markdown table in block NAME (its header row left out)."""
+    lines, found = blocks_of(page)
+    for n, begin, end in found:
+        if n == name:
+            body = lines[begin + 1:end]
+            return [[c.strip() for c in l.strip("|").split("|")] for i, l in enumerate(body)
+                    if l.startswith("| ") and not (i + 1 < len(body) and body[i + 1].startswith("|---"))]
+    raise SystemExit(f"doc_tables: the page has no generated block {name!r}")
+
+
 # Seed sweeps of a program's summary table (seed 0 is the page's run, seeds 1-4 in sweep/KEY/sS.log): every row's
 # test accuracy and its difference to the first row (fp32) of the same seed, as mean ± sd (range) over the seeds.
 SWEPT = {"fashion_mnist_mlp": ("./build/fashion_mnist_mlp --compare --threads 2 --seed S", lambda log: table_from(
@@ -349,6 +399,7 @@ BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
           "pure_bf16.summary": lambda res: [provenance(res, "./build/pure_bf16", "pure_bf16"), "", "```",
                                             *table_from(res["logs"]["pure_bf16"], "pure_bf16", "run "), "```"],
           "amp_master_weights.summary": block_master("amp_master_weights", "./build/amp_master_weights"),
+          "amp_master_weights.swamping": block_swamping,
           "amp_master_weights_lr01.summary": block_master("amp_master_weights_lr01",
                                                           "./build/amp_master_weights --lr 0.1"),
           "amp_underflow.part1": block_part1, "amp_underflow.part2": block_part2, "amp_underflow.sweep": block_sweep,
@@ -363,9 +414,16 @@ BLOCKS = {"fashion_mnist_mlp.compare": block_compare,
           **{f"{prog}.figure_{fig}": block_figure(fig) for fig, (prog, _, _) in FIGURES.items()}}
 
 
+CSVS = ["amp_master_weights/update_ulp16.csv"]
+
+
 def load_results(d):
     res = {"provenance": json.load(open(os.path.join(d, "provenance.json"))), "logs": {}, "sweep": {}, "sweep_logs": {},
-           "fp8_sweep_logs": {}, "seed_logs": {}}
+           "fp8_sweep_logs": {}, "seed_logs": {}, "csvs": {}}
+    for rel in CSVS:  # the CSVs a block counts from
+        path = os.path.join(d, rel)
+        if os.path.exists(path):
+            res["csvs"][rel] = open(path).read()
     for key in SWEPT:  # sweep/KEY/sS.log: seeds 1-4 of a swept summary
         for s in SEEDS[1:]:
             log = os.path.join(d, "sweep", key, f"s{s}.log")
@@ -550,6 +608,17 @@ VALUES = {
     "compare.sweep_max_gap": lambda p: f"{max(abs(float(c[2].split()[0])) for r, c in md_rows(p, 'fashion_mnist_mlp.sweep').items() if c[2]):.2f}",
     "compare.sweep_sd_range": lambda p: value_range([100 * float(c[1].split()[2]) for c in md_rows(
         p, "fashion_mnist_mlp.sweep").values()], 2),
+    # section 4: the swamping figure's counts
+    "swamp.o2_layer1": lambda p: swamped(p, "fp16-O2", "1.weight"),
+    "swamp.o2_layer3": lambda p: swamped(p, "fp16-O2", "3.weight"),
+    "swamp.o2_layer5": lambda p: swamped(p, "fp16-O2", "5.weight"),
+    "swamp.o2_bias5": lambda p: swamped(p, "fp16-O2", "5.bias"),
+    "swamp.o3_layer3": lambda p: swamped(p, "fp16-O3", "3.weight"),
+    "swamp.o3_layer5": lambda p: swamped(p, "fp16-O3", "5.weight"),
+    "swamp.o3_lowest": lambda p: min((c[4] for c in md_table(p, "amp_master_weights.swamping") if c[0] == "fp16-O3"),
+                                     key=lambda t: int(t[2:])),
+    "swamp.o2_lowest": lambda p: min((c[4] for c in md_table(p, "amp_master_weights.swamping") if c[0] == "fp16-O2"),
+                                     key=lambda t: int(t[2:])),
     # section 4: amp_master_weights --lr 0.1 and its seed sweep
     "master_lr01.o3_swamped": lambda p: row(p, "amp_master_weights_lr01.summary", "fp16-O3")[6],
     "master_lr01.o2_mean": lambda p: md_rows(p, "amp_master_weights_lr01.sweep")["fp16-O2"][2].split()[0],
@@ -752,6 +821,18 @@ def self_test():
     assert "| bf16-nearest | 0.7840 ± 0.0032 (0.7800-0.7880) | -1.80 ± 0.16 (-2.00 to -1.60) |" in got, got
     del res["seed_logs"]["pure_bf16"][4]
     assert block_seed_sweep("pure_bf16")(res) is None
+    csv_text = ('layer,kind,bin,count\n1.weight,"fp16-O2: master updates, judged",-3,6\n'
+                '1.weight,"fp16-O2: master updates, judged",-2,3\n1.weight,"fp16-O2: master updates, judged",-1,1\n'
+                '1.weight,"fp16-O2: master updates, judged",0,0\n1.weight,fp16-O3: updates,-7,1\n'
+                '1.weight,fp16-O3: updates,1,3\n1.weight,fp16-O3: updates,zero,5\n')
+    res = {"provenance": {"machine": "M", "threads": 1, "commit": "abc"}, "logs": {"amp_master_weights": "1 thread(s)"},
+           "csvs": {"amp_master_weights/update_ulp16.csv": csv_text}}
+    got = block_swamping(res)
+    assert "| fp16-O2 | 1.weight | 10 | 90.0% | 2^-3 |" in got and "| fp16-O3 | 1.weight | 4 | 25.0% | 2^-7 |" in got, got
+    page = "\n".join(["<!-- generated: amp_master_weights.swamping -->", *got, "<!-- end generated -->",
+                      "<!-- value: swamp.o2_layer1 -->1%<!-- end value --> <!-- value: swamp.o3_lowest -->x<!-- end value -->"])
+    assert "-->90.0%<" in fill_values(page) and "-->2^-7<" in fill_values(page), fill_values(page)
+    assert block_swamping({"provenance": {}, "logs": {}}) is None  # a run without the program keeps the block
     print("doc_tables: self-test passed")
 
 
