@@ -55,8 +55,8 @@ Policy Policy::pytorch_cpu() { return with(lower_and_losses(), {OpId::Cat}, Cast
 
 Policy Policy::apex_o1() {
   const Policy p = with(lower_and_losses(),
-                        {OpId::Exp, OpId::Log, OpId::Pow, OpId::Rsqrt, OpId::Softmax, OpId::LogSoftmax, OpId::Gelu, OpId::Sum,
-                         OpId::Var, OpId::LayerNorm},
+                        {OpId::Exp, OpId::Log, OpId::Pow, OpId::Rsqrt, OpId::Softmax, OpId::LogSoftmax, OpId::Sum, OpId::Var,
+                         OpId::LayerNorm},
                         CastPolicy::Fp32);
   return with(p, {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Cat}, CastPolicy::Promote);
 }

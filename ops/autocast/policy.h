@@ -63,10 +63,10 @@ class Policy {
   // the activations, embedding and dropout.
   static Policy pytorch_cpu();
   // Apex O1 patch lists (apex/amp/lists): FP16_FUNCS lower; FP32_FUNCS (exp, log, pow, rsqrt, sum, var,
-  // softmax, log_softmax, F.gelu, layer_norm, every loss) fp32; CASTS (add, sub, mul, div) and SEQUENCE_CASTS
+  // softmax, log_softmax, layer_norm, every loss) fp32; CASTS (add, sub, mul, div) and SEQUENCE_CASTS
   // (cat) promote. batch_norm is in no list (cuDNN takes fp16 with fp32 statistics), nor are relu, sigmoid
-  // (Apex's BCELoss ban suggests registering it fp32 by hand), tanh, silu (newer than the lists), the pools,
-  // embedding and dropout.
+  // (Apex's BCELoss ban suggests registering it fp32 by hand), tanh, gelu and silu (newer than the lists), the
+  // pools, embedding and dropout.
   static Policy apex_o1();
 
  private:
