@@ -220,8 +220,8 @@ thread_local bool t_create_graph = false;      // the running backward records t
 
 [[noreturn]] void fail_not_twice_differentiable(const Node& n) {
   HG_FAIL("backward with create_graph: op '", n.name, "' has no differentiable backward in halfgrad yet, so the "
-          "gradient it passes on cannot be differentiated again. Double backward covers the elementwise ops but gelu "
-          "and maximum/minimum, sum/mean, matmul, linear (+ReLU), softmax/log_softmax, the losses, casts and the "
+          "gradient it passes on cannot be differentiated again. Double backward covers the elementwise ops but exact "
+          "gelu (the tanh one is covered), sum/mean, matmul, linear (+ReLU), softmax/log_softmax, the losses, casts and the "
           "view/reshape/permute/expand/cat/flip ops (docs/API.md, \"Higher-order gradients\"); detach() this op's "
           "input if its second derivative is not needed");
 }

@@ -95,6 +95,14 @@ Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const T
     case EwOp::Relu: return mul(dy, mask(gt(y, 0.0)));
     case EwOp::Sigmoid: return mul(dy, mul(y, rsub(1.0, y)));
     case EwOp::Tanh: return mul(dy, rsub(1.0, mul(y, y)));
+    case EwOp::GeluTanh: {  // 0.5 (1 + t) + 0.5 x (1 - t^2) kA (1 + 3 kB x^2), the tail 0 where 1 - t^2 is
+      const double ka = 0.7978845608028654, kb = 0.044715;
+      const Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), kb)), ka));
+      const Tensor sech2 = rsub(1.0, mul(t, t));
+      const Tensor tail = mul(mul(x, sech2), mul(add(mul(mul(x, x), 3 * kb), 1.0), 0.5 * ka));
+      const Tensor kept = where(eq(sech2, 0.0), zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()}), tail);
+      return mul(dy, add(mul(add(t, 1.0), 0.5), kept));
+    }
     case EwOp::Silu: {
       const Tensor s = sigmoid(x);
       return mul(dy, mul(s, add(mul(x, rsub(1.0, s)), 1.0)));
@@ -111,8 +119,8 @@ Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const T
   }
 }
 
-// Whether unary_grad_ops has op's derivative.
-bool unary_twice(EwOp op) { return op != EwOp::GeluTanh && op != EwOp::GeluErf; }
+// Whether unary_grad_ops has op's derivative (exact gelu's needs erf, which is no op of its own yet).
+bool unary_twice(EwOp op) { return op != EwOp::GeluErf; }
 
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
   if (x.defined() && is_integral(x.dtype()))
@@ -188,6 +196,12 @@ Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const
       case EwOp::Sub: return sum_to(neg(dy), target);
       case EwOp::Mul: return sum_to(mul(dy, ga ? b : a), target);
       case EwOp::Div: return sum_to(ga ? div(dy, b) : mul(neg(dy), div(div(a, b), b)), target);
+      case EwOp::Maximum: case EwOp::Minimum: {  // dy where this operand wins, half of it on a tie (constant masks)
+        const Tensor& self = ga ? a : b;
+        const Tensor& other = ga ? b : a;
+        const Tensor wins = op == EwOp::Maximum ? gt(self, other) : lt(self, other);
+        return sum_to(mul(dy, add(wins.to(dy.dtype()), mul(eq(self, other).to(dy.dtype()), 0.5))), target);
+      }
       default: HG_FAIL("backward: ", static_cast<int>(op), " has no differentiable binary gradient (a bug: the node "
                        "should not be marked DoubleBackward::Yes)");
     }
@@ -219,8 +233,7 @@ Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, cons
     autograd::record(y, name, {a, b}, [a, b, op](const Tensor& dy, const GradMask& needs) {
       return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, a.shape()) : Tensor(),
                                  needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, b.shape()) : Tensor()};
-    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{},
-       op == EwOp::Maximum || op == EwOp::Minimum ? autograd::DoubleBackward::No : autograd::DoubleBackward::Yes);
+    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{}, autograd::DoubleBackward::Yes);
   }
   return y;
 }
