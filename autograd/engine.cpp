@@ -171,19 +171,27 @@ void check_grad(const char* op, const Tensor& g, const Shape& shape, DType dtype
 
 Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? grad_accumulate(acc, g) : g; }
 
-}  // namespace
-
-void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta* leaf)>& f) {
-  std::vector<const Node*> stack{&root};
-  std::unordered_set<const Node*> seen{&root};
+// The nodes the roots reach, each once (depth first; sort by seq where the order matters).
+std::vector<const Node*> reachable(const std::vector<const Node*>& roots) {
+  std::vector<const Node*> out, stack;
+  std::unordered_set<const Node*> seen;
+  for (const Node* r : roots)
+    if (r && seen.insert(r).second) stack.push_back(r);
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
-    for (const Edge& e : n->inputs) {
-      if (e.leaf) f(e.leaf.get());
-      else if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-    }
+    out.push_back(n);
+    for (const Edge& e : n->inputs)
+      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
   }
+  return out;
+}
+}  // namespace
+
+void for_each_leaf_edge(const Node& root, const std::function<void(AutogradMeta* leaf)>& f) {
+  for (const Node* n : reachable({&root}))
+    for (const Edge& e : n->inputs)
+      if (e.leaf) f(e.leaf.get());
 }
 
 namespace {
@@ -195,25 +203,8 @@ struct Capture {
   std::unordered_map<const Node*, size_t> nodes;
   std::vector<Tensor> grads;
   std::unordered_set<const Node*> needed;  // nodes from which some input is reached: the only ones run
-  void add(size_t k, Tensor g) { grads[k] = grads[k].defined() ? grad_accumulate(grads[k], g) : std::move(g); }
+  void add(size_t k, const Tensor& g) { grads[k] = accumulate(grads[k], g); }
 };
-
-// The nodes the roots reach, each once, in ascending sequence order (a node's inputs before it).
-std::vector<Node*> reachable(const std::vector<Node*>& roots) {
-  std::vector<Node*> out, stack;
-  std::unordered_set<const Node*> seen;
-  for (Node* r : roots)
-    if (r && seen.insert(r).second) stack.push_back(r);
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    out.push_back(n);
-    for (const Edge& e : n->inputs)
-      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-  }
-  std::sort(out.begin(), out.end(), BySeq());
-  return out;
-}
 
 thread_local std::shared_ptr<Node> t_running;  // the node whose backward runs now (saved_output reattaches to it)
 thread_local bool t_create_graph = false;      // the running backward records the gradients' graph
@@ -302,18 +293,19 @@ void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                   : capture->needed.count(e.node.get()) > 0 || capture->nodes.count(e.node.get()) > 0;
   };
 
-  std::vector<Node*> root_nodes;
+  std::vector<const Node*> root_nodes;
   for (const Tensor& r : roots) root_nodes.push_back(r.unsafe_impl()->autograd->grad_fn.get());
-  const std::vector<Node*> order = reachable(root_nodes);
-  if (capture) {  // ascending sequence order: a node's inputs are decided before it
-    for (Node* n : order)
+  std::vector<const Node*> order = reachable(root_nodes);
+  if (capture) {  // in ascending sequence order, a node's inputs are decided before it
+    std::sort(order.begin(), order.end(), BySeq());
+    for (const Node* n : order)
       for (const Edge& e : n->inputs)
         if (wanted(e)) {
           capture->needed.insert(n);
           break;
         }
   }
-  for (Node* n : order)
+  for (const Node* n : order)
     if (!capture || capture->needed.count(n))
       for (const Edge& e : n->inputs)
         if (e.leaf) ++pending[e.leaf.get()];
