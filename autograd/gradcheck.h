@@ -31,7 +31,8 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
 // torch.autograd.gradgradcheck: checks second derivatives. The first-order gradients g of <r, f(inputs)> (r a fixed
 // random direction) with respect to the inputs that require grad, computed with autograd::grad(create_graph), are
 // projected on fixed random directions v, and F = <g, v> is gradchecked: its backward (double backward, a
-// Hessian-vector product) against central differences of F.
+// Hessian-vector product) against central differences of F. First, at the inputs, the gradients create_graph
+// computes (the backwards written in recorded ops) must equal the plain backward's (which may run fused kernels).
 GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts = {});
 
 }  // namespace hg

@@ -79,6 +79,29 @@ std::pair<Tensor, Tensor> grad_w_b(ConvArgs a, const Tensor& x, const Tensor& dy
   return {dw, db};
 }
 
+// conv2d's gradients as recorded ops, so that create_graph differentiates them: both are bilinear, and with
+// <dx(dy, w), a> = <dy, conv2d(a, w)> and <dw(x, dy), b> = <dy, conv2d(x, b)> their own gradients are conv2d and
+// each other. The kernels are the first-order backward's.
+Tensor input_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& dy, const Tensor& w);
+
+Tensor weight_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& x, const Tensor& dy) {
+  Tensor dw = grad_w_b(p, x.contiguous(), dy.contiguous(), true, false).first;
+  autograd::record(dw, "conv2d_weight_backward", {x, dy}, [p, o, x, dy](const Tensor& g, const GradMask& needs) {
+    return std::vector<Tensor>{needs[0] ? input_grad(p, o, dy, g) : Tensor(),
+                               needs[1] ? conv2d(x, g, Tensor(), o) : Tensor()};
+  }, autograd::Saves{}, autograd::DoubleBackward::Yes);
+  return dw;
+}
+
+Tensor input_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& dy, const Tensor& w) {
+  Tensor dx = grad_x(p, w.contiguous(), dy.contiguous());
+  autograd::record(dx, "conv2d_input_backward", {dy, w}, [p, o, dy, w](const Tensor& g, const GradMask& needs) {
+    return std::vector<Tensor>{needs[0] ? conv2d(g, w, Tensor(), o) : Tensor(),
+                               needs[1] ? weight_grad(p, o, g, dy) : Tensor()};
+  }, autograd::Saves{}, autograd::DoubleBackward::Yes);
+  return dx;
+}
+
 // x, w and b (when defined) cast to their common dtype, differentiably (as matmul promotes).
 DType common_dtype(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_floating("conv2d", x);
@@ -114,11 +137,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
     f.x = x.data_ptr(), f.wt = w.data_ptr(), f.b = b.defined() ? b.data_ptr() : nullptr, f.y = y.data_ptr();
     conv2d_forward_kernels().get(x.device(), dt)(f);
   }
-  autograd::record(y, "conv2d", {x, w, b},
-                   [p, xd = x.detach(), wd = w.detach()](const Tensor& dy, const GradMask& needs) {
-                     auto [dw, db] = grad_w_b(p, xd, dy, needs[1], needs[2]);
-                     return std::vector<Tensor>{needs[0] ? grad_x(p, wd, dy) : Tensor(), dw, db};
-                   }, autograd::Saves::only({0, 1}));
+  autograd::record(y, "conv2d", {x, w, b}, [p, o, x, w](const Tensor& dy, const GradMask& needs) {
+    if (autograd::create_graph_active())  // recorded ops: the gradients are differentiated again
+      return std::vector<Tensor>{needs[0] ? input_grad(p, o, dy, w) : Tensor(), needs[1] ? weight_grad(p, o, x, dy) : Tensor(),
+                                 needs[2] ? sum(dy, {0, 2, 3}) : Tensor()};
+    auto [dw, db] = grad_w_b(p, x.detach(), dy, needs[1], needs[2]);  // dw and db in one pass
+    return std::vector<Tensor>{needs[0] ? grad_x(p, w.detach(), dy) : Tensor(), dw, db};
+  }, autograd::Saves::only({0, 1}), autograd::DoubleBackward::Yes);
   return y;
 }
 

@@ -23,6 +23,17 @@ void run_dropout(DropoutArgs a, const Tensor& in, Tensor& out) {
   if (a.n > 0) dropout_kernels().get(in.device(), in.dtype())(a);
 }
 
+// x times the mask of draw `a`, scaled: dropout's forward, and (the mask being diagonal) its own backward, so the
+// backward is recorded as this op again and create_graph differentiates through it.
+Tensor apply_mask(const Tensor& x, const DropoutArgs& a) {
+  Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  run_dropout(a, x.contiguous(), y);
+  autograd::record(y, "dropout", {x}, [a](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{apply_mask(dy, a)};
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
+  return y;
+}
+
 }  // namespace
 
 Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
@@ -36,14 +47,7 @@ Tensor dropout(const Tensor& x, DropoutFuncOptions o) {
   a.rng = reserve_draw(g, static_cast<uint64_t>((x.numel() + 3) / 4), x.device());
   a.threshold = static_cast<uint32_t>(std::ceil(o.p * 16777216.0));  // p * 2^24 is exact: no rounding doubt
   a.scale = 1.0 / (1.0 - o.p);
-  Tensor y = empty_like(x);
-  run_dropout(a, x.contiguous(), y);
-  autograd::record(y, "dropout", {x}, [a](const Tensor& dy, const GradMask&) {
-    Tensor dx = empty_like(dy);
-    run_dropout(a, dy, dx);
-    return std::vector<Tensor>{dx};
-  }, autograd::Saves::none());
-  return y;
+  return apply_mask(x, a);
 }
 
 }  // namespace hg

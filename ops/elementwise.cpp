@@ -80,9 +80,24 @@ GradReads grad_reads(EwOp op) {
 // I64, as scalar_op's rule). Undefined when x is neither: the caller goes on with the floating path.
 Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, double p1);
 
+// gelu'(x) = Phi(x) + x phi(x) (phi the normal density, Phi its integral), by the fused gradient kernel with dy = 1,
+// recorded with its own derivative phi(x) (2 - x^2) in recorded ops: Phi needs erf, which is no op of its own, but
+// no derivative of gelu' does.
+Tensor gelu_derivative(const Tensor& x) {
+  Tensor d = empty_like(x);
+  const Tensor one = ones(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  run_elementwise("gelu backward", {EwOp::GeluErf, EwMode::Grad}, {x, x, one}, d);
+  autograd::record(d, "gelu_derivative", {x}, [x](const Tensor& g, const GradMask&) {
+    const Tensor x2 = mul(x, x);
+    const Tensor phi = mul(exp(mul(x2, -0.5)), 0.3989422804014327);  // 1 / sqrt(2 pi)
+    return std::vector<Tensor>{mul(g, mul(phi, rsub(2.0, x2)))};
+  }, autograd::Saves::only({0}), autograd::DoubleBackward::Yes);
+  return d;
+}
+
 // dy times f'(x) for unary op `op` (y = f(x), attached by saved_output), in recorded ops: the backward under
-// create_graph, whose gradient is differentiated again. Undefined for the ops without one (gelu): their backward
-// is refused there. The same formulas as ops/functors.h's grad(), which the fused path runs.
+// create_graph, whose gradient is differentiated again. The same formulas as ops/functors.h's grad(), which the
+// fused path runs.
 Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const Tensor& dy) {
   const auto mask = [&](const Tensor& m) { return m.to(dy.dtype()); };  // a Bool condition as 0/1
   switch (f.op) {
@@ -103,6 +118,7 @@ Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const T
       const Tensor kept = where(eq(sech2, 0.0), zeros(x.shape(), {.dtype = x.dtype(), .device = x.device()}), tail);
       return mul(dy, add(mul(add(t, 1.0), 0.5), kept));
     }
+    case EwOp::GeluErf: return mul(dy, gelu_derivative(x));
     case EwOp::Silu: {
       const Tensor s = sigmoid(x);
       return mul(dy, mul(s, add(mul(x, rsub(1.0, s)), 1.0)));
@@ -115,12 +131,9 @@ Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const T
     case EwOp::DivScalar: return div(dy, f.p0);
     case EwOp::RdivScalar: return mul(neg(dy), div(rdiv(f.p0, x), x));
     case EwOp::Round: return mul(dy, 0.0);
-    default: return Tensor();
+    default: HG_FAIL("internal: ", ew_op_name(f.op), " has no gradient in recorded ops");
   }
 }
-
-// Whether unary_grad_ops has op's derivative (exact gelu's needs erf, which is no op of its own yet).
-bool unary_twice(EwOp op) { return op != EwOp::GeluErf; }
 
 Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p1 = 0) {
   if (x.defined() && is_integral(x.dtype()))
@@ -143,7 +156,7 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
       return std::vector<Tensor>{dx};
     }, reads == GradReads::Y ? autograd::Saves::output_only()
        : reads == GradReads::X ? autograd::Saves::only({0}) : autograd::Saves::none(),
-       unary_twice(op) ? autograd::DoubleBackward::Yes : autograd::DoubleBackward::No);
+       autograd::DoubleBackward::Yes);
   }
   return y;
 }

@@ -96,7 +96,7 @@ const Tensor& assign_inplace(const char* op, const Tensor& self, const Tensor& r
     result = result.detach();
     autograd::record(result, op, {self}, [](const Tensor& dy, const GradMask&) {
       return std::vector<Tensor>{zeros(dy.shape(), {.dtype = dy.dtype(), .device = dy.device()})};
-    }, autograd::Saves::none());
+    }, autograd::Saves::none(), autograd::DoubleBackward::Yes);  // a constant: its own gradient is none
   }
   // a view's base takes the write into its history (checked, so a refused write changes nothing); the rewritten
   // history reads no values, so it may come before the write

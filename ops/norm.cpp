@@ -7,6 +7,8 @@
 #include "ops/norm.h"
 
 #include "autograd/node.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/shape.h"
 #include "core/allocator.h"
 #include "ops/autocast/autocast.h"
@@ -57,12 +59,59 @@ struct Saved {
   DType wdt, bdt;
 };
 
+// Where a norm's statistics live, for its gradients in recorded ops: the dims each statistic reduces over, the
+// shape that lines a parameter (or a saved statistic) up with x, and whether the statistics are x's own
+// (training, layer_norm) or constants (batch_norm's running statistics in eval).
+struct Layout {
+  std::vector<int64_t> stat_dims = {};  // batch_norm: all but 1; layer_norm: the normalized (trailing) dims
+  std::vector<int64_t> param_dims = {};  // the dims a parameter's gradient sums over
+  Shape param_view;
+  bool stats_from_x = true;
+  double eps = 0;
+};
+
+// dx, dweight and dbias as recorded ops (backward under create_graph), in the compute dtype: the statistics
+// recomputed from x (biased variance, as the kernels), so the second derivative sees how they depend on x.
+// xhat = (x - mean) invstd, g = dy weight; dx = invstd (g - mean(g) - xhat mean(g xhat)) over the statistic's
+// dims, or g invstd for constant statistics; dweight = sum(dy xhat), dbias = sum(dy) over the other dims.
+std::vector<Tensor> norm_grads_ops(const Layout& l, const Tensor& x, const Tensor& weight, const Saved& sv,
+                                   const Tensor& dy_in, const GradMask& needs) {
+  const DType cdt = sv.mean.dtype();
+  const Tensor xc = x.to(cdt), dy = dy_in.to(cdt);
+  const ReduceOptions keep{.keepdim = true};
+  Tensor mu, invstd;
+  if (l.stats_from_x) {
+    mu = mean(xc, l.stat_dims, keep);
+    invstd = rsqrt(add(mean(pow(sub(xc, mu), 2.0), l.stat_dims, keep), l.eps));
+  } else {
+    mu = reshape(sv.mean, l.param_view);
+    invstd = reshape(sv.invstd, l.param_view);
+  }
+  const Tensor xhat = mul(sub(xc, mu), invstd);
+  const Tensor g = weight.defined() ? mul(dy, reshape(weight.to(cdt), l.param_view)) : dy;
+  const auto over_params = [&](const Tensor& t) {
+    return reshape(l.param_dims.empty() ? t : sum(t, l.param_dims), sv.param_shape);
+  };
+  std::vector<Tensor> out(3);
+  if (needs[0]) {
+    const Tensor dx = l.stats_from_x ? mul(invstd, sub(sub(g, mean(g, l.stat_dims, keep)),
+                                                       mul(xhat, mean(mul(g, xhat), l.stat_dims, keep))))
+                                     : mul(g, invstd);
+    out[0] = dx.to(x.dtype());
+  }
+  if (needs[1]) out[1] = grad_as(over_params(mul(dy, xhat)), sv.wdt);
+  if (needs[2]) out[2] = grad_as(over_params(dy), sv.bdt);
+  return out;
+}
+
 // Records the backward of a norm: one kernel writes dx, dweight and dbias (each only when needed) from
 // dy and the saved statistics; the parameters' gradients come back in their own dtypes.
 template <class Args, class Kernel>
 void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                 const Args& shape, DispatchTable<Kernel>& table, Saved sv) {
-  autograd::record(y, op, {x, weight, bias}, [shape, &table, sv](const Tensor& dy_in, const GradMask& needs) {
+                 const Args& shape, DispatchTable<Kernel>& table, Saved sv, Layout layout) {
+  autograd::record(y, op, {x, weight, bias}, [shape, &table, sv, layout, x, weight](const Tensor& dy_in,
+                                                                                    const GradMask& needs) {
+    if (autograd::create_graph_active()) return norm_grads_ops(layout, x, weight, sv, dy_in, needs);
     const Tensor dy = dy_in.to(sv.x.dtype());
     const Device dev = sv.x.device();
     const Tensor dx = buffer_if(needs[0], sv.x.shape(), sv.x.dtype(), dev);
@@ -73,7 +122,8 @@ void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weigh
     g.dy = dy.data_ptr(), g.dx = ptr(dx), g.dweight = ptr(dw), g.dbias = ptr(db);
     table.get(dev, sv.x.dtype())(g);
     return std::vector<Tensor>{dx, grad_as(dw, sv.wdt), grad_as(db, sv.bdt)};
-  }, autograd::Saves::only({0, 1}));  // x and weight; never the bias (nor the running statistics: not inputs)
+  }, autograd::Saves::only({0, 1}), autograd::DoubleBackward::Yes);  // x and weight; never the bias (nor the
+                                                                      // running statistics: not inputs)
 }
 
 // torch's argument rules for batch_norm; returns S, the size of x's trailing dims (N,C,S).
@@ -136,8 +186,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     rm.commit();
     rv.commit();
   }
+  std::vector<int64_t> view(static_cast<size_t>(x.ndim() - 1), 1);
+  view[0] = c;  // (C, 1, ...): lines up with x's dim 1
+  Layout l{.param_view = Shape(view), .stats_from_x = o.training, .eps = o.eps};
+  for (int64_t d = 0; d < x.ndim(); ++d)
+    if (d != 1) l.stat_dims.push_back(d);
+  l.param_dims = l.stat_dims;
   record_norm(y, "batch_norm", x, weight, bias, shape, batch_norm_backward_kernels(),
-              {x.detach(), w, mean, invstd, Shape{c}, dtype_or_f32(weight), dtype_or_f32(bias)});
+              {x.detach(), w, mean, invstd, Shape{c}, dtype_or_f32(weight), dtype_or_f32(bias)}, l);
   return y;
 }
 
@@ -160,8 +216,10 @@ Tensor layer_norm(const Tensor& x_in, const std::vector<int64_t>& normalized_sha
   a.eps = o.eps, a.x = x.data_ptr(), a.weight = ptr(w), a.bias = ptr(b), a.y = y.data_ptr();
   a.mean = mean.data_ptr(), a.invstd = invstd.data_ptr();
   layer_norm_forward_kernels().get(x.device(), x.dtype())(a);
+  Layout l{.param_view = ns, .eps = o.eps};
+  for (int64_t d = 0; d < x.ndim(); ++d) (d < x.ndim() - ns.ndim() ? l.param_dims : l.stat_dims).push_back(d);
   record_norm(y, "layer_norm", x, weight, bias, shape, layer_norm_backward_kernels(),
-              {x.detach(), w, mean, invstd, ns, dtype_or_f32(weight), dtype_or_f32(bias)});
+              {x.detach(), w, mean, invstd, ns, dtype_or_f32(weight), dtype_or_f32(bias)}, l);
   return y;
 }
 

@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
 #include "ops/kernels/pool.h"
+#include "ops/shape.h"
 
 namespace hg {
 namespace {
@@ -52,24 +53,49 @@ int64_t* index_ptr(const Tensor& idx) {
   return idx.defined() ? static_cast<int64_t*>(idx.data_ptr()) : nullptr;
 }
 
-// Runs the pool described by g on x (3-D or 4-D) and records its backward.
-Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom& g) {
+Tensor pool_forward(const char* op, const Tensor& x, const PoolGeom& g);
+
+// The pool's backward: dy spread over the windows (avg) or routed to each window's maximum at idx (max), as
+// (N,C,H,W); op names the forward. Linear in dy and recorded, so create_graph differentiates through it: its own gradient is the pool
+// applied to the incoming gradient (avg), or that gradient read at the maxima's positions (max, the gather
+// transposing the routing).
+Tensor pool_transpose(const char* op, const Tensor& dy_in, const PoolGeom& g, const Shape& xs, const Tensor& idx) {
+  const Tensor dy = dy_in.contiguous();
+  const int64_t planes = xs[0] * xs[1];
+  Tensor dx = empty(xs, {.dtype = dy.dtype(), .device = dy.device()});
+  if (dx.numel() > 0)
+    pool2d_backward_kernels().get(dy.device(), dy.dtype())(
+        {.g = g, .planes = planes, .indices = index_ptr(idx), .dy = dy.data_ptr(), .dx = dx.data_ptr()});
+  const char* name = g.kind == PoolKind::Max   ? "max_pool2d_backward"
+                     : g.kind == PoolKind::Avg ? "avg_pool2d_backward"
+                                               : "adaptive_avg_pool2d_backward";
+  autograd::record(dx, name, {dy}, [op, g, xs, ys = dy.shape(), idx](const Tensor& gx, const GradMask&) {
+    if (g.kind != PoolKind::Max) return std::vector<Tensor>{pool_forward(op, gx.contiguous(), g)};
+    const Tensor picked = gather(reshape(gx, {xs[0] * xs[1], xs[2] * xs[3]}), 1, reshape(idx, {ys[0] * ys[1], -1}));
+    return std::vector<Tensor>{reshape(picked, ys)};
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);  // reads only the indices
+  return dx;
+}
+
+// Runs the pool described by g on x (4-D, dense) and records its backward.
+Tensor pool_forward(const char* op, const Tensor& x, const PoolGeom& g) {
   const Shape& s = x.shape();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   Tensor y = empty({s[0], s[1], g.h.out, g.w.out}, opts);
   const Tensor idx = g.kind == PoolKind::Max ? empty(y.shape(), {.dtype = DType::I64, .device = x.device()}) : Tensor();
-  const int64_t planes = s[0] * s[1];
   if (y.numel() > 0)
     pool2d_forward_kernels().get(x.device(), x.dtype())(
-        {.g = g, .planes = planes, .x = x.data_ptr(), .y = y.data_ptr(), .indices = index_ptr(idx)});
-  autograd::record(y, op, {x}, [g, planes, xs = s, idx](const Tensor& dy, const GradMask&) {
-    Tensor dx = empty(xs, {.dtype = dy.dtype(), .device = dy.device()});
-    if (dx.numel() > 0)
-      pool2d_backward_kernels().get(dy.device(), dy.dtype())(
-          {.g = g, .planes = planes, .indices = index_ptr(idx), .dy = dy.data_ptr(), .dx = dx.data_ptr()});
-    return std::vector<Tensor>{dx};
-  }, autograd::Saves::none());  // reads only the indices it made
-  return x_in.ndim() == 3 ? y.reshape({s[1], g.h.out, g.w.out}) : y;
+        {.g = g, .planes = s[0] * s[1], .x = x.data_ptr(), .y = y.data_ptr(), .indices = index_ptr(idx)});
+  autograd::record(y, op, {x}, [op, g, xs = s, idx](const Tensor& dy, const GradMask&) {
+    return std::vector<Tensor>{pool_transpose(op, dy, g, xs, idx)};
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);  // reads only the indices it made
+  return y;
+}
+
+// The pool of x (3-D or 4-D, as the caller got it; `x` is its dense 4-D form).
+Tensor pool(const char* op, const Tensor& x_in, const Tensor& x, const PoolGeom& g) {
+  const Tensor y = pool_forward(op, x, g);
+  return x_in.ndim() == 3 ? y.reshape({x.shape()[1], g.h.out, g.w.out}) : y;
 }
 
 }  // namespace

@@ -165,8 +165,8 @@ ValuesIndices extreme_dim(const char* op, ReduceOp rop, const Tensor& x, int64_t
   const Shape out = reduced_shape(x.shape(), mask, keepdim);
   ValuesIndices res{keepdim ? vk : alias_with_shape(vk, out), keepdim ? idx : alias_with_shape(idx, out)};
   autograd::record(res.values, op, {x}, [xs = x.shape(), ks = vk.shape(), idx, d](const Tensor& dy, const GradMask&) {
-    return std::vector<Tensor>{route_to_index(dy.reshape(ks), idx, xs, d)};
-  }, autograd::Saves::none());
+    return std::vector<Tensor>{route_to_index(dy.reshape(ks), idx, xs, d)};  // recorded ops, a constant index
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return res;
 }
 
@@ -183,8 +183,8 @@ Tensor extreme_all(const char* op, ReduceOp rop, const Tensor& x) {
     const DType ct = xd.dtype() == DType::F64 ? DType::F64 : DType::F32;  // an exact tie count
     const Tensor hit = add(detail::eq_values(xd, yd), mul(detail::ne_values(xd, xd), detail::ne_values(yd, yd)));  // never both
     const Tensor share = div(dy.to(ct), sum(hit.to(ct))).to(xd.dtype());
-    return std::vector<Tensor>{mul(hit, share)};
-  }, autograd::Saves::only({0}, true));
+    return std::vector<Tensor>{mul(hit, share)};  // recorded ops; the tie mask is constant (its derivative is 0)
+  }, autograd::Saves::only({0}, true), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -279,12 +279,13 @@ Tensor norm(const Tensor& x) {
   }
   // (y as a detached alias: capturing y itself would make a reference cycle)
   autograd::record(y, "norm", {x}, [x, yd = y.detach(), acc](const Tensor& dy, const GradMask&) {
-    // x * (dy / norm), and 0 where the norm is 0 (the subgradient torch picks)
-    const Tensor n = yd.to(acc);
+    // x * (dy / norm), and 0 where the norm is 0 (the subgradient torch picks); in recorded ops, the norm attached
+    // to this node under create_graph (its dependence on x is part of the second derivative)
+    const Tensor n = autograd::saved_output(yd).to(acc);
     const Tensor f = where(eq(n, 0.0), zeros({}, {.dtype = acc, .device = n.device()}), div(dy.to(acc), n));
     Tensor dx = mul(x.to(acc), f);
     return std::vector<Tensor>{dx.dtype() == x.dtype() ? dx : dx.to(x.dtype())};
-  });
+  }, autograd::Saves{0b1, true}, autograd::DoubleBackward::Yes);
   return y;
 }
 

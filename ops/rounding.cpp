@@ -26,8 +26,8 @@ Tensor stochastic_round(const Tensor& x, DType dt, Generator* gen) {
   }
   if (is_low_precision(dt)) {
     autograd::record(y, "stochastic_round", {x}, [src = x.dtype()](const Tensor& dy, const GradMask&) {
-      return std::vector<Tensor>{dy.to(src)};
-    }, autograd::Saves::none());
+      return std::vector<Tensor>{dy.to(src)};  // a recorded cast: differentiable again
+    }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   }
   return y;
 }

@@ -70,16 +70,30 @@ Tensor view_of(const Tensor& x, Geometry g) {
   return y;
 }
 
+template <class Pick>
+Tensor subset_view(const char* name, const Tensor& x, Pick pick);
+
+// dy written into the view `pick` of a zero tensor shaped xs: the backward of a subset view. Recorded (its own
+// gradient is the same view of the incoming one), so that create_graph differentiates through slices.
+template <class Pick>
+Tensor zero_padded(const Tensor& dy, const Shape& xs, Pick pick) {
+  Tensor dx = zeros(xs, {.dtype = dy.dtype(), .device = dy.device()});
+  copy_into(dy.detach(), view_of(dx, pick(dense_geometry(xs))));
+  autograd::record(dx, "slice_backward", {dy}, [pick](const Tensor& g, const GradMask&) {
+    // pick reads a dense geometry (copy_slices' place holds its base's strides)
+    return std::vector<Tensor>{subset_view("slice", contiguous(g), pick)};
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
+  return dx;
+}
+
 // The view `pick` makes of x, where each element of x appears at most once (slice, select): backward writes dy
 // into the same view of a zero tensor shaped like x.
 template <class Pick>
 Tensor subset_view(const char* name, const Tensor& x, Pick pick) {
   Tensor y = view_of(x, pick(geometry_of(x)));
   autograd::record(y, name, {x}, [xs = x.shape(), pick](const Tensor& dy, const GradMask&) {
-    Tensor dx = zeros(xs, {.dtype = dy.dtype(), .device = dy.device()});
-    copy_into(dy, view_of(dx, pick(dense_geometry(xs))));
-    return std::vector<Tensor>{dx};
-  }, autograd::Saves::none());
+    return std::vector<Tensor>{zero_padded(dy, xs, pick)};
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   return y;
 }
 
@@ -172,12 +186,20 @@ void copy_slices(const char* op, const Tensor& view, const Tensor& value) {
   before.unsafe_impl()->autograd = base.unsafe_impl()->autograd;
   Tensor after = alias_strided(base, base.shape(), {}, base.storage_offset());
   autograd::record(after, "CopySlices", {before, value}, [xs = base.shape(), place](const Tensor& dy, const GradMask&) {
+    if (autograd::create_graph_active()) {  // recorded: dy outside the region (a constant mask), and dy's region
+      Tensor inside = zeros(xs, {.dtype = DType::Bool, .device = dy.device()});
+      const Tensor region = view_of(inside, place(dense_geometry(xs)));
+      copy_into(ones(region.shape(), {.dtype = DType::Bool, .device = dy.device()}), region);
+      const Tensor g = contiguous(dy);
+      return std::vector<Tensor>{where(inside, zeros({}, {.dtype = dy.dtype(), .device = dy.device()}), g),
+                                 subset_view("slice", g, place)};
+    }
     const Tensor d_before = dy.clone();
     const Tensor inside = view_of(d_before, place(dense_geometry(xs)));
     const Tensor d_value = inside.clone();  // a copy even when the view is contiguous: the region is zeroed next
     copy_into(zeros(inside.shape(), {.dtype = dy.dtype(), .device = dy.device()}), inside);
     return std::vector<Tensor>{d_before, d_value};
-  }, autograd::Saves::none());
+  }, autograd::Saves::none(), autograd::DoubleBackward::Yes);
   base.unsafe_impl()->autograd = after.unsafe_impl()->autograd;
   // the view's history: a view of the base's new history
   view.unsafe_impl()->autograd = subset_view("view", base, place).unsafe_impl()->autograd;

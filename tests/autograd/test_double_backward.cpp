@@ -93,15 +93,19 @@ TEST_CASE("autograd::grad: several outputs and inputs, grad_outputs, non-leaf in
 }
 
 TEST_CASE("autograd::grad runs only the part of the graph that leads to its inputs", "[autograd][double]") {
-  const Tensor a = f64({0.5, -0.25}, {2}), b = f64({2, 3}, {2});
-  // gelu has no differentiable backward: a create_graph grad through it is refused, one that does not need it is not
-  const Tensor y = sum(gelu(b) + a * a);
+  const Tensor a = f64({0.5, -0.25}, {2});
+  Generator gen(4);
+  const Tensor b = randn({2, 16}, {}, &gen).requires_grad_(), w = randn({3, 16}, {}, &gen);
+  const auto st = std::make_shared<Fp8LinearState>(Fp8Recipe{});
+  // fp8_linear has no differentiable backward: a create_graph grad through it is refused, one that does not need
+  // it is not
+  const Tensor y = sum(pow(fp8_linear(b, w, Tensor(), st), 2.0)).to(DType::F64) + sum(a * a);
   const std::vector<Tensor> g = autograd::grad({y}, {a}, {}, {.create_graph = true});
   CHECK(g[0].to_vector<double>() == std::vector<double>{1.0, -0.5});
   REQUIRE_THROWS_WITH(autograd::grad({y}, {b}, {}, {.create_graph = true}),
-                      Contains("'gelu'") && Contains("no differentiable backward"));
+                      Contains("'fp8_linear'") && Contains("no differentiable backward"));
   // its input detached, it is a constant there
-  const Tensor z = sum(gelu(b.detach()) * a);
+  const Tensor z = sum(fp8_linear(b.detach(), w, Tensor(), st)).to(DType::F64) * sum(a);
   CHECK_NOTHROW(autograd::grad({z}, {a}, {}, {.create_graph = true}));
 }
 
@@ -244,14 +248,124 @@ TEST_CASE("gradgradcheck: where, embedding (padding_idx), gather and index_selec
 }
 
 TEST_CASE("create_graph refuses an op without a differentiable backward, naming it", "[autograd][double]") {
-  const Tensor x = rand64({1, 1, 4, 4}, 21), w = rand64({2, 1, 3, 3}, 22);
-  const Tensor y = sum(pow(conv2d(x, w), 2.0));
+  // fp8_linear's backward runs FP8 GEMMs of quantized copies: refused rather than a silently wrong second derivative
+  Generator g(21);
+  const Tensor x = randn({4, 16}, {}, &g).requires_grad_(), w = mul(randn({3, 16}, {}, &g), 0.1).requires_grad_();
+  const auto st = std::make_shared<Fp8LinearState>(Fp8Recipe{});
+  const Tensor y = sum(pow(fp8_linear(x, w, Tensor(), st), 2.0));
   REQUIRE_THROWS_WITH(autograd::grad({y}, {w}, {}, {.create_graph = true}),
-                      Contains("op 'conv2d'") && Contains("Higher-order gradients"));
-  const Tensor m = sum(gelu(x) * x);  // exact gelu: its derivative needs erf
-  REQUIRE_THROWS_WITH(m.backward({}, {.create_graph = true}), Contains("op 'gelu'"));
-  // the same graphs differentiate once without create_graph
-  CHECK(autograd::grad({sum(pow(conv2d(x, w), 2.0))}, {w})[0].shape() == w.shape());
+                      Contains("op 'fp8_linear'") && Contains("Higher-order gradients"));
+  // the same graph differentiates once without create_graph
+  CHECK(autograd::grad({sum(pow(fp8_linear(x, w, Tensor(), st), 2.0))}, {w})[0].shape() == w.shape());
+}
+
+TEST_CASE("gradgradcheck: exact gelu, slices and selects, in-place writes into views", "[autograd][double]") {
+  const Tensor a = rand64({3, 4}, 31, true, -2, 2), b = rand64({3, 2}, 32);
+  require_gradgrad([](const std::vector<Tensor>& in) { return gelu(in[0]) * in[0]; }, {a});
+  require_gradgrad([](const std::vector<Tensor>& in) { return gelu(gelu(in[0])); }, {a});  // third order inside
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    const Tensor rows = in[0].select(0, 2).narrow(0, 1, 2) * in[0].select(1, 0).narrow(0, 0, 2);
+    return pow(in[0].slice(1, 1, 4, 2), 2.0) * in[1] + sum(rows * rows);
+  }, {a, b});
+  // a value written into a slice of a non-leaf: CopySlices' gradients, both sides
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    Tensor t = in[0] * in[0];
+    t.slice(1, 0, 2).copy_(pow(in[1], 3.0));
+    return t * in[0];
+  }, {a, b});
+  // a whole-tensor fill keeps no dependence: a zero gradient that differentiates to zero
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    Tensor t = in[0] * in[0];
+    t.select(0, 1).fill_(2.0);
+    return t * in[0];
+  }, {a});
+}
+
+TEST_CASE("gradgradcheck: max/min with and without dim, norm, dropout", "[autograd][double]") {
+  const Tensor a = rand64({3, 4}, 33);
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    return max(in[0] * in[0], 1).values * min(in[0], 0, {.keepdim = true}).values.sum() + max(pow(in[0], 3.0));
+  }, {a});
+  require_gradgrad([](const std::vector<Tensor>& in) { return norm(in[0]) * in[0]; }, {a});
+  // a fixed mask (the generator re-seeded each call): dropout is linear, so the product's second derivative
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    Generator gen(7);
+    return dropout(in[0] * in[0], {.p = 0.4, .generator = &gen}) * in[0];
+  }, {a});
+}
+
+TEST_CASE("gradgradcheck: conv2d (stride, padding, dilation, groups, bias) and pooling", "[autograd][double]") {
+  const Tensor x = rand64({2, 4, 5, 5}, 34), w = rand64({6, 2, 3, 3}, 35), bias = rand64({6}, 36);
+  for (const Conv2dFuncOptions o : {Conv2dFuncOptions{}, Conv2dFuncOptions{.stride = 2, .padding = 1, .groups = 2},
+                                    Conv2dFuncOptions{.padding = 2, .dilation = 2, .groups = 1}}) {
+    INFO(o.stride.h << " " << o.padding.h << " " << o.dilation.h << " " << o.groups);
+    const Tensor wo = o.groups == 1 ? rand64({3, 4, 3, 3}, 37) : w;
+    require_gradgrad([o](const std::vector<Tensor>& in) { return pow(conv2d(in[0], in[1], in[2], o), 2.0); },
+                     {x, wo, o.groups == 1 ? rand64({3}, 38) : bias});
+  }
+  // pooling after a nonlinearity (pooling itself is linear in x away from ties)
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    return max_pool2d(pow(in[0], 3.0), {.kernel_size = 2, .padding = 1}) * 2.0;
+  }, {x});
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    const Tensor t = pow(in[0], 2.0);
+    return avg_pool2d(t, {.kernel_size = 3, .stride = 2, .padding = 1, .count_include_pad = false}).sum() *
+           adaptive_avg_pool2d(t, {2, 3});
+  }, {x});
+  require_gradgrad([](const std::vector<Tensor>& in) {  // 3-D input (C,H,W)
+    return pow(max_pool2d(in[0].select(0, 1), {.kernel_size = 3, .stride = 2}), 2.0);
+  }, {x});
+}
+
+TEST_CASE("gradgradcheck: batch_norm (training and eval) and layer_norm, with and without affine", "[autograd][double]") {
+  const Tensor x = rand64({3, 2, 4}, 39), w = rand64({2}, 40, true, 0.5, 1.5), b = rand64({2}, 41);
+  const Tensor lw = rand64({2, 4}, 42, true, 0.5, 1.5), lb = rand64({2, 4}, 43);
+  const Tensor proj = rand64({3, 2, 4}, 44, false);  // a nonlinear read of y, so the second derivative is not 0
+  for (const bool training : {true, false}) {
+    INFO("training " << training);
+    const Tensor rm = rand64({2}, 45, false), rv = rand64({2}, 46, false, 0.5, 1.5);
+    require_gradgrad([&](const std::vector<Tensor>& in) {
+      const Tensor y = batch_norm(in[0], rm.clone(), rv.clone(), in[1], in[2], {.training = training});
+      return pow(y, 2.0) * proj;
+    }, {x, w, b});
+    require_gradgrad([&](const std::vector<Tensor>& in) {
+      return pow(batch_norm(in[0], rm.clone(), rv.clone(), Tensor(), Tensor(), {.training = training}), 3.0);
+    }, {x});
+  }
+  require_gradgrad([&](const std::vector<Tensor>& in) { return pow(layer_norm(in[0], {2, 4}, in[1], in[2]), 2.0) * proj; },
+                   {x, lw, lb});
+  require_gradgrad([&](const std::vector<Tensor>& in) { return pow(layer_norm(in[0], {4}), 3.0); }, {x});
+  require_gradgrad([&](const std::vector<Tensor>& in) {  // normalized over every dim: no leading dims to sum over
+    return pow(layer_norm(in[0].select(0, 0), {2, 4}, in[1], Tensor()), 2.0);
+  }, {x, lw});
+}
+
+TEST_CASE("gradient penalty of a CNN (WGAN-GP): conv, batch norm, ReLU, pooling, dropout, linear", "[autograd][double]") {
+  // || d critic(x) / dx ||, differentiated with respect to the parameters: every op's double backward on one graph,
+  // against central differences of the penalty itself (gradcheck of the penalty in F64)
+  const Tensor x = rand64({2, 2, 4, 4}, 47);
+  const std::vector<Tensor> params{rand64({3, 2, 3, 3}, 48), rand64({3}, 49), rand64({3}, 50, true, 0.5, 1.5),
+                                   rand64({1, 12}, 51)};
+  const auto penalty = [&](const std::vector<Tensor>& in) {
+    EnableGradGuard grad_on;  // gradcheck evaluates f without grad for its differences; the penalty needs one
+    const Tensor xi = x.detach().requires_grad_();
+    Generator gen(11);
+    Tensor h = conv2d(xi, in[0], in[1], {.padding = 1});
+    h = relu(batch_norm(h, Tensor(), Tensor(), in[2], Tensor(), {.training = true}));
+    h = max_pool2d(gelu(h), {.kernel_size = 2});
+    h = dropout(h.reshape({2, -1}), {.p = 0.25, .generator = &gen});
+    const Tensor critic = sum(linear(h, in[3]));
+    const Tensor gx = autograd::grad({critic}, {xi}, {}, {.create_graph = true})[0];
+    return pow(sqrt(sum(gx * gx)) - 1.0, 2.0);
+  };
+  const GradcheckResult r = gradcheck(penalty, params);
+  INFO(r.message);
+  CHECK(r.ok);
+  // and it is not trivially zero: the parameters' gradients exist and move the penalty
+  const std::vector<Tensor> g = autograd::grad({penalty(params)}, params);
+  double total = 0;
+  for (const Tensor& t : g) total += sum(abs(t)).item();
+  CHECK(total > 1e-3);
 }
 
 TEST_CASE("gradient penalty under a GradScaler: the scaled recipe gives the unscaled gradients", "[autograd][double][amp]") {

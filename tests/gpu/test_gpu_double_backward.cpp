@@ -1,6 +1,8 @@
 // Higher-order gradients on the GPU against the CPU backend: a gradient penalty (autograd::grad with create_graph,
-// then backward through the penalty) over a model that uses every differentiable-twice family: linear with its fused
-// ReLU, tanh, softmax, embedding, where, sums and means, cross_entropy (ignore_index, label smoothing) and mse_loss.
+// then backward through the penalty) over models that use every differentiable-twice family: linear with its fused
+// ReLU, tanh, softmax, embedding, where, sums and means, cross_entropy (ignore_index, label smoothing) and mse_loss;
+// and a CNN critic's input-gradient penalty (WGAN-GP) through conv2d, batch_norm, layer_norm, exact gelu, max and
+// average pooling, dropout, slices and the max reduction.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -39,7 +41,50 @@ std::vector<Tensor> penalised_grads(const std::vector<Tensor>& init, Device dev)
   return out;
 }
 
+// The parameters' gradients of a CNN critic's penalty (|d critic / d x| - 1)^2, on dev: the conv, norm, pooling and
+// dropout double backwards on the device. Dropout draws the same mask on both backends (one Philox stream).
+std::vector<Tensor> cnn_penalty_grads(const std::vector<Tensor>& init, const Tensor& x_init, Device dev) {
+  std::vector<Tensor> p;
+  for (const Tensor& t : init) p.push_back(t.to(dev).detach().requires_grad_());
+  const Tensor x = x_init.to(dev).detach().requires_grad_();
+  Generator gen(5);
+  Tensor h = conv2d(x, p[0], Tensor(), {.stride = 1, .padding = 1});  // (2,4,6,6); a bias here batch_norm removes
+  h = gelu(batch_norm(h, Tensor(), Tensor(), p[2], p[3], {.training = true}));
+  h = max_pool2d(h, {.kernel_size = 2}) + avg_pool2d(h, {.kernel_size = 3, .stride = 2, .padding = 1});  // (2,4,3,3)
+  h = conv2d(h, p[4], p[1], {.groups = 2});                                                        // (2,4,1,1)
+  h = layer_norm(h.reshape({2, 4}), {4}, p[5], Tensor());
+  h = dropout(h, {.p = 0.25, .generator = &gen});
+  const Tensor critic = sum(h.slice(1, 0, 3) * 2.0) + max(h);
+  const Tensor gx = autograd::grad({critic}, {x}, {}, {.create_graph = true})[0];
+  pow(sqrt(sum(gx * gx)) - 1.0, 2.0).backward();
+  std::vector<Tensor> out;
+  for (const Tensor& q : p) out.push_back(q.grad());
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("gpu: a CNN critic's gradient penalty (conv, norms, pooling, dropout) equals the CPU's",
+          "[gpu][autograd][double]") {
+  for (const DType dt : {DType::F32, DType::F64}) {
+    INFO(dtype_name(dt));
+    Generator gen(13);
+    const std::vector<Tensor> init{mul(randn({4, 3, 3, 3}, {.dtype = dt}, &gen), 0.3),
+                                   mul(randn({4}, {.dtype = dt}, &gen), 0.1),
+                                   add(mul(randn({4}, {.dtype = dt}, &gen), 0.1), 1.0),
+                                   mul(randn({4}, {.dtype = dt}, &gen), 0.1),
+                                   mul(randn({4, 2, 3, 3}, {.dtype = dt}, &gen), 0.3),
+                                   add(mul(randn({4}, {.dtype = dt}, &gen), 0.1), 1.0)};
+    const Tensor x = randn({2, 3, 6, 6}, {.dtype = dt}, &gen);
+    const std::vector<Tensor> cpu = cnn_penalty_grads(init, x, Device::cpu()), gpu = cnn_penalty_grads(init, x, kGpu);
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      REQUIRE(cpu[k].defined());
+      REQUIRE(gpu[k].defined());
+      check_close(cpu[k], gpu[k], dt == DType::F64 ? hg::gpu_test::Tol{1e-9, 1e-11} : hg::gpu_test::Tol{1e-3, 1e-4},
+                  "parameter " + std::to_string(k));
+    }
+  }
+}
 
 TEST_CASE("gpu: a gradient penalty's double backward equals the CPU's", "[gpu][autograd][double]") {
   for (const DType dt : {DType::F32, DType::F64}) {
