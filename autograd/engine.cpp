@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -211,17 +212,27 @@ thread_local bool t_create_graph = false;      // the running backward records t
 
 [[noreturn]] void fail_not_twice_differentiable(const Node& n) {
   HG_FAIL("backward with create_graph: op '", n.name, "' has no differentiable backward in halfgrad yet, so the "
-          "gradient it passes on cannot be differentiated again. Double backward covers the elementwise ops but exact "
-          "gelu (the tanh one is covered), sum/mean, matmul, linear (+ReLU), softmax/log_softmax, the losses, casts and the "
-          "view/reshape/permute/expand/cat/flip ops (docs/API.md, \"Higher-order gradients\"); detach() this op's "
-          "input if its second derivative is not needed");
+          "gradient it passes on cannot be differentiated again (double backward covers the other ops: docs/API.md, "
+          "\"Higher-order gradients\"); detach() this op's input if its second derivative is not needed");
 }
 
 // Runs the graph behind `roots` backward, seeded with `seeds`. Without `capture` (Tensor::backward), gradients
 // accumulate into the leaves' .grad; with it (autograd::grad), only the nodes leading to capture's inputs run and
 // their gradients are returned in capture->grads, no .grad touched.
+// Once per process, as torch's warning (Python shows it once per call site).
+void warn_create_graph_cycle() {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr,
+               "halfgrad warning: backward() with create_graph=true makes a reference cycle between each leaf and "
+               "its .grad (the gradient's graph reaches the leaf), so neither is freed until .grad is dropped. Prefer "
+               "autograd::grad(outputs, inputs, {}, {.create_graph = true}), which touches no .grad; otherwise call "
+               "zero_grad() on the parameters (or the optimizer) after use. (Shown once.)\n");
+}
+
 void execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds, bool retain_graph, bool create_graph,
              Capture* capture) {
+  if (create_graph && !capture) warn_create_graph_cycle();
   GradModeGuard grad_mode(create_graph);  // node functions record the gradients' graph under create_graph only
   struct InBackward {  // restores the flags on exit, exceptions included (backward may nest in a hook)
     bool prev = t_in_backward, prev_create = t_create_graph;
