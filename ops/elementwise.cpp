@@ -15,7 +15,7 @@ namespace hg {
 
 const char* ew_op_name(EwOp op) {
   static constexpr const char* kNames[] = {
-      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu", "silu",
+      "neg", "exp", "log", "sqrt", "rsqrt", "abs", "relu", "sigmoid", "tanh", "gelu(tanh)", "gelu", "silu", "erf",
       "pow", "clamp", "add(scalar)", "mul(scalar)", "div(scalar)", "rsub(scalar)", "rdiv(scalar)", "round",
       "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
       "where", "mask_true", "mask_false"};
@@ -73,7 +73,7 @@ GradReads grad_reads(EwOp op) {
   }
 }
 
-// An I64 or Bool input, as torch 1.13 takes it: exp, log, sqrt, rsqrt, sigmoid and tanh compute in F32 (torch's
+// An I64 or Bool input, as torch 1.13 takes it: exp, log, sqrt, rsqrt, sigmoid, tanh and erf compute in F32 (torch's
 // int-to-float ops, its default dtype); negation, abs, relu, clamp and pow by an integral exponent stay integers
 // (I64; a Bool counts as 0/1 where torch accepts it), computed in F64, exact while |values| < 2^53; a clamp bound
 // or an exponent with a fraction gives F32 (an integral double cannot be told from an integer in C++, so it keeps
@@ -119,6 +119,7 @@ Tensor unary_grad_ops(const EwCall& f, const Tensor& x, const Tensor& y, const T
       return mul(dy, add(mul(add(t, 1.0), 0.5), kept));
     }
     case EwOp::GeluErf: return mul(dy, gelu_derivative(x));
+    case EwOp::Erf: return mul(dy, mul(exp(neg(mul(x, x))), 1.1283791670955126));  // 2/sqrt(pi) exp(-x^2)
     case EwOp::Silu: {
       const Tensor s = sigmoid(x);
       return mul(dy, mul(s, add(mul(x, rsub(1.0, s)), 1.0)));
@@ -166,6 +167,7 @@ Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, dou
   const auto fraction = [](double v) { return std::isfinite(v) && v != std::floor(v); };
   switch (op) {
     case EwOp::Exp: case EwOp::Log: case EwOp::Sqrt: case EwOp::Rsqrt: case EwOp::Sigmoid: case EwOp::Tanh:
+    case EwOp::Erf:
       return unary(name, op, x.to(DType::F32), p0, p1);
     case EwOp::Neg:
       HG_CHECK(!is_bool, name, ": negating a Bool tensor is not supported (torch's rule); use logical_not() to invert "
@@ -361,6 +363,8 @@ Tensor tanh(const Tensor& x) {
   if (amp::OpCast c{amp::OpId::Tanh, {x}}) return c.result(tanh(c[0]));
   return unary("tanh", EwOp::Tanh, x);
 }
+Tensor erf(const Tensor& x) { return unary("erf", EwOp::Erf, x); }
+
 Tensor silu(const Tensor& x) {
   if (amp::OpCast c{amp::OpId::Silu, {x}}) return c.result(silu(c[0]));
   return unary("silu", EwOp::Silu, x);

@@ -44,6 +44,7 @@ Tensor tanh(const Tensor& x);
 enum class GeluApprox : uint8_t { None, Tanh };  // None: exact erf form (torch's default)
 Tensor gelu(const Tensor& x, GeluApprox approx = GeluApprox::None);
 Tensor silu(const Tensor& x);  // x * sigmoid(x) (torch.nn.functional.silu, "swish")
+Tensor erf(const Tensor& x);   // the error function (torch.erf); I64 and Bool inputs compute in F32, as torch's
 Tensor clamp(const Tensor& x, double lo, double hi);
 // To integral values in x's dtype: floor, ceil, round (half to even, as torch.round) and trunc; zero gradient.
 Tensor floor(const Tensor& x);

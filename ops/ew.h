@@ -12,7 +12,7 @@ namespace hg {
 
 enum class EwOp : uint8_t {
   // unary (x) -> y
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, GeluTanh, GeluErf, Silu,
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Sigmoid, Tanh, GeluTanh, GeluErf, Silu, Erf,
   PowScalar, Clamp, AddScalar, MulScalar, DivScalar, RsubScalar, RdivScalar, Round,
   // binary (a, b) -> y
   Add, Sub, Mul, Div, Maximum, Minimum,
@@ -103,6 +103,7 @@ template <class V> void visit_ew(const EwCall& c, V&& v) {
     case EwOp::GeluTanh: return unary(c, fn::GeluTanh{}, v);
     case EwOp::GeluErf: return unary(c, fn::GeluErf{}, v);
     case EwOp::Silu: return unary(c, fn::Silu{}, v);
+    case EwOp::Erf: return unary(c, fn::Erf{}, v);
     case EwOp::PowScalar: return unary(c, fn::PowScalar{c.p0}, v);
     case EwOp::Clamp: return unary(c, fn::Clamp{c.p0, c.p1}, v);
     case EwOp::AddScalar: return unary(c, fn::AddScalar{c.p0}, v);

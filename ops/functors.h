@@ -123,6 +123,12 @@ struct Silu {
     return dy * s * (C(1) + x * (C(1) - s));
   }
 };
+// the error function, torch.erf: erf(+-inf) = +-1; d/dx = 2/sqrt(pi) exp(-x^2)
+struct Erf {
+  static constexpr double k2OverSqrtPi = 1.1283791670955126;
+  template <class C> HG_HD C operator()(C x) const { return m_erf(x); }
+  template <class C> HG_HD C grad(C x, C, C dy) const { return dy * C(k2OverSqrtPi) * m_exp(-x * x); }
+};
 struct PowScalar {
   double e;
   template <class C> HG_HD C operator()(C x) const { return m_pow(x, C(e)); }

@@ -126,6 +126,7 @@ TEST_CASE("gradgradcheck: unary ops", "[autograd][double]") {
       {"tanh", [](const Tensor& x) { return tanh(x); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"silu", [](const Tensor& x) { return silu(x); }},
+      {"erf", [](const Tensor& x) { return erf(x) * x; }},
       {"pow 3", [](const Tensor& x) { return pow(x, 3.0); }},
       {"pow 2.5", [](const Tensor& x) { return pow(x, 2.5); }},
       {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }},

@@ -197,6 +197,7 @@ std::vector<OpCase> op_cases() {
                       Check::Transcendental));
   ops.push_back(unary("gelu", EwOp::GeluErf, [](const Tensor& x) { return gelu(x); }, false, Check::Transcendental));
   ops.push_back(unary("silu", EwOp::Silu, [](const Tensor& x) { return silu(x); }, false, Check::Transcendental));
+  ops.push_back(unary("erf", EwOp::Erf, [](const Tensor& x) { return erf(x); }, false, Check::Transcendental));
   ops.push_back(unary("pow(2.5)", EwOp::PowScalar, [](const Tensor& x) { return pow(x, 2.5); }, true, Check::Transcendental));
   ops.push_back(unary("pow(3)", EwOp::PowScalar, [](const Tensor& x) { return pow(x, 3.0); }, false, Check::Transcendental));
   ops.push_back(unary("clamp", EwOp::Clamp, [](const Tensor& x) { return clamp(x, -0.5, 0.75); }, false));

@@ -49,6 +49,7 @@ std::vector<UnaryCase> unary_cases() {
       {"gelu", [](const Tensor& x) { return gelu(x); }, false},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }, false},
       {"silu", [](const Tensor& x) { return silu(x); }, false},
+      {"erf", [](const Tensor& x) { return erf(x); }, false},
       {"pow2.5", [](const Tensor& x) { return pow(x, 2.5); }, true},
       {"pow3", [](const Tensor& x) { return pow(x, 3.0); }, false},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); }, false},

@@ -112,6 +112,7 @@ const std::vector<Unary>& unary_cases() {
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, Dom::Any, true},
       {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x / (1 + std::exp(-x)); }},
+      {"erf", [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); }},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); },
        [](double x) { return 0.5 * x * (1 + std::tanh(kA * (x + kB * x * x * x))); }, Dom::Any, true},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.75); }, [](double x) { return std::min(std::max(x, -0.5), 0.75); }},

@@ -119,6 +119,8 @@ void check_all_unary() {
   // gelu(-inf) is -inf * 0 = NaN in both forms, as in PyTorch
   check_unary<C>("gelu_tanh", fn::GeluTanh{}, gelu_tanh, [](LD x, LD, LD dy) { return dy * gelu_tanh_d(x); }, true);
   check_unary<C>("gelu_erf", fn::GeluErf{}, gelu_erf, [](LD x, LD, LD dy) { return dy * gelu_erf_d(x); }, true);
+  check_unary<C>("erf", fn::Erf{}, [](LD x) { return std::erf(x); },
+                 [](LD x, LD, LD dy) { return dy * 2 / std::sqrt(3.14159265358979323846L) * std::exp(-x * x); });
   // silu(-inf) is -inf * 0 = NaN, as in PyTorch (x / (1 + exp(-x)))
   check_unary<C>("silu", fn::Silu{}, [](LD x) { return x / (1 + exp(-x)); },
                  [](LD x, LD, LD dy) { const LD s = 1 / (1 + exp(-x)); return dy * s * (1 + x * (1 - s)); }, true);

@@ -64,6 +64,7 @@ TEST_CASE("gradcheck: unary ops and scalar forms", "[gradcheck]") {
       {"gelu", [](const Tensor& x) { return gelu(x); }},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, GeluApprox::Tanh); }},
       {"silu", [](const Tensor& x) { return silu(x); }},
+      {"erf", [](const Tensor& x) { return erf(x); }},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.5); }, Dom::Clamp},
       {"add_s", [](const Tensor& x) { return add(x, 2.5); }},
       {"sub_s", [](const Tensor& x) { return sub(x, 2.5); }},
