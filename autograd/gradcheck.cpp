@@ -9,6 +9,12 @@
 namespace hg {
 namespace {
 
+void check_inputs(const char* op, const std::vector<Tensor>& inputs) {
+  for (const Tensor& x : inputs)
+    HG_CHECK(!x.defined() || (x.dtype() == DType::F64 && x.device().is_cpu()), op,
+             ": inputs must be F64 CPU tensors, got ", x.dtype(), " on ", x.device(), "; convert with .to(DType::F64)");
+}
+
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
@@ -19,9 +25,13 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 GradcheckResult agree_with_plain_backward(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                                           const GradcheckOptions& opts) {
   std::vector<Tensor> xs, wrt;
+  std::vector<size_t> position;  // of each of wrt in inputs
   for (const Tensor& x : inputs) {
     Tensor c = x.defined() ? x.detach().clone().requires_grad_(x.requires_grad()) : Tensor();
-    if (c.defined() && c.requires_grad()) wrt.push_back(c);
+    if (c.defined() && c.requires_grad()) {
+      wrt.push_back(c);
+      position.push_back(xs.size());
+    }
     xs.push_back(c);
   }
   EnableGradGuard grad_on;
@@ -43,7 +53,7 @@ GradcheckResult agree_with_plain_backward(const GradcheckFn& f, const std::vecto
       if (err > opts.atol + opts.rtol * std::fabs(b[i]) && res.ok) {
         res.ok = false;
         std::ostringstream os;
-        os << "gradgradcheck: the create_graph gradient of input " << k << " element " << i << " is " << a[i]
+        os << "gradgradcheck: the create_graph gradient of input " << position[k] << " element " << i << " is " << a[i]
            << " but the plain backward's is " << b[i] << " (|diff| " << err << ")";
         res.message = os.str();
       }
@@ -55,10 +65,7 @@ GradcheckResult agree_with_plain_backward(const GradcheckFn& f, const std::vecto
 }  // namespace
 
 GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, GradcheckOptions opts) {
-  for (const Tensor& x : inputs)
-    HG_CHECK(!x.defined() || (x.dtype() == DType::F64 && x.device().is_cpu()),
-             "gradcheck: inputs must be F64 CPU tensors, got ", x.dtype(), " on ", x.device(),
-             "; convert with .to(DType::F64)");
+  check_inputs("gradcheck", inputs);
   std::vector<Tensor> xs;
   for (const Tensor& x : inputs) {
     if (!x.defined()) {
@@ -129,6 +136,7 @@ GradcheckResult gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
   // The first-order gradients written in recorded ops (create_graph) must equal the plain backward's (the fused
   // kernels, which gradcheck holds to central differences): the Hessian check alone would accept a wrong first
   // derivative whose own derivative is consistent with it.
+  check_inputs("gradgradcheck", inputs);
   GradcheckResult res = agree_with_plain_backward(f, inputs, opts);
   if (!res.ok) return res;
   return gradcheck(first_order, inputs, opts);

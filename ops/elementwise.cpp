@@ -85,12 +85,15 @@ Tensor integral_unary(const char* name, EwOp op, const Tensor& x, double p0, dou
 // no derivative of gelu' does.
 Tensor gelu_derivative(const Tensor& x) {
   Tensor d = empty_like(x);
-  const Tensor one = ones(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  const Tensor one = ones({}, {.dtype = x.dtype(), .device = x.device()});  // broadcast
   run_elementwise("gelu backward", {EwOp::GeluErf, EwMode::Grad}, {x, x, one}, d);
   autograd::record(d, "gelu_derivative", {x}, [x](const Tensor& g, const GradMask&) {
     const Tensor x2 = mul(x, x);
     const Tensor phi = mul(exp(mul(x2, -0.5)), 0.3989422804014327);  // 1 / sqrt(2 pi)
-    return std::vector<Tensor>{mul(g, mul(phi, rsub(2.0, x2)))};
+    // 0 where phi is (|x| large), not 0 * -inf = NaN, as the tanh form's tail
+    const Tensor curve = where(eq(phi, 0.0), zeros({}, {.dtype = x.dtype(), .device = x.device()}),
+                               mul(phi, rsub(2.0, x2)));
+    return std::vector<Tensor>{mul(g, curve)};
   }, autograd::Saves::only({0}), autograd::DoubleBackward::Yes);
   return d;
 }

@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "ops/autocast/autocast.h"
+#include "ops/elementwise.h"
 #include "ops/kernels/pool.h"
 #include "ops/shape.h"
 
@@ -71,8 +72,10 @@ Tensor pool_transpose(const char* op, const Tensor& dy_in, const PoolGeom& g, co
                                                : "adaptive_avg_pool2d_backward";
   autograd::record(dx, name, {dy}, [op, g, xs, ys = dy.shape(), idx](const Tensor& gx, const GradMask&) {
     if (g.kind != PoolKind::Max) return std::vector<Tensor>{pool_forward(op, gx.contiguous(), g)};
-    const Tensor picked = gather(reshape(gx, {xs[0] * xs[1], xs[2] * xs[3]}), 1, reshape(idx, {ys[0] * ys[1], -1}));
-    return std::vector<Tensor>{reshape(picked, ys)};
+    // a window that covers no input (padding and dilation allow it) has index -1 and passed nothing on: 0 there
+    const Tensor at = reshape(idx, {ys[0] * ys[1], -1});
+    const Tensor picked = gather(reshape(gx, {xs[0] * xs[1], xs[2] * xs[3]}), 1, clamp(at, 0.0, static_cast<double>(xs[2] * xs[3] - 1)));
+    return std::vector<Tensor>{reshape(where(lt(at, 0.0), zeros({}, {.dtype = gx.dtype(), .device = gx.device()}), picked), ys)};
   }, autograd::Saves::none(), autograd::DoubleBackward::Yes);  // reads only the indices
   return dx;
 }

@@ -270,7 +270,7 @@ TEST_CASE("create_graph refuses an op without a differentiable backward, naming 
 TEST_CASE("gradgradcheck: exact gelu, slices and selects, in-place writes into views", "[autograd][double]") {
   const Tensor a = rand64({3, 4}, 31, true, -2, 2), b = rand64({3, 2}, 32);
   require_gradgrad([](const std::vector<Tensor>& in) { return gelu(in[0]) * in[0]; }, {a});
-  require_gradgrad([](const std::vector<Tensor>& in) { return gelu(gelu(in[0])); }, {a});  // third order inside
+  require_gradgrad([](const std::vector<Tensor>& in) { return gelu(gelu(in[0])); }, {a});  // gelu_derivative's own backward
   require_gradgrad([](const std::vector<Tensor>& in) {
     const Tensor rows = in[0].select(0, 2).narrow(0, 1, 2) * in[0].select(1, 0).narrow(0, 0, 2);
     return pow(in[0].slice(1, 1, 4, 2), 2.0) * in[1] + sum(rows * rows);
@@ -281,7 +281,7 @@ TEST_CASE("gradgradcheck: exact gelu, slices and selects, in-place writes into v
     t.slice(1, 0, 2).copy_(pow(in[1], 3.0));
     return t * in[0];
   }, {a, b});
-  // a whole-tensor fill keeps no dependence: a zero gradient that differentiates to zero
+  // a fill of one row keeps no dependence there: a zero gradient that differentiates to zero
   require_gradgrad([](const std::vector<Tensor>& in) {
     Tensor t = in[0] * in[0];
     t.select(0, 1).fill_(2.0);
@@ -292,7 +292,8 @@ TEST_CASE("gradgradcheck: exact gelu, slices and selects, in-place writes into v
 TEST_CASE("gradgradcheck: max/min with and without dim, norm, dropout", "[autograd][double]") {
   const Tensor a = rand64({3, 4}, 33);
   require_gradgrad([](const std::vector<Tensor>& in) {
-    return max(in[0] * in[0], 1).values * min(in[0], 0, {.keepdim = true}).values.sum() + max(pow(in[0], 3.0));
+    // each reduction's output read nonlinearly, so the gradient it routes depends on x
+    return max(in[0] * in[0], 1).values * min(in[0], 0, {.keepdim = true}).values.sum() + pow(max(pow(in[0], 3.0)), 2.0);
   }, {a});
   require_gradgrad([](const std::vector<Tensor>& in) { return norm(in[0]) * in[0]; }, {a});
   // a fixed mask (the generator re-seeded each call): dropout is linear, so the product's second derivative
@@ -300,6 +301,20 @@ TEST_CASE("gradgradcheck: max/min with and without dim, norm, dropout", "[autogr
     Generator gen(7);
     return dropout(in[0] * in[0], {.p = 0.4, .generator = &gen}) * in[0];
   }, {a});
+}
+
+TEST_CASE("stochastic_round passes the gradient straight through, to second order too", "[autograd][double]") {
+  // y = sum(q^2) with q = round(x^2) to F16: the gradient 4 q x reads q, and straight through d q / d x = 2x, so the
+  // second derivative of y is 8 x^2 + 4 q (q the rounded values); the part through q is an F16 tensor's gradient,
+  // rounded to F16 on its way (as torch's), hence the 1e-3
+  const Tensor x = rand64({6}, 53, true, 0.5, 2.0);
+  Generator gen(3);
+  const Tensor q = stochastic_round(x * x, DType::F16, &gen).to(DType::F64);
+  const Tensor g = autograd::grad({sum(q * q)}, {x}, {}, {.create_graph = true})[0];
+  const std::vector<double> h = autograd::grad({sum(g)}, {x})[0].to_vector<double>();
+  const std::vector<double> xv = x.to_vector<double>(), qv = q.to_vector<double>();
+  REQUIRE(h.size() == xv.size());
+  for (size_t i = 0; i < h.size(); ++i) CHECK(h[i] == Approx(8 * xv[i] * xv[i] + 4 * qv[i]).epsilon(1e-3));
 }
 
 TEST_CASE("gradgradcheck: conv2d (stride, padding, dilation, groups, bias) and pooling", "[autograd][double]") {
@@ -311,14 +326,22 @@ TEST_CASE("gradgradcheck: conv2d (stride, padding, dilation, groups, bias) and p
     require_gradgrad([o](const std::vector<Tensor>& in) { return pow(conv2d(in[0], in[1], in[2], o), 2.0); },
                      {x, wo, o.groups == 1 ? rand64({3}, 38) : bias});
   }
-  // pooling after a nonlinearity (pooling itself is linear in x away from ties)
+  // pooling between nonlinearities: the one after makes the pool's incoming gradient depend on x, so its backward
+  // (the routing to the argmax, the spreading of the average pools) is differentiated
   require_gradgrad([](const std::vector<Tensor>& in) {
-    return max_pool2d(pow(in[0], 3.0), {.kernel_size = 2, .padding = 1}) * 2.0;
+    return pow(max_pool2d(pow(in[0], 3.0), {.kernel_size = 2, .padding = 1}), 2.0);
   }, {x});
+  // windows that cover no input (padding with dilation): index -1, -inf out, nothing routed back at first or second order
+  const Tensor thin = rand64({1, 2, 1, 3}, 52);
+  require_gradgrad([](const std::vector<Tensor>& in) {
+    const Tensor y = max_pool2d(pow(in[0], 3.0), {.kernel_size = {2, 1}, .padding = {1, 0}, .dilation = {2, 1}});
+    return pow(where(isinf(y), zeros({}, {.dtype = DType::F64}), y), 2.0) +
+           pow(max_pool2d(pow(in[0], 3.0), {.kernel_size = {1, 2}}), 2.0).sum();
+  }, {thin});
   require_gradgrad([](const std::vector<Tensor>& in) {
     const Tensor t = pow(in[0], 2.0);
-    return avg_pool2d(t, {.kernel_size = 3, .stride = 2, .padding = 1, .count_include_pad = false}).sum() *
-           adaptive_avg_pool2d(t, {2, 3});
+    return pow(avg_pool2d(t, {.kernel_size = 3, .stride = 2, .padding = 1, .count_include_pad = false}), 2.0).sum() *
+           pow(adaptive_avg_pool2d(t, {2, 3}), 3.0);
   }, {x});
   require_gradgrad([](const std::vector<Tensor>& in) {  // 3-D input (C,H,W)
     return pow(max_pool2d(in[0].select(0, 1), {.kernel_size = 3, .stride = 2}), 2.0);
