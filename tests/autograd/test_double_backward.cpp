@@ -4,6 +4,7 @@
 // unscaled one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -397,6 +398,37 @@ TEST_CASE("gradient penalty of a CNN (WGAN-GP): conv, batch norm, ReLU, pooling,
   double total = 0;
   for (const Tensor& t : g) total += sum(abs(t)).item();
   CHECK(total > 1e-3);
+}
+
+TEST_CASE("a CNN penalty through F16 and BF16 activations with F32 norm parameters is close to F64's",
+          "[autograd][double][amp]") {
+  // the mixed-precision case of the create_graph paths: conv and pooling in the activations' dtype, batch_norm
+  // with F16/BF16 x and F32 weight and bias (statistics in F32, gradients back in each parameter's dtype)
+  const Tensor x = rand64({2, 2, 6, 6}, 54, false);
+  const std::vector<Tensor> params{rand64({3, 2, 3, 3}, 55), rand64({3}, 56, true, 0.5, 1.5), rand64({3}, 57)};
+  const Tensor c = rand64({2, 3, 3, 3}, 58, false);
+  const auto grads = [&](DType act, DType param) {
+    const Tensor xi = x.to(act).detach().requires_grad_();
+    Tensor h = conv2d(xi, params[0].to(act), Tensor(), {.padding = 1});
+    h = relu(batch_norm(h, Tensor(), Tensor(), params[1].to(param), params[2].to(param), {.training = true}));
+    h = max_pool2d(h, {.kernel_size = 2});
+    const Tensor critic = sum(pow(h.to(param), 2.0) * c.to(param));
+    const Tensor gx = autograd::grad({critic}, {xi}, {}, {.create_graph = true})[0];
+    return autograd::grad({sum(pow(gx.to(param), 2.0))}, params);
+  };
+  const std::vector<Tensor> ref = grads(DType::F64, DType::F64);
+  for (const auto& [act, tol] : {std::pair{DType::F16, 2e-2}, std::pair{DType::BF16, 8e-2}}) {
+    INFO(dtype_name(act));
+    const std::vector<Tensor> got = grads(act, DType::F32);
+    for (size_t k = 0; k < ref.size(); ++k) {
+      REQUIRE(got[k].dtype() == DType::F64);  // back through the casts to the F64 leaves
+      const std::vector<double> r = ref[k].to_vector<double>(), g = got[k].to_vector<double>();
+      double scale = 0;
+      for (double v : r) scale = std::max(scale, std::fabs(v));
+      REQUIRE(scale > 1e-3);
+      for (size_t i = 0; i < r.size(); ++i) CHECK(std::fabs(g[i] - r[i]) <= tol * scale);
+    }
+  }
 }
 
 TEST_CASE("gradient penalty under a GradScaler: the scaled recipe gives the unscaled gradients", "[autograd][double][amp]") {
