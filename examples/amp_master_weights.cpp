@@ -45,16 +45,15 @@ namespace insp = hg::amp::inspect;
 using hg::Tensor;
 using hg::amp::OptLevel;
 
-struct Options {
-  std::string data, out = "amp_out/amp_master_weights";
-  int threads = 1;        // the MLP's GEMMs are small: a second thread gains little on a shared 2-core machine
-  int64_t steps = 2000;   // training steps per run (batch 64; 938 steps = 1 epoch)
+// threads 1: the MLP's GEMMs are small, a second thread gains little on a shared 2-core machine
+struct Options : example::LessonFlags {
+  std::string out = "amp_out/amp_master_weights";
   double lr = 1e-3;       // plain SGD
   int64_t measure_every = 5;   // swamping is measured on every k-th step (each costs a host copy of the weights)
   int64_t log_every = 100;     // interval of the curves and the swamping CSV
   int64_t evals = 5;           // test-accuracy points per run (the last one is the final accuracy)
-  uint64_t seed = 0;
-  bool quick = false;  // 512 training samples, 1000 test samples, 150 steps: a smoke run
+  Options() { steps = 2000; }  // training steps per run (batch 64; 938 steps = 1 epoch); --quick: 512 training
+                               // samples, 1000 test samples, 150 steps, a smoke run
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -75,20 +74,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool steps_set = false;
-  auto on_value = [&](const std::string& f, const std::string& v) {
-    if (f == "--data") o.data = v;
-    else if (f == "--out") o.out = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
-    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
+  example::parse_lesson_flags(argc, argv, o, [&](const std::string& f, const std::string& v) {
+    if (f == "--out") o.out = v;
     else if (f == "--lr") o.lr = example::parse_positive(v);
-    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
     else if (f == "--measure-every") o.measure_every = example::parse_number<int64_t>(v, 1);
     else return false;
     return true;
-  };
-  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
-  if (o.quick && !steps_set) o.steps = 150;
+  }, usage);
+  if (o.quick && !o.steps_set) o.steps = 150;
   if (o.quick) o.log_every = 25;
   if (o.out.empty()) usage("--out must name a directory");
   return o;

@@ -57,13 +57,9 @@ using hg::Fp8Scaling;
 using hg::DType;
 using hg::Tensor;
 
-struct Options {
-  std::string data, csv, model = "mlp";
+struct Options : example::LessonFlags {
+  std::string csv, model = "mlp";
   hg::Device device = hg::Device::cpu();
-  int threads = 1;
-  int64_t steps = 2000;
-  uint64_t seed = 0;
-  bool quick = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -79,20 +75,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool steps_set = false;
-  auto on_value = [&](const std::string& f, const std::string& v) {
-    if (f == "--data") o.data = v;
-    else if (f == "--model" && (v == "mlp" || v == "cnn")) o.model = v;
+  example::parse_lesson_flags(argc, argv, o, [&](const std::string& f, const std::string& v) {
+    if (f == "--model" && (v == "mlp" || v == "cnn")) o.model = v;
     else if (f == "--csv") o.csv = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
-    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
-    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
     else if (f == "--device" && (v == "cpu" || v == "cuda")) o.device = v == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
     else return false;
     return true;
-  };
-  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
-  if (!steps_set) o.steps = o.model == "cnn" ? (o.quick ? 100 : 600) : (o.quick ? 300 : 2000);
+  }, usage);
+  if (!o.steps_set) o.steps = o.model == "cnn" ? (o.quick ? 100 : 600) : (o.quick ? 300 : 2000);
   return o;
 }
 

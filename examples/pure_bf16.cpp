@@ -32,13 +32,9 @@ namespace nn = hg::nn;
 using hg::Tensor;
 using hg::ParamRounding;
 
-struct Options {
-  std::string data;
-  int threads = 1;
-  int64_t steps = 3000;  // batch 64: 938 steps = 1 epoch
+struct Options : example::LessonFlags {
   double lr = 0.01;
-  uint64_t seed = 0;
-  bool quick = false;
+  Options() { steps = 3000; }  // batch 64: 938 steps = 1 epoch
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -51,18 +47,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  bool steps_set = false;
-  auto on_value = [&](const std::string& f, const std::string& v) {
-    if (f == "--data") o.data = v;
-    else if (f == "--threads") o.threads = example::parse_number<int>(v, 1, hg::max_num_threads());
-    else if (f == "--steps") o.steps = example::parse_number<int64_t>(v, 1), steps_set = true;
-    else if (f == "--lr") o.lr = example::parse_positive(v);
-    else if (f == "--seed") o.seed = example::parse_number<uint64_t>(v);
-    else return false;
+  example::parse_lesson_flags(argc, argv, o, [&](const std::string& f, const std::string& v) {
+    if (f != "--lr") return false;
+    o.lr = example::parse_positive(v);
     return true;
-  };
-  example::parse_flags(argc, argv, example::switch_flag("--quick", o.quick), on_value, usage);
-  if (o.quick && !steps_set) o.steps = 200;
+  }, usage);
+  if (o.quick && !o.steps_set) o.steps = 200;
   return o;
 }
 

@@ -116,6 +116,33 @@ inline std::function<bool(const std::string&)> switch_flag(std::string name, boo
   };
 }
 
+// The flags the teaching examples (amp_master_weights, pure_bf16, fp8_training, gradient_penalty) share: an
+// example's Options derives from it, sets its own defaults and reads these with parse_lesson_flags.
+struct LessonFlags {
+  std::string data;        // --data DIR (empty: the installed Fashion-MNIST)
+  int threads = 1;         // --threads N
+  int64_t steps = 0;       // --steps N: the example's default until given
+  uint64_t seed = 0;       // --seed N
+  bool quick = false;      // --quick: a smoke run
+  bool steps_set = false;  // --steps was given (a --quick default does not override it)
+};
+
+// Reads --data, --threads, --steps, --seed and --quick into o, and every other "--flag VALUE" through own(flag,
+// value), which returns false for a flag it does not know either; a bad flag prints the usage and exits with 2.
+inline void parse_lesson_flags(int argc, char** argv, LessonFlags& o,
+                               const std::function<bool(const std::string&, const std::string&)>& own,
+                               const std::function<void(const std::string&)>& usage) {
+  auto on_value = [&](const std::string& f, const std::string& v) {
+    if (f == "--data") o.data = v;
+    else if (f == "--threads") o.threads = parse_number<int>(v, 1, hg::max_num_threads());
+    else if (f == "--steps") o.steps = parse_number<int64_t>(v, 1), o.steps_set = true;
+    else if (f == "--seed") o.seed = parse_number<uint64_t>(v);
+    else return own(f, v);
+    return true;
+  };
+  parse_flags(argc, argv, switch_flag("--quick", o.quick), on_value, usage);
+}
+
 // Parses flags over the example's defaults; a bad flag prints the usage and exits with status 2.
 inline Args parse_args(int argc, char** argv, Args a) {
   auto on_value = [&](const std::string& f, const std::string& v) {
