@@ -2,7 +2,8 @@
 // primitive, plain row-major tags, created outside the timing, oneDNN's own threading) on the same
 // shapes in the same run, and this CPU's measured peak for the ISA it has (FMA on ymm with AVX2, on zmm
 // with AVX-512; VDPBF16PS with AVX512_BF16). Row-major C(M,N) = A(M,K) * B(K,N), no transposes. An
-// engine this CPU cannot run is reported as n/a with the reason.
+// engine this CPU cannot run is reported as n/a with the reason. First it prints how many tiles (the most
+// threads each can use) halfgrad cuts the three GEMMs of one amp_recipe layer into on this CPU.
 // Method (docs/ARCHITECTURE.md, "Benchmark method"): warm-up, median of 7 samples of >= 0.1 s each, samples of
 // all configurations of a shape interleaved, a sample retried while other processes keep the shared
 // VM busy; "clean" counts undisturbed samples.
@@ -274,6 +275,24 @@ int main(int argc, char** argv) {
   if (cpu.amx_bf16) std::printf("AMX-BF16 present: oneDNN's bf16 matmul uses AMX tiles and can exceed the VDPBF16PS peak\n");
   if (pk16 <= 0) pk16 = pk32;
   if (pk32 <= 0) pk32 = pk16 = 1;  // "of peak" then reads as GFLOP/s x 100
+
+  // The most threads each GEMM of one amp_recipe layer (Linear(1024, 1024), batch 256) can keep busy: halfgrad cuts
+  // C into tiles by the shape alone (the same bits on any thread count), each one thread's GEMM over all of K.
+  std::printf("\ntiles per GEMM of an amp_recipe layer (Linear 1024x1024, batch 256; the most threads each can use):\n");
+  struct Use {
+    const char* what;
+    hg::Trans ta, tb;
+    int64_t m, n, k;
+  };
+  for (const Use& u : {Use{"forward  y = x W^T ", hg::Trans::N, hg::Trans::T, 256, 1024, 1024},
+                       Use{"backward dX = dY W  ", hg::Trans::N, hg::Trans::N, 256, 1024, 1024},
+                       Use{"backward dW = dY^T X", hg::Trans::T, hg::Trans::N, 1024, 1024, 256}}) {
+    std::printf("  %s (%ldx%ldx%ld)", u.what, long(u.m), long(u.n), long(u.k));
+    for (const hg::DType dt : {hg::DType::F32, hg::DType::BF16})
+      std::printf("  %s %ld", hg::dtype_name(dt),
+                  long(hg::cpu::gemm_tiles({.dtype = dt, .trans_a = u.ta, .trans_b = u.tb, .m = u.m, .n = u.n, .k = u.k})));
+    std::printf("\n");
+  }
 
   const Shape shapes[] = {{512, 1024, 1024}, {256, 1024, 1024}, {256, 4096, 4096}, {64, 784, 256}};
   std::printf("\nC(M,N) = A(M,K) @ B(K,N), row-major, GFLOP/s (median); clean = samples with others < %.0f%% busy\n",

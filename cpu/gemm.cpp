@@ -454,13 +454,25 @@ void reference_typed(const GemmArgs& g) {
 
 }  // namespace
 
+namespace {
+// F16, and BF16 without BF16 dot products, run as an F32 GEMM of widened copies
+bool runs_widened(DType dt) { return dt == DType::F16 || (dt == DType::BF16 && !onednn_native(DType::BF16)); }
+}  // namespace
+
 void gemm(const GemmArgs& g) {
   check_gemm_args(g);
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return scale_c(g);
-  const bool widen = g.dtype == DType::F16 || (g.dtype == DType::BF16 && !onednn_native(DType::BF16));
-  if (widen) widened_gemm(g);
+  if (runs_widened(g.dtype)) widened_gemm(g);
   else tiled(g);
+}
+
+int64_t gemm_tiles(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.k == 0) return 1;
+  GemmArgs f = g;
+  if (runs_widened(g.dtype)) f.dtype = DType::F32;
+  if (transpose_b(f)) f.trans_b = Trans::N;  // tiled() runs it on a plain copy of B
+  return tiles_of(f).count();
 }
 
 std::string gemm_engine(DType dt) {

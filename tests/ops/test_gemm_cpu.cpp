@@ -342,6 +342,20 @@ TEST_CASE("gemm: engine names follow this CPU and oneDNN's ISA", "[cpu][gemm]") 
   CHECK_THROWS_AS(cpu::gemm_engine(DType::I64), Error);
 }
 
+TEST_CASE("gemm_tiles: small products are one tile; a recipe layer's backward GEMMs are cut in few", "[cpu][gemm]") {
+  // the count bench_gemm prints (docs/PERFORMANCE.md: why 16 threads gained 3.2x): by the shape alone
+  CHECK(cpu::gemm_tiles({.m = 32, .n = 64, .k = 64}) == 1);
+  CHECK(cpu::gemm_tiles({.m = 0, .n = 64, .k = 64}) == 1);
+  for (const DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    INFO(dtype_name(dt));
+    const int64_t fwd = cpu::gemm_tiles({.dtype = dt, .trans_b = Trans::T, .m = 256, .n = 1024, .k = 1024});
+    CHECK((fwd == 4 || fwd == 32));  // 4 where oneDNN packs a transposed B per tile (AVX-512), else 32
+    CHECK(cpu::gemm_tiles({.dtype = dt, .m = 256, .n = 1024, .k = 1024}) == 4);
+    CHECK(cpu::gemm_tiles({.dtype = dt, .trans_a = Trans::T, .m = 1024, .n = 1024, .k = 256}) == 2);
+    CHECK(cpu::gemm_tiles({.dtype = dt, .m = 4096, .n = 4096, .k = 4096, .batch = 1}) == 64);  // the most tiles
+  }
+}
+
 TEST_CASE("gemm: invalid arguments throw hg::Error naming the field", "[cpu][gemm]") {
   std::vector<float> a(64), b(64), c(64);
   const GemmArgs ok{.m = 3, .n = 4, .k = 5, .a = a.data(), .lda = 5, .b = b.data(), .ldb = 4,
