@@ -52,8 +52,9 @@ struct Options : example::LessonFlags {
   int64_t measure_every = 5;   // swamping is measured on every k-th step (each costs a host copy of the weights)
   int64_t log_every = 100;     // interval of the curves and the swamping CSV
   int64_t evals = 5;           // test-accuracy points per run (the last one is the final accuracy)
-  Options() { steps = 2000; }  // training steps per run (batch 64; 938 steps = 1 epoch); --quick: 512 training
-                               // samples, 1000 test samples, 150 steps, a smoke run
+  // training steps per run (batch 64; 938 steps = 1 epoch); --quick: 512 training samples, 1000 test samples,
+  // 150 steps, a smoke run
+  Options() : LessonFlags(2000) {}
 };
 
 [[noreturn]] void usage(const std::string& problem) {

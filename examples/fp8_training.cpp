@@ -58,6 +58,7 @@ using hg::DType;
 using hg::Tensor;
 
 struct Options : example::LessonFlags {
+  Options() : LessonFlags(2000) {}  // --model cnn and --quick pick other counts unless --steps is given
   std::string csv, model = "mlp";
   hg::Device device = hg::Device::cpu();
 };

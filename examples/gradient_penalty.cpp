@@ -14,12 +14,14 @@
 //                  underflow either), unscaled by hand, the penalty built in F32 outside the region, the penalised
 //                  loss scaled again for backward; a step whose scaled gradients overflow is skipped as usual;
 //   bf16-penalty   BF16 autocast, no scaler (BF16 has F32's range).
-// Columns: test accuracy; accuracy on FGSM-perturbed test images x + epsilon sign(d l / d x) (one gradient step
-// against each image, Goodfellow et al. 2015; epsilon in units of the normalised pixels); |dl/dx|, the mean norm of
-// the per-sample input gradient on the test set; the penalty P over the last 100 steps; the skipped steps. The
-// lesson: the penalty makes the model flatter around the data (|dl/dx| about half as large at lambda 5), which buys
-// accuracy under the perturbation for some clean accuracy; the F16 (with the scaler recipe) and BF16 runs follow
-// the F32 penalty run.
+// Columns: test accuracy (in the run's precision); accuracy on FGSM-perturbed test images x + epsilon sign(d l / d x)
+// (one gradient step against each image, Goodfellow et al. 2015; epsilon in units of the normalised pixels) and
+// |dl/dx|, the mean norm of the per-sample input gradient on the test set, both taken in F32 for every run (the
+// weights are F32 in all of them; F16 gradients of confident samples would underflow without a scaler); the
+// penalty P over the last 100 steps; the logits' dtype in training; the GradScaler's final scale; the skipped
+// steps; the time. The lesson: the penalty makes the model flatter around the data (|dl/dx| smaller: the smoke
+// test asks for at most 0.7 times at lambda 5), which buys accuracy under the perturbation for some clean
+// accuracy; the F16 (with the scaler recipe) and BF16 runs follow the F32 penalty run.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +41,7 @@ using hg::Tensor;
 struct Options : example::LessonFlags {
   double lambda = 5.0;
   double epsilon = 0.1;
-  Options() { steps = 2000; }  // batch 64: 938 steps = 1 epoch
+  Options() : LessonFlags(2000) {}  // batch 64: 938 steps = 1 epoch
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -69,12 +71,13 @@ struct Run {
   bool penalty = true;
   std::optional<DType> autocast = std::nullopt;  // O1 in this dtype; F16 with a GradScaler
   // results
-  double acc = 0, fgsm_acc = 0, grad_norm = 0, last_penalty = 0, seconds = 0;
+  double acc = 0, fgsm_acc = 0, grad_norm = 0, last_penalty = 0, seconds = 0, final_scale = 1;
   int64_t skipped = 0;
+  DType logits_dtype = DType::F32;
 };
 
-// conv 1->8 3x3 pad 1, ReLU, maxpool 2, conv 8->16 3x3 pad 1, ReLU, maxpool 2, linear 784->10: small, so the
-// double backward of four runs takes a minute on one core.
+// conv 1->8 3x3 pad 1, ReLU, maxpool 2, conv 8->16 3x3 pad 1, ReLU, maxpool 2, linear 784->10: small, since
+// three of the four runs differentiate it twice every step.
 std::shared_ptr<nn::Sequential> small_cnn() {
   return std::make_shared<nn::Sequential>(nn::Conv2d(1, 8, 3, {.padding = 1}), nn::ReLU(),
                                           nn::MaxPool2d({.kernel_size = 2}), nn::Conv2d(8, 16, 3, {.padding = 1}),
@@ -90,21 +93,23 @@ Tensor logits(nn::Module& model, const Tensor& x, const Run& r) {
 }
 
 // Per-sample input gradients of the test images (sum of the losses: each row is its own sample's d l_i / d x_i,
-// eval mode, no coupling between samples), their mean norm, and the accuracy on x + epsilon sign(gradient).
+// eval mode, no coupling between samples), their mean norm, and the accuracy on x + epsilon sign(gradient), all in
+// F32 (no autocast region: every run's weights are F32).
 void evaluate_robustness(nn::Module& model, const hg::data::TensorDataset& test, Run& r, double epsilon) {
+  const Run f32{.label = "f32 evaluation", .penalty = false};
   model.eval();
   hg::data::DataLoader loader(test, {.batch_size = 500, .shuffle = false, .prefetch = false});
   double norm_sum = 0;
   int64_t correct = 0, n = 0;
   for (auto& [x0, y] : loader) {
     const Tensor x = x0.detach().requires_grad_();
-    const Tensor loss = hg::cross_entropy(logits(model, x, r), y, {.reduction = hg::Reduction::Sum});
-    const Tensor g = hg::autograd::grad({loss}, {x})[0].to(DType::F32);
+    const Tensor loss = hg::cross_entropy(logits(model, x, f32), y, {.reduction = hg::Reduction::Sum});
+    const Tensor g = hg::autograd::grad({loss}, {x})[0];
     const std::vector<float> norms = hg::sqrt(hg::sum(g * g, {1, 2, 3})).to_vector<float>();
     for (const float v : norms) norm_sum += v;
     hg::NoGradGuard no_grad;
-    const Tensor step = hg::where(hg::gt(g, 0.0), hg::full({}, epsilon), hg::full({}, -epsilon));
-    const std::vector<int64_t> pred = hg::argmax(logits(model, x.detach() + step, r), 1).to_vector<int64_t>();
+    const Tensor step = (hg::gt(g, 0.0).to(DType::F32) - hg::lt(g, 0.0).to(DType::F32)) * epsilon;  // sign(0) = 0
+    const std::vector<int64_t> pred = hg::argmax(logits(model, x.detach() + step, f32), 1).to_vector<int64_t>();
     const std::vector<int64_t> lab = y.to_vector<int64_t>();
     for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == lab[i];
     n += static_cast<int64_t>(lab.size());
@@ -128,7 +133,9 @@ void train(const Options& o, const example::Data& d, Run& r) {
     for (auto& [x0, y] : loader) {
       opt.zero_grad();
       const Tensor x = x0.detach().requires_grad_(r.penalty);
-      Tensor loss = hg::cross_entropy(logits(*model, x, r), y);
+      const Tensor out = logits(*model, x, r);
+      r.logits_dtype = out.dtype();
+      Tensor loss = hg::cross_entropy(out, y);
       if (r.penalty) {
         // d L / d x of the scaled loss as a graph; unscaled by hand (not a parameter's .grad: unscale_ never sees it)
         const Tensor gx = hg::autograd::grad({scaler.scale(loss)}, {x}, {}, {.create_graph = true})[0];
@@ -147,6 +154,7 @@ void train(const Options& o, const example::Data& d, Run& r) {
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.final_scale = scaler.get_scale();
   r.last_penalty = penalty_n > 0 ? penalty_sum / static_cast<double>(penalty_n) : 0.0;
   example::Precision prec({});
   if (r.autocast) prec.autocast = true, prec.dtype = *r.autocast;
@@ -175,15 +183,17 @@ int run(const Options& o) {
     std::printf("  %-14s done in %.1f s\n", r.label.c_str(), r.seconds);
     std::fflush(stdout);
   }
-  std::printf("\n%-14s %9s %9s %9s %9s %8s %7s\n", "run", "test acc", "fgsm acc", "|dl/dx|", "penalty", "skipped",
-              "time");
+  std::printf("\n%-14s %9s %9s %9s %9s %7s %9s %8s %7s\n", "run", "test acc", "fgsm acc", "|dl/dx|", "penalty",
+              "logits", "scale", "skipped", "time");
   for (const Run& r : runs)
-    std::printf("%-14s %9.4f %9.4f %9.4f %9.4f %8lld %6.1fs\n", r.label.c_str(), r.acc, r.fgsm_acc, r.grad_norm,
-                r.last_penalty, static_cast<long long>(r.skipped), r.seconds);
+    std::printf("%-14s %9.4f %9.4f %9.4f %9.4f %7s %9g %8lld %6.1fs\n", r.label.c_str(), r.acc, r.fgsm_acc, r.grad_norm,
+                r.last_penalty, hg::dtype_name(r.logits_dtype), r.final_scale, static_cast<long long>(r.skipped),
+                r.seconds);
   std::printf("fgsm acc: accuracy on x + epsilon sign(d l / d x) (one gradient step against each test image); |dl/dx|: "
-              "mean norm of each test sample's loss gradient with respect to its pixels; penalty: mean_i |d l_i / d "
-              "x_i|^2 over the last 100 training steps (0: not trained with it); skipped: steps the GradScaler skipped "
-              "for an overflow.\n");
+              "mean norm of each test sample's loss gradient with respect to its pixels (both in F32 for every run); "
+              "penalty: mean_i |d l_i / d x_i|^2 over the last 100 training steps (0: not trained with it); logits: "
+              "their dtype in training (the autocast region's); scale: the GradScaler's last (1: none); skipped: steps "
+              "it skipped for an overflow.\n");
   return 0;
 }
 

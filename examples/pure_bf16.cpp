@@ -34,7 +34,7 @@ using hg::ParamRounding;
 
 struct Options : example::LessonFlags {
   double lr = 0.01;
-  Options() { steps = 3000; }  // batch 64: 938 steps = 1 epoch
+  Options() : LessonFlags(3000) {}  // batch 64: 938 steps = 1 epoch
 };
 
 [[noreturn]] void usage(const std::string& problem) {

@@ -119,9 +119,10 @@ inline std::function<bool(const std::string&)> switch_flag(std::string name, boo
 // The flags the teaching examples (amp_master_weights, pure_bf16, fp8_training, gradient_penalty) share: an
 // example's Options derives from it, sets its own defaults and reads these with parse_lesson_flags.
 struct LessonFlags {
+  explicit LessonFlags(int64_t default_steps) : steps(default_steps) {}
   std::string data;        // --data DIR (empty: the installed Fashion-MNIST)
   int threads = 1;         // --threads N
-  int64_t steps = 0;       // --steps N: the example's default until given
+  int64_t steps;           // --steps N: the example's default until given
   uint64_t seed = 0;       // --seed N
   bool quick = false;      // --quick: a smoke run
   bool steps_set = false;  // --steps was given (a --quick default does not override it)

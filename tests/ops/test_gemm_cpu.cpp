@@ -348,8 +348,9 @@ TEST_CASE("gemm_tiles: small products are one tile; a recipe layer's backward GE
   CHECK(cpu::gemm_tiles({.m = 0, .n = 64, .k = 64}) == 1);
   for (const DType dt : {DType::F32, DType::BF16, DType::F16}) {
     INFO(dtype_name(dt));
-    const int64_t fwd = cpu::gemm_tiles({.dtype = dt, .trans_b = Trans::T, .m = 256, .n = 1024, .k = 1024});
-    CHECK((fwd == 4 || fwd == 32));  // 4 where oneDNN packs a transposed B per tile (AVX-512), else 32
+    // 4 where oneDNN's AVX-512 matmul packs a transposed B per tile (its columns are then not cut), else 32
+    const bool avx512 = cpu::gemm_engine(DType::F32).rfind("onednn:avx512", 0) == 0;
+    CHECK(cpu::gemm_tiles({.dtype = dt, .trans_b = Trans::T, .m = 256, .n = 1024, .k = 1024}) == (avx512 ? 4 : 32));
     CHECK(cpu::gemm_tiles({.dtype = dt, .m = 256, .n = 1024, .k = 1024}) == 4);
     CHECK(cpu::gemm_tiles({.dtype = dt, .trans_a = Trans::T, .m = 1024, .n = 1024, .k = 256}) == 2);
     CHECK(cpu::gemm_tiles({.dtype = dt, .m = 4096, .n = 4096, .k = 4096, .batch = 1}) == 64);  // the most tiles
