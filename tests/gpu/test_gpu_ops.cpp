@@ -165,7 +165,7 @@ TEST_CASE("gpu: binary elementwise ops with broadcasting and their gradients", "
       }
 }
 
-TEST_CASE("gpu: a 0-d CPU tensor meets a device tensor on its device; other CPU operands are refused", "[gpu]") {
+TEST_CASE("gpu: a 0-d CPU tensor meets a device tensor on its device and other CPU operands are refused", "[gpu]") {
   const Tensor x = rnd(Shape{3, 5}, DType::F16), scale = full({}, 0.1);
   const Tensor y = gpu(x) * scale;  // torch's CPU scalar: result on the device, in x's dtype (result_type)
   CHECK(y.is_cuda());
@@ -578,7 +578,7 @@ TEST_CASE("gpu: flip (negative strides), roll, repeat, tril, expand, chunk, one_
   CHECK_THROWS_WITH(one_hot(gpu(idx), 3), Catch::Contains("index 3 is not smaller than num_classes=3"));
 }
 
-TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read contiguous tensors; in-place ops write through views", "[gpu]") {
+TEST_CASE("gpu: ops read views (transposed, stepped, selected) as they read contiguous tensors and in-place ops write through views", "[gpu]") {
   for (DType dt : kTypes) {
     INFO(dt);
     const Tensor big = rnd({6, 8, 10}, dt);

@@ -342,7 +342,7 @@ TEST_CASE("gemm: engine names follow this CPU and oneDNN's ISA", "[cpu][gemm]") 
   CHECK_THROWS_AS(cpu::gemm_engine(DType::I64), Error);
 }
 
-TEST_CASE("gemm_tiles: small products are one tile; a recipe layer's backward GEMMs are cut in few", "[cpu][gemm]") {
+TEST_CASE("gemm_tiles: small products are one tile and a recipe layer's backward GEMMs are cut in few", "[cpu][gemm]") {
   // the count bench_gemm prints (docs/PERFORMANCE.md: why 16 threads gained 3.2x): by the shape alone
   CHECK(cpu::gemm_tiles({.m = 32, .n = 64, .k = 64}) == 1);
   CHECK(cpu::gemm_tiles({.m = 0, .n = 64, .k = 64}) == 1);
