@@ -3,7 +3,8 @@
 // shapes in the same run, and this CPU's measured peak for the ISA it has (FMA on ymm with AVX2, on zmm
 // with AVX-512; VDPBF16PS with AVX512_BF16). Row-major C(M,N) = A(M,K) * B(K,N), no transposes. An
 // engine this CPU cannot run is reported as n/a with the reason. First it prints how many tiles (the most
-// threads each can use) halfgrad cuts the three GEMMs of one amp_recipe layer into on this CPU.
+// threads each can use) halfgrad cuts the three GEMMs of one amp_recipe layer into on this CPU, and whether blocks
+// of C computed alone keep the whole product's bits.
 // Method (docs/ARCHITECTURE.md, "Benchmark method"): warm-up, median of 7 samples of >= 0.1 s each, samples of
 // all configurations of a shape interleaved, a sample retried while other processes keep the shared
 // VM busy; "clean" counts undisturbed samples.
@@ -254,6 +255,43 @@ double best_peak(float (*kernel)(), double flop_per_iter) {
 
 }  // namespace
 
+namespace {
+
+// Whether a block of C computed as a GEMM of its own has the same bits as in the whole product, for several block
+// shapes (rows x columns of C, the whole K): what tiles that depended on the thread count would need to keep every
+// thread count's bits equal (docs/PERFORMANCE.md). One F32 256x1024x1024 product, B plain and transposed.
+void print_block_bits() {
+  const int64_t m = 256, n = 1024, k = 1024;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> a(m * k), b(k * n), whole(m * n), parts(m * n);
+  for (float& v : a) v = nd(rng);
+  for (float& v : b) v = nd(rng);
+  std::printf("\nblocks of C (F32 %ldx%ldx%ld) computed alone: elements whose bits differ from the whole product\n",
+              long(m), long(n), long(k));
+  for (const hg::Trans tb : {hg::Trans::N, hg::Trans::T}) {
+    const int64_t ldb = tb == hg::Trans::T ? k : n;
+    hg::cpu::gemm({.trans_b = tb, .m = m, .n = n, .k = k, .a = a.data(), .lda = k, .b = b.data(), .ldb = ldb,
+                   .c = whole.data(), .ldc = n});
+    std::printf("  B %s:", tb == hg::Trans::T ? "transposed" : "plain     ");
+    for (const auto& [bm, bn] : {std::pair<int64_t, int64_t>{8, 16}, {24, 48}, {64, 64}, {64, 100}, {64, 128},
+                                 {128, 512}, {256, 64}, {7, 1024}}) {
+      for (int64_t r = 0; r < m; r += bm)
+        for (int64_t c = 0; c < n; c += bn) {
+          const float* bp = tb == hg::Trans::T ? b.data() + c * k : b.data() + c;
+          hg::cpu::gemm({.trans_b = tb, .m = std::min(bm, m - r), .n = std::min(bn, n - c), .k = k, .a = a.data() + r * k,
+                         .lda = k, .b = bp, .ldb = ldb, .c = parts.data() + r * n + c, .ldc = n});
+        }
+      int64_t differ = 0;
+      for (int64_t i = 0; i < m * n; ++i) differ += std::memcmp(&whole[i], &parts[i], sizeof(float)) != 0;
+      std::printf(" %ldx%ld %ld", long(bm), long(bn), long(differ));
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   Opts o;
   if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) o.samples = 3, o.sample_s = 0.05;
@@ -293,6 +331,8 @@ int main(int argc, char** argv) {
                   long(hg::cpu::gemm_tiles({.dtype = dt, .trans_a = u.ta, .trans_b = u.tb, .m = u.m, .n = u.n, .k = u.k})));
     std::printf("\n");
   }
+
+  print_block_bits();
 
   const Shape shapes[] = {{512, 1024, 1024}, {256, 1024, 1024}, {256, 4096, 4096}, {64, 784, 256}};
   std::printf("\nC(M,N) = A(M,K) @ B(K,N), row-major, GFLOP/s (median); clean = samples with others < %.0f%% busy\n",
