@@ -3,6 +3,7 @@
 #include "ops/conv.h"
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "ops/autocast/autocast.h"
 #include "ops/kernels/conv.h"
 #include "ops/reduce.h"
@@ -86,18 +87,22 @@ Tensor input_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& d
 
 Tensor weight_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& x, const Tensor& dy) {
   Tensor dw = grad_w_b(p, x.contiguous(), dy.contiguous(), true, false).first;
-  autograd::record(dw, "conv2d_weight_backward", {x, dy}, [p, o, x, dy](const Tensor& g, const GradMask& needs) {
-    return std::vector<Tensor>{needs[0] ? input_grad(p, o, dy, g) : Tensor(),
-                               needs[1] ? conv2d(x, g, Tensor(), o) : Tensor()};
+  autograd::record(dw, "conv2d_weight_backward", {x, dy}, [p, o, sx = autograd::SavedTensor(x),
+                                                          sdy = autograd::SavedTensor(dy)](const Tensor& g,
+                                                                                           const GradMask& needs) {
+    return std::vector<Tensor>{needs[0] ? input_grad(p, o, sdy.unpack(), g) : Tensor(),
+                               needs[1] ? conv2d(sx.unpack(), g, Tensor(), o) : Tensor()};
   }, autograd::Saves{}, autograd::DoubleBackward::Yes);
   return dw;
 }
 
 Tensor input_grad(const ConvArgs& p, const Conv2dFuncOptions& o, const Tensor& dy, const Tensor& w) {
   Tensor dx = grad_x(p, w.contiguous(), dy.contiguous());
-  autograd::record(dx, "conv2d_input_backward", {dy, w}, [p, o, dy, w](const Tensor& g, const GradMask& needs) {
-    return std::vector<Tensor>{needs[0] ? conv2d(g, w, Tensor(), o) : Tensor(),
-                               needs[1] ? weight_grad(p, o, g, dy) : Tensor()};
+  autograd::record(dx, "conv2d_input_backward", {dy, w}, [p, o, sdy = autograd::SavedTensor(dy),
+                                                         sw = autograd::SavedTensor(w)](const Tensor& g,
+                                                                                        const GradMask& needs) {
+    return std::vector<Tensor>{needs[0] ? conv2d(g, sw.unpack(), Tensor(), o) : Tensor(),
+                               needs[1] ? weight_grad(p, o, g, sdy.unpack()) : Tensor()};
   }, autograd::Saves{}, autograd::DoubleBackward::Yes);
   return dx;
 }
@@ -137,12 +142,14 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
     f.x = x.data_ptr(), f.wt = w.data_ptr(), f.b = b.defined() ? b.data_ptr() : nullptr, f.y = y.data_ptr();
     conv2d_forward_kernels().get(x.device(), dt)(f);
   }
-  autograd::record(y, "conv2d", {x, w, b}, [p, o, x, w](const Tensor& dy, const GradMask& needs) {
+  autograd::record(y, "conv2d", {x, w, b}, [p, o, sx = autograd::SavedTensor(x),
+                                            sw = autograd::SavedTensor(w)](const Tensor& dy, const GradMask& needs) {
     if (autograd::create_graph_active())  // recorded ops: the gradients are differentiated again
-      return std::vector<Tensor>{needs[0] ? input_grad(p, o, dy, w) : Tensor(), needs[1] ? weight_grad(p, o, x, dy) : Tensor(),
+      return std::vector<Tensor>{needs[0] ? input_grad(p, o, dy, sw.unpack()) : Tensor(),
+                                 needs[1] ? weight_grad(p, o, sx.unpack(), dy) : Tensor(),
                                  needs[2] ? sum(dy, {0, 2, 3}) : Tensor()};
-    auto [dw, db] = grad_w_b(p, x.detach(), dy, needs[1], needs[2]);  // dw and db in one pass
-    return std::vector<Tensor>{needs[0] ? grad_x(p, w.detach(), dy) : Tensor(), dw, db};
+    auto [dw, db] = grad_w_b(p, sx.data(), dy, needs[1], needs[2]);  // dw and db in one pass
+    return std::vector<Tensor>{needs[0] ? grad_x(p, sw.data(), dy) : Tensor(), dw, db};
   }, autograd::Saves::only({0, 1}), autograd::DoubleBackward::Yes);
   return y;
 }

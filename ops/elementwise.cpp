@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/kernels/elementwise.h"
@@ -87,7 +88,8 @@ Tensor gelu_derivative(const Tensor& x) {
   Tensor d = empty_like(x);
   const Tensor one = ones({}, {.dtype = x.dtype(), .device = x.device()});  // broadcast
   run_elementwise("gelu backward", {EwOp::GeluErf, EwMode::Grad}, {x, x, one}, d);
-  autograd::record(d, "gelu_derivative", {x}, [x](const Tensor& g, const GradMask&) {
+  autograd::record(d, "gelu_derivative", {x}, [sx = autograd::SavedTensor(x)](const Tensor& g, const GradMask&) {
+    const Tensor x = sx.unpack();
     const Tensor x2 = mul(x, x);
     const Tensor phi = mul(exp(mul(x2, -0.5)), 0.3989422804014327);  // 1 / sqrt(2 pi)
     // 0 where phi is (|x| large), not 0 * -inf = NaN, as the tanh form's tail
@@ -147,14 +149,15 @@ Tensor unary(const char* name, EwOp op, const Tensor& x, double p0 = 0, double p
   Tensor y = empty_like(x);
   run_elementwise(name, fwd, {x}, y);
   if (autograd::should_record({&x})) {
-    // y as a detached alias: capturing y itself would make a reference cycle
+    // y as a detached alias and x as a SavedTensor: capturing either tensor itself could make a reference cycle
     const GradReads reads = grad_reads(op);
-    const Tensor kept = reads == GradReads::Y ? y.detach() : reads == GradReads::X ? x : Tensor();
-    autograd::record(y, name, {x}, [kept, fwd, reads](const Tensor& dy, const GradMask&) {
+    const autograd::SavedTensor kept_x(reads == GradReads::X ? x : Tensor());
+    const Tensor kept_y = reads == GradReads::Y ? y.detach() : Tensor();
+    autograd::record(y, name, {x}, [kept_x, kept_y, fwd](const Tensor& dy, const GradMask&) {
       if (autograd::create_graph_active())
-        return std::vector<Tensor>{unary_grad_ops(fwd, reads == GradReads::X ? kept : Tensor(),
-                                                  reads == GradReads::Y ? autograd::saved_output(kept) : Tensor(), dy)};
-      const Tensor& v = kept.defined() ? kept : dy;  // Neither: grad() reads neither slot
+        return std::vector<Tensor>{unary_grad_ops(fwd, kept_x.unpack(), autograd::saved_output(kept_y), dy)};
+      const Tensor& v = kept_x.defined() ? kept_x.data() : kept_y.defined() ? kept_y : dy;  // Neither: grad()
+                                                                                               // reads neither slot
       Tensor dx = empty_like(v);
       run_elementwise("backward", {fwd.op, EwMode::Grad, fwd.p0, fwd.p1}, {v, v, dy}, dx);
       return std::vector<Tensor>{dx};
@@ -207,11 +210,11 @@ std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a_in, const Te
 }
 
 Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const Tensor& dy, const Shape& target) {
-  if (op == EwOp::Add || (op == EwOp::Sub && mode == EwMode::GradA)) return sum_to(dy, target);
+  // add and sub read neither operand (their nodes save none): dy, or -dy for sub's second
+  if (op == EwOp::Add || op == EwOp::Sub) return sum_to(op == EwOp::Sub && mode == EwMode::GradB ? neg(dy) : dy, target);
   if (autograd::create_graph_active()) {  // recorded ops, differentiable again (ops/functors.h's formulas)
     const bool ga = mode == EwMode::GradA;
     switch (op) {
-      case EwOp::Sub: return sum_to(neg(dy), target);
       case EwOp::Mul: return sum_to(mul(dy, ga ? b : a), target);
       case EwOp::Div: return sum_to(ga ? div(dy, b) : mul(neg(dy), div(div(a, b), b)), target);
       case EwOp::Maximum: case EwOp::Minimum: {  // dy where this operand wins, half of it on a tie (constant masks)
@@ -248,10 +251,15 @@ Tensor binary(const char* name, EwOp op, amp::OpId aop, const Tensor& a_in, cons
   Tensor y = empty(broadcast_shapes(name, a.shape(), b.shape()), {.dtype = a.dtype(), .device = a.device()});
   run_elementwise(name, {op, EwMode::Forward}, {a, b}, y);
   if (autograd::should_record({&a, &b})) {
-    autograd::record(y, name, {a, b}, [a, b, op](const Tensor& dy, const GradMask& needs) {
-      return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, a.shape()) : Tensor(),
-                                 needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, b.shape()) : Tensor()};
-    }, op == EwOp::Add || op == EwOp::Sub ? autograd::Saves::none() : autograd::Saves{}, autograd::DoubleBackward::Yes);
+    // add and sub read neither operand; the others keep them as SavedTensors (no reference cycle through them)
+    const bool reads = op != EwOp::Add && op != EwOp::Sub;
+    autograd::record(y, name, {a, b}, [sa = autograd::SavedTensor(reads ? a : Tensor()),
+                                       sb = autograd::SavedTensor(reads ? b : Tensor()), as = a.shape(),
+                                       bs = b.shape(), op](const Tensor& dy, const GradMask& needs) {
+      const Tensor a = sa.unpack(), b = sb.unpack();
+      return std::vector<Tensor>{needs[0] ? binary_grad(EwMode::GradA, op, a, b, dy, as) : Tensor(),
+                                 needs[1] ? binary_grad(EwMode::GradB, op, a, b, dy, bs) : Tensor()};
+    }, reads ? autograd::Saves{} : autograd::Saves::none(), autograd::DoubleBackward::Yes);
   }
   return y;
 }

@@ -192,7 +192,7 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b, const
   // them. Block scales: backward casts the high-precision x and w again along its GEMMs' reduction dims.
   const bool reuse = scaling.per_tensor();
   if (!reuse) qx = {}, qw = {};
-  const Tensor x_kept = reuse ? Tensor() : x2, w_kept = reuse ? Tensor() : w;
+  const Tensor x_kept = reuse ? Tensor() : x2.detach(), w_kept = reuse ? Tensor() : w.detach();  // values only
   autograd::record(y, "fp8_linear", ins,
                    [state, qx, qw, x_kept, w_kept, m, o, i, update, xs = x.shape(), xdt = x.dtype(), wdt = w.dtype(),
                     bdt = b.defined() ? b.dtype() : DType::F32](const Tensor& dy_in, const GradMask& needs) {

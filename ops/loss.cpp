@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/broadcast.h"
@@ -82,10 +83,11 @@ Tensor class_loss(const char* op, CrossEntropyArgs a, const Tensor& x_in, const 
   a.stats = stats.data_ptr();
   a.loss = loss.data_ptr();
   cross_entropy_kernels().get(x.device(), x.dtype())(a);
-  autograd::record(loss, op, {x}, [x, target, stats, a](const Tensor& dy, const GradMask&) {
+  autograd::record(loss, op, {x}, [sx = autograd::SavedTensor(x), target, stats, a](const Tensor& dy, const GradMask&) {
+    const Tensor& x = sx.data();
     HG_CHECK(dy.dtype() == stats.dtype(), "cross_entropy backward: gradient dtype ", dy.dtype(), " but the loss is ",
              stats.dtype());
-    if (autograd::create_graph_active()) return std::vector<Tensor>{class_loss_grad_ops(a, x, target, dy)};
+    if (autograd::create_graph_active()) return std::vector<Tensor>{class_loss_grad_ops(a, sx.unpack(), target, dy)};
     Tensor dx = empty_like(x);
     CrossEntropyArgs b = a;
     b.x = x.data_ptr();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "core/dispatch_table.h"
 #include "ops/autocast/autocast.h"
 #include "ops/broadcast.h"
@@ -232,7 +233,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   // Keep only what the gradients read: dx reads w, dw reads x. A first layer (x is data) thus frees its
   // input, and under autocast the low-precision copy of its weight, as soon as the forward is done. ReLU's
   // gradient reads y (a detached alias: y itself would make a reference cycle).
-  const Tensor w_kept = x.requires_grad() ? w : Tensor(), x_kept = w.requires_grad() ? x : Tensor();
+  const autograd::SavedTensor w_kept(x.requires_grad() ? w : Tensor()), x_kept(w.requires_grad() ? x : Tensor());
   const Tensor y_kept = act == Activation::Relu ? y.detach() : Tensor();
   autograd::Saves saves{0, y_kept.defined()};  // what the backward reads: the bias never
   if (x_kept.defined()) saves.inputs |= 1;
@@ -244,8 +245,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
     if (autograd::create_graph_active()) {  // recorded ops: the gradients are differentiated again
       Tensor dz = reshape(dy_in, {m, o});
       if (y_kept.defined()) dz = mul(dz, gt(reshape(autograd::saved_output(y_kept), {m, o}), 0.0).to(dz.dtype()));
-      if (needs[0]) g[0] = reshape(matmul(dz, w_kept), xs);
-      if (needs[1]) g[1] = matmul(dz, reshape(x_kept, {m, i}), {.trans_a = Trans::T});
+      if (needs[0]) g[0] = reshape(matmul(dz, w_kept.unpack()), xs);
+      if (needs[1]) g[1] = matmul(dz, reshape(x_kept.unpack(), {m, i}), {.trans_a = Trans::T});
       if (needs.size() > 2 && needs[2]) g[2] = sum(dz, {0});
       return g;
     }
@@ -256,8 +257,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
       run_elementwise("linear_relu backward", {EwOp::Relu, EwMode::Grad}, {y2, y2, dz}, g);
       dz = g;
     }
-    if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dz, .y = w_kept, .m = m, .n = i, .k = o}), xs);
-    auto [dw, db] = weight_and_bias_grads(dz, x_kept.defined() ? alias_with_shape(x_kept, {m, i}) : x_kept, m, o, i,
+    if (needs[0]) g[0] = alias_with_shape(gemm_op({.x = dz, .y = w_kept.data(), .m = m, .n = i, .k = o}), xs);
+    auto [dw, db] = weight_and_bias_grads(dz, x_kept.defined() ? alias_with_shape(x_kept.data(), {m, i}) : Tensor(), m, o, i,
                                           needs[1], needs.size() > 2 && needs[2]);
     g[1] = dw;
     if (needs.size() > 2) g[2] = db;
@@ -326,8 +327,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, MatmulOptions o) {
   Tensor y = alias_with_shape(gemm_op({.x = a, .tx = o.trans_a, .x_shared = p.shared_a, .y = b, .ty = o.trans_b,
                                        .y_shared = p.shared_b, .batch = p.batch, .m = p.m, .n = p.n, .k = p.k}),
                               p.out);
-  autograd::record(y, "matmul", {a, b}, [a, b, p, o](const Tensor& dy, const GradMask& needs) {
-    if (autograd::create_graph_active()) return matmul_grads_ops(a, b, o, p, dy, needs);
+  autograd::record(y, "matmul", {a, b}, [sa = autograd::SavedTensor(a), sb = autograd::SavedTensor(b), p,
+                                         o](const Tensor& dy, const GradMask& needs) {
+    if (autograd::create_graph_active()) return matmul_grads_ops(sa.unpack(), sb.unpack(), o, p, dy, needs);
+    const Tensor &a = sa.data(), &b = sb.data();
     return std::vector<Tensor>{needs[0] ? grad_a(p, b, dy, o, a.shape()) : Tensor(),
                                needs[1] ? grad_b(p, a, dy, o, b.shape()) : Tensor()};
   }, autograd::Saves{}, autograd::DoubleBackward::Yes);

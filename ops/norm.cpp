@@ -7,6 +7,7 @@
 #include "ops/norm.h"
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -109,9 +110,11 @@ std::vector<Tensor> norm_grads_ops(const Layout& l, const Tensor& x, const Tenso
 template <class Args, class Kernel>
 void record_norm(Tensor& y, const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
                  const Args& shape, DispatchTable<Kernel>& table, Saved sv, Layout layout) {
-  autograd::record(y, op, {x, weight, bias}, [shape, &table, sv, layout, x, weight](const Tensor& dy_in,
-                                                                                    const GradMask& needs) {
-    if (autograd::create_graph_active()) return norm_grads_ops(layout, x, weight, sv, dy_in, needs);
+  autograd::record(y, op, {x, weight, bias}, [shape, &table, sv, layout, sx = autograd::SavedTensor(x),
+                                              sweight = autograd::SavedTensor(weight)](const Tensor& dy_in,
+                                                                                       const GradMask& needs) {
+    if (autograd::create_graph_active())
+      return norm_grads_ops(layout, sx.unpack(), sweight.unpack(), sv, dy_in, needs);
     const Tensor dy = dy_in.to(sv.x.dtype());
     const Device dev = sv.x.device();
     const Tensor dx = buffer_if(needs[0], sv.x.shape(), sv.x.dtype(), dev);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "autograd/saved.h"
 #include "ops/autocast/autocast.h"
 #include "ops/dispatch.h"
 #include "ops/elementwise.h"
@@ -278,7 +279,9 @@ Tensor norm(const Tensor& x) {
     if (y.dtype() != x.dtype()) y = y.to(x.dtype());
   }
   // (y as a detached alias: capturing y itself would make a reference cycle)
-  autograd::record(y, "norm", {x}, [x, yd = y.detach(), acc](const Tensor& dy, const GradMask&) {
+  autograd::record(y, "norm", {x}, [sx = autograd::SavedTensor(x), yd = y.detach(), acc](const Tensor& dy,
+                                                                                          const GradMask&) {
+    const Tensor x = sx.unpack();
     // x * (dy / norm), and 0 where the norm is 0 (the subgradient torch picks); in recorded ops, the norm attached
     // to this node under create_graph (its dependence on x is part of the second derivative)
     const Tensor n = autograd::saved_output(yd).to(acc);

@@ -507,3 +507,31 @@ TEST_CASE("the widening backward of leaf casts is batched at the end and gives t
   CHECK_THROWS_WITH(l.backward(), Catch::Contains("a second time"));
   h.remove();
 }
+
+TEST_CASE("an in-place update through the op that saved the tensor frees its graph (h += f(h))", "[autograd]") {
+  // the backwards hold what they read as autograd::SavedTensor (values and the history they had), not the tensor:
+  // holding h itself made h -> add_'s node -> f's node -> h a reference cycle, and every residual step leaked
+  Generator gen(3);
+  const Tensor w = randn({8, 8}, {}, &gen).requires_grad_(), k = randn({4, 4, 3, 3}, {}, &gen).requires_grad_();
+  const Tensor bn_w = ones({4}).requires_grad_();
+  const int64_t nodes = autograd::live_nodes();
+  for (int i = 0; i < 3; ++i) {
+    Tensor h = randn({2, 8}, {}, &gen) * sum(w);
+    h.add_(linear(h, w));
+    h.add_(matmul(h, w));
+    h.add_(h * h);
+    h.add_(tanh(h) / (h + 3.0));
+    h.add_(cross_entropy(h, from_vector(std::vector<int64_t>{1, 2}, {2}, {.dtype = DType::I64})) * 0.0);
+    h.add_(norm(h) * 0.1);
+    Tensor c = randn({2, 4, 5, 5}, {}, &gen) * sum(k);
+    c.add_(conv2d(c, k, Tensor(), {.padding = 1}));
+    c.add_(batch_norm(c, Tensor(), Tensor(), bn_w, Tensor(), {.training = true}));
+    CHECK(autograd::live_nodes() > nodes);
+  }
+  CHECK(autograd::live_nodes() == nodes);
+  // a backward through such a step is still refused as torch refuses it: mul read h before add_ changed it
+  Tensor x = from_vector(std::vector<double>{0.5, -2}, {2}, {.dtype = DType::F64, .requires_grad = true});
+  Tensor h = x * 1.0;
+  h.add_(h * h);
+  CHECK_THROWS_WITH(h.sum().backward(), Catch::Contains("modified by an inplace operation") && Catch::Contains("mul"));
+}
