@@ -211,7 +211,10 @@ std::pair<Tensor, Tensor> promote(const char* name, const Tensor& a_in, const Te
 
 Tensor binary_grad(EwMode mode, EwOp op, const Tensor& a, const Tensor& b, const Tensor& dy, const Shape& target) {
   // add and sub read neither operand (their nodes save none): dy, or -dy for sub's second
-  if (op == EwOp::Add || op == EwOp::Sub) return sum_to(op == EwOp::Sub && mode == EwMode::GradB ? neg(dy) : dy, target);
+  if (op == EwOp::Add || op == EwOp::Sub) {
+    const Tensor g = sum_to(dy, target);
+    return op == EwOp::Sub && mode == EwMode::GradB ? neg(g) : g;  // negated after the reduction: fewer elements
+  }
   if (autograd::create_graph_active()) {  // recorded ops, differentiable again (ops/functors.h's formulas)
     const bool ga = mode == EwMode::GradA;
     switch (op) {

@@ -523,9 +523,15 @@ TEST_CASE("an in-place update through the op that saved the tensor frees its gra
     h.add_(tanh(h) / (h + 3.0));
     h.add_(cross_entropy(h, from_vector(std::vector<int64_t>{1, 2}, {2}, {.dtype = DType::I64})) * 0.0);
     h.add_(norm(h) * 0.1);
+    h.add_(log(abs(h) + 1.0));  // a unary op that saves its input
     Tensor c = randn({2, 4, 5, 5}, {}, &gen) * sum(k);
     c.add_(conv2d(c, k, Tensor(), {.padding = 1}));
     c.add_(batch_norm(c, Tensor(), Tensor(), bn_w, Tensor(), {.training = true}));
+    // create_graph's recorded backwards save what they read too (conv2d's data and weight gradients here)
+    Tensor e = randn({2, 4, 5, 5}, {}, &gen) * sum(k);
+    const Tensor gk = autograd::grad({sum(pow(conv2d(e, k, Tensor(), {.padding = 1}), 2.0))}, {k}, {},
+                                     {.create_graph = true})[0];
+    e.add_(conv2d(e, gk, Tensor(), {.padding = 1}));
     CHECK(autograd::live_nodes() > nodes);
   }
   CHECK(autograd::live_nodes() == nodes);
